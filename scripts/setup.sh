@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# One-time (and idempotent, quick when done) set-up of everything the demo and the tests need on a
+# fresh Debian 12 machine: Debian packages (JRE + ZooKeeper, sshd), a virtualenv in .venv with the
+# pinned Python stack, and this package installed in editable mode.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+VENV=$ROOT/.venv
+APT_PACKAGES=(openjdk-17-jre-headless zookeeper libslf4j-java openssh-server openssh-client)
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  log "installing Debian packages: ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+PYTHON=${PYTHON:-python3}
+if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+  log "Python >= 3.11 is required (pyspark 4.3); found $("$PYTHON" --version 2>&1)"; exit 1
+fi
+if [ ! -x "$VENV/bin/python" ]; then
+  log "creating virtualenv $VENV"
+  "$PYTHON" -m venv "$VENV"
+fi
+
+# Re-run pip only when what it installs from changed (keeps the second run quick).
+stamp=$VENV/.kafka-zk-setup-stamp
+want=$(cat setup.cfg pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  log "installing Python packages (pinned by constraints.txt)"
+  "$VENV/bin/pip" install -q --disable-pip-version-check -c constraints.txt -e '.[spark,test]' 2>&1 \
+    | grep -v "^WARNING: Location" || true
+  # apache-spark's provider pulls pyspark-client, which ships the same files as pyspark and can
+  # overwrite them (ENVIRONMENT.md). Put pyspark's own files back; never uninstall pyspark-client.
+  "$VENV/bin/pip" install -q --disable-pip-version-check --force-reinstall --no-deps \
+    "pyspark==$(grep -i '^pyspark==' constraints.txt | cut -d= -f3)" 2>&1 | grep -v "^WARNING: Location" || true
+  echo "$want" > "$stamp"
+fi
+"$VENV/bin/python" - <<'PY'
+import importlib.metadata as md, pyspark, sys
+if pyspark.__version__ != md.version("pyspark"):
+    sys.exit(f"pyspark files are {pyspark.__version__} but the wheel is {md.version('pyspark')}")
+PY
