@@ -1,0 +1,104 @@
+"""Provider metadata read by Airflow's ProvidersManager (entry point ``apache_airflow_provider``).
+
+Connection form fields are declared here (``conn-fields``, Airflow 3.2+), so the UI can render the
+``kafka_zookeeper`` form without importing the hook.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_provider_kafka_zk import __version__
+
+_INTEGRATION = "Apache Kafka (ZooKeeper mode)"
+
+
+def _field(label: str, schema: dict[str, Any], description: str | None = None) -> dict[str, Any]:
+    field: dict[str, Any] = {"label": label, "schema": schema}
+    if description:
+        field["description"] = description
+    return field
+
+
+def get_provider_info() -> dict[str, Any]:
+    return {
+        "package-name": "airflow-provider-kafka-zk",
+        "name": "Kafka ZooKeeper-mode cluster care",
+        "description": (
+            "Operators and DAGs that keep ZooKeeper-mode Kafka clusters (0.11 ... 3.9) healthy: "
+            "ZooKeeper snapshots, topicId audits, RF=1 drains, topic-deletion verification."
+        ),
+        "versions": [__version__],
+        "integrations": [
+            {
+                "integration-name": _INTEGRATION,
+                "external-doc-url": "https://kafka.apache.org/documentation/#zk",
+                "tags": ["service"],
+            }
+        ],
+        "hooks": [
+            {
+                "integration-name": _INTEGRATION,
+                "python-modules": ["airflow_provider_kafka_zk.hooks.zookeeper"],
+            }
+        ],
+        "connection-types": [
+            {
+                "connection-type": "kafka_zookeeper",
+                "hook-class-name": "airflow_provider_kafka_zk.hooks.zookeeper.KafkaZooKeeperHook",
+                "hook-name": "Kafka ZooKeeper",
+                "conn-fields": {
+                    "chroot": _field(
+                        "Kafka chroot",
+                        {"type": ["string", "null"], "pattern": "^(/[^/]+)*$"},
+                        "ZooKeeper path Kafka lives under, e.g. /kafka_cluster_01 (empty: the root).",
+                    ),
+                    "auth_scheme": _field(
+                        "Authentication",
+                        {"type": ["string", "null"], "enum": ["none", "digest", "sasl"], "default": "none"},
+                        "digest: login/password as ZooKeeper digest auth; sasl: SASL (DIGEST-MD5 or GSSAPI).",
+                    ),
+                    "sasl_mechanism": _field(
+                        "SASL mechanism",
+                        {"type": ["string", "null"], "enum": ["DIGEST-MD5", "GSSAPI"], "default": "DIGEST-MD5"},
+                    ),
+                    "use_ssl": _field("Use TLS", {"type": ["boolean", "null"], "default": False}),
+                    "verify_certs": _field(
+                        "Verify server certificate", {"type": ["boolean", "null"], "default": True}
+                    ),
+                    "ca_file": _field("CA bundle file", {"type": ["string", "null"]}),
+                    "cert_file": _field("Client certificate file", {"type": ["string", "null"]}),
+                    "key_file": _field("Client key file", {"type": ["string", "null"]}),
+                    "key_password": _field(
+                        "Client key password", {"type": ["string", "null"], "format": "password"}
+                    ),
+                    "session_timeout": _field(
+                        "Session timeout (s)",
+                        {"type": ["number", "null"], "default": 30, "minimum": 4, "maximum": 600},
+                    ),
+                    "connect_timeout": _field(
+                        "Connect timeout (s)",
+                        {"type": ["number", "null"], "default": 15, "minimum": 1, "maximum": 600},
+                    ),
+                    "read_only": _field(
+                        "Read-only",
+                        {"type": ["boolean", "null"], "default": False},
+                        "Refuse every ZooKeeper write through this connection (audit-only use).",
+                    ),
+                },
+                "ui-field-behaviour": {
+                    "hidden-fields": ["schema", "extra"],
+                    "relabeling": {
+                        "host": "ZooKeeper hosts",
+                        "port": "Default port",
+                        "login": "Digest/SASL user",
+                        "password": "Digest/SASL password",
+                    },
+                    "placeholders": {
+                        "host": "zk1.example.com:2181,zk2.example.com:2181,zk3.example.com:2181",
+                        "port": "2181",
+                    },
+                },
+            }
+        ],
+    }

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The main job on the built-in demo cluster, from nothing: set-up (idempotent), then start real
+# ZooKeeper and sshd on loopback, build the simulated incident cluster and show what it holds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+export PATH="$PWD/.venv/bin:$PATH"
+exec python -m airflow_provider_kafka_zk.testing.demo "$@"
