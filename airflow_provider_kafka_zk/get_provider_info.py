@@ -60,7 +60,11 @@ def get_provider_info() -> dict[str, Any]:
                     ),
                     "sasl_mechanism": _field(
                         "SASL mechanism",
-                        {"type": ["string", "null"], "enum": ["DIGEST-MD5", "GSSAPI"], "default": "DIGEST-MD5"},
+                        {
+                            "type": ["string", "null"],
+                            "enum": ["DIGEST-MD5", "GSSAPI"],
+                            "default": "DIGEST-MD5",
+                        },
                     ),
                     "use_ssl": _field("Use TLS", {"type": ["boolean", "null"], "default": False}),
                     "verify_certs": _field(

@@ -54,7 +54,12 @@ class ZooKeeperConnectionConfig:
 
     @classmethod
     def from_connection(
-        cls, host: str | None, port: int | None, login: str | None, password: str | None, extra: dict[str, Any]
+        cls,
+        host: str | None,
+        port: int | None,
+        login: str | None,
+        password: str | None,
+        extra: dict[str, Any],
     ) -> ZooKeeperConnectionConfig:
         if not host:
             raise ValueError("kafka_zookeeper connection has no host: give 'zk1:2181,zk2:2181,...'")

@@ -9,10 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import airflow
 import jsonschema
 import pytest
 
-import airflow
 from airflow_provider_kafka_zk import __version__
 from airflow_provider_kafka_zk.get_provider_info import get_provider_info
 

@@ -46,8 +46,14 @@ def test_login_alone_means_digest():
 
 def test_sasl_and_tls_options_reach_kazoo():
     c = config(
-        login="u", password="p", auth_scheme="sasl", sasl_mechanism="GSSAPI",
-        use_ssl="true", verify_certs="false", ca_file="/ca.pem", key_password="kp",
+        login="u",
+        password="p",
+        auth_scheme="sasl",
+        sasl_mechanism="GSSAPI",
+        use_ssl="true",
+        verify_certs="false",
+        ca_file="/ca.pem",
+        key_password="kp",
     )
     kwargs = c.kazoo_kwargs()
     assert kwargs["sasl_options"] == {"mechanism": "GSSAPI", "username": "u", "password": "p"}
@@ -64,7 +70,11 @@ def test_timeouts_and_read_only():
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
-    [({"host": ""}, "no host"), ({"auth_scheme": "kerberos"}, "auth_scheme"), ({"auth_scheme": "digest"}, "login")],
+    [
+        ({"host": ""}, "no host"),
+        ({"auth_scheme": "kerberos"}, "auth_scheme"),
+        ({"auth_scheme": "digest"}, "login"),
+    ],
 )
 def test_bad_connections_are_refused_clearly(kwargs, message):
     with pytest.raises(ValueError, match=message):

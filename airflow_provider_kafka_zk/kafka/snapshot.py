@@ -1,0 +1,42 @@
+"""One row per znode: the unit a ZooKeeper snapshot is stored in and the model is built from.
+
+The I/O layer writes these rows as Parquet (one column per field, ``data`` as nullable binary);
+the pure core only ever sees them as plain objects, so a notebook or a Spark executor can build a
+ClusterState from a snapshot without ZooKeeper or Airflow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+
+@dataclass(frozen=True, slots=True)
+class ZnodeRow:
+    """A znode's path (relative to the Kafka chroot), raw data and full Stat.
+
+    ``data`` is None for a znode created with null data (Kafka's containers), b"" for empty data.
+    ``version`` is the data version: a partition state's partition epoch, /controller_epoch's
+    fencing version; ``ephemeral_owner`` is the owning session id (0: persistent).
+    """
+
+    path: str
+    data: bytes | None
+    czxid: int
+    mzxid: int
+    pzxid: int
+    ctime: int
+    mtime: int
+    version: int
+    cversion: int
+    aversion: int
+    ephemeral_owner: int
+    data_length: int
+    num_children: int
+
+    @property
+    def is_ephemeral(self) -> bool:
+        return self.ephemeral_owner != 0
+
+
+ZNODE_ROW_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(ZnodeRow))
+"""Column order of the snapshot Parquet file."""

@@ -1,0 +1,581 @@
+"""In-memory model of a ZooKeeper-mode Kafka cluster and the incident steps that change it.
+
+Each step changes ZooKeeper and the brokers' disks the way Kafka itself would (KAFKA_FORMATS.md,
+including what a real 3.3.1 cluster did in §8), and records the incident it leaves behind in
+``incidents`` so tests can check that later code finds exactly what was planted. Nothing here
+does I/O: ``zk_writer`` and ``disk_writer`` put the model into a real ZooKeeper and onto disk.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+
+from airflow_provider_kafka_zk.kafka.logdir import DirKind
+from airflow_provider_kafka_zk.kafka.uuid import KafkaUuid
+from airflow_provider_kafka_zk.kafka.versions import (
+    ibp_sends_topic_ids,
+    ibp_uses_topic_ids,
+    topic_znode_version,
+    writes_partition_metadata_on_create,
+)
+from airflow_provider_kafka_zk.kafka.znodes import validate_topic_name
+
+from .assignment import assign_replicas
+from .spec import BrokerSpec, ClusterSpec, TopicSpec
+
+
+class SimulationError(ValueError):
+    """A step asked for something the simulated cluster cannot do (unknown topic, broker offline...)."""
+
+
+@dataclass
+class PartitionModel:
+    replicas: list[int]
+    leader: int
+    isr: list[int]
+    controller_epoch: int = 1  # epoch of the controller that last wrote the state znode
+    leader_epoch: int = 0
+    state_version: int = 0  # zkVersion of the state znode = the partition epoch
+    adding: list[int] = field(default_factory=list)
+    removing: list[int] = field(default_factory=list)
+
+
+@dataclass
+class TopicModel:
+    spec: TopicSpec
+    partitions: dict[int, PartitionModel]
+    config: dict[str, str]
+    zk_topic_id: KafkaUuid | None  # what /brokers/topics/<t> holds
+    controller_topic_id: KafkaUuid | None  # what the active controller holds in memory
+    znode_format: int  # format version of the last write of the topic znode (1, 2 or 3)
+    znode_version: int = 0  # zkVersion of the topic znode
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+@dataclass
+class ReplicaDir:
+    """One partition directory on one broker's disk."""
+
+    broker_id: int
+    log_dir_index: int
+    topic: str
+    partition: int
+    topic_id: KafkaUuid | None  # content of partition.metadata; None = no file
+    records: int
+    record_value_bytes: int
+    records_per_batch: int
+    segment_bytes: int
+    leader_epochs: list[tuple[int, int]]
+    mtime_ms: int
+    kind: DirKind = DirKind.NORMAL
+    unique_id: str | None = None
+    corrupt_offset_index: bool = False
+
+
+@dataclass
+class BrokerModel:
+    spec: BrokerSpec
+    online: bool = True
+    clean_shutdown: bool = False  # .kafka_cleanshutdown present (only ever on a stopped broker)
+    registered_at_ms: int = 0
+
+    @property
+    def broker_id(self) -> int:
+        return self.spec.broker_id
+
+
+@dataclass(frozen=True)
+class Incident:
+    """Ground truth for tests: what a step planted and where."""
+
+    kind: str
+    topic: str | None = None
+    broker_id: int | None = None
+    partitions: tuple[int, ...] = ()
+    detail: str = ""
+
+
+class SimulatedCluster:
+    """A cluster built from a ClusterSpec, then changed by incident steps (methods below)."""
+
+    def __init__(self, spec: ClusterSpec) -> None:
+        if spec.start_time_ms is None:
+            spec = replace(spec, start_time_ms=(int(time.time()) - 3600) * 1000)
+        self.spec = spec
+        self.rng = random.Random(spec.seed)
+        self.clock_ms: int = spec.start_time_ms
+        self.cluster_id = spec.cluster_id or str(KafkaUuid(self.rng.randbytes(16)))
+        self.brokers: dict[int, BrokerModel] = {
+            b.broker_id: BrokerModel(b, registered_at_ms=self.clock_ms) for b in spec.brokers
+        }
+        if len(self.brokers) != len(spec.brokers):
+            raise SimulationError("broker ids must be unique")
+        self.controller_id = spec.controller if spec.controller is not None else min(self.brokers)
+        self.controller_epoch = 1
+        self.controller_epoch_version = 1  # created with 0, then incremented by the first election
+        self.controller_elected_at_ms = self.clock_ms
+        self.topics: dict[str, TopicModel] = {}
+        self.dirs: list[ReplicaDir] = []
+        self.delete_markers: set[str] = set()
+        self.reassignment: list[tuple[str, int, tuple[int, ...]]] = []
+        self.broker_configs: dict[str, dict[str, str]] = {}
+        self.config_changes: list[str] = []  # entity paths, in notification order
+        self.incidents: list[Incident] = []
+        self.history: list[str] = [
+            f"cluster {spec.name}: Kafka {spec.kafka_version}, IBP {spec.ibp}, "
+            f"brokers {sorted(self.brokers)}, controller {self.controller_id}"
+        ]
+        for topic in spec.topics:
+            self.create_topic(topic)
+
+    # ------------------------------------------------------------------ helpers
+    @property
+    def uses_topic_ids(self) -> bool:
+        return ibp_uses_topic_ids(self.spec.ibp)
+
+    def tick(self, ms: int = 1_000) -> int:
+        self.clock_ms += ms
+        return self.clock_ms
+
+    def online_broker_ids(self) -> list[int]:
+        return sorted(b for b, m in self.brokers.items() if m.online)
+
+    def topic(self, name: str) -> TopicModel:
+        try:
+            return self.topics[name]
+        except KeyError:
+            raise SimulationError(f"no topic {name!r} in the simulated cluster") from None
+
+    def broker(self, broker_id: int) -> BrokerModel:
+        try:
+            return self.brokers[broker_id]
+        except KeyError:
+            raise SimulationError(f"no broker {broker_id} in the simulated cluster") from None
+
+    def replica_dirs(
+        self, topic: str | None = None, broker_id: int | None = None, kind: DirKind | None = DirKind.NORMAL
+    ) -> list[ReplicaDir]:
+        return [
+            d
+            for d in self.dirs
+            if (topic is None or d.topic == topic)
+            and (broker_id is None or d.broker_id == broker_id)
+            and (kind is None or d.kind is kind)
+        ]
+
+    def _new_topic_id(self) -> KafkaUuid:
+        while True:
+            candidate = KafkaUuid(self.rng.randbytes(16))
+            if not candidate.is_reserved and not str(candidate).startswith("-"):
+                return candidate
+
+    def _new_replica_dir(self, topic: TopicModel, partition: int, broker_id: int, records: int) -> ReplicaDir:
+        spec = topic.spec
+        log_dirs = self.brokers[broker_id].spec.log_dir_count
+        return ReplicaDir(
+            broker_id=broker_id,
+            log_dir_index=(hash_partition(topic.name, partition) % log_dirs),
+            topic=topic.name,
+            partition=partition,
+            topic_id=None,
+            records=records,
+            record_value_bytes=spec.record_value_bytes,
+            records_per_batch=spec.records_per_batch,
+            segment_bytes=int(spec.config.get("segment.bytes", self.spec.segment_bytes)),
+            leader_epochs=[(0, 0)],
+            mtime_ms=self.clock_ms,
+        )
+
+    def _bump_state(self, partition: PartitionModel, *, leader: int, isr: list[int]) -> None:
+        partition.leader = leader
+        partition.isr = isr
+        partition.leader_epoch += 1
+        partition.state_version += 1
+        partition.controller_epoch = self.controller_epoch
+
+    def _leader_epoch_started(self, topic: str, partition: int, leader: int, epoch: int) -> None:
+        """A new leader appends (epoch, log end offset) to its leader-epoch-checkpoint."""
+        for d in self.replica_dirs(topic, leader):
+            if d.partition == partition:
+                d.leader_epochs.append((epoch, d.records))
+
+    # ------------------------------------------------------------------ topic creation
+    def create_topic(self, spec: TopicSpec) -> TopicModel:
+        """``kafka-topics --create``: topic znode (with a fresh id when IBP >= 2.8), config, states, dirs."""
+        validate_topic_name(spec.name)
+        if spec.name in self.topics:
+            raise SimulationError(f"topic {spec.name!r} already exists")
+        live = self.online_broker_ids()
+        if spec.replication_factor > len(live):
+            raise SimulationError(
+                f"topic {spec.name!r}: replication factor {spec.replication_factor} > {len(live)} live brokers"
+            )
+        assignment = spec.assignment or assign_replicas(
+            {b: self.brokers[b].spec.rack for b in live},
+            spec.partitions,
+            spec.replication_factor,
+            self.rng,
+        )
+        topic_id = None
+        if self.uses_topic_ids:
+            topic_id = KafkaUuid.parse(spec.topic_id) if spec.topic_id else self._new_topic_id()
+        topic = TopicModel(
+            spec=spec,
+            partitions={
+                p: PartitionModel(
+                    replicas=list(r), leader=r[0], isr=list(r), controller_epoch=self.controller_epoch
+                )
+                for p, r in assignment.items()
+            },
+            config=dict(spec.config),
+            zk_topic_id=topic_id,
+            controller_topic_id=topic_id,
+            znode_format=topic_znode_version(self.spec.release),
+        )
+        self.topics[spec.name] = topic
+        on_disk_id = topic_id if writes_partition_metadata_on_create(self.spec.release) else None
+        for p, replicas in assignment.items():
+            for b in replicas:
+                replica = self._new_replica_dir(topic, p, b, spec.records_per_partition)
+                replica.topic_id = on_disk_id
+                self.dirs.append(replica)
+        self.tick()
+        return topic
+
+    # ------------------------------------------------------------------ KAFKA-14190
+    def old_client_adds_partitions(
+        self, topic_name: str, new_partition_count: int, client: str = "1.0"
+    ) -> None:
+        """An old (< 2.8) client rewrites the topic znode without topic_id to add partitions.
+
+        The running 2.8+ controller creates the new partitions with the id it holds in memory
+        (3.x replicas write it to partition.metadata at once, 2.8.x ones only on a later
+        LeaderAndIsr) but never writes the id back to ZooKeeper (KAFKA_FORMATS.md §2, §8).
+        """
+        topic = self.topic(topic_name)
+        old_count = len(topic.partitions)
+        if new_partition_count <= old_count:
+            raise SimulationError(f"{topic_name}: already has {old_count} partitions")
+        live = {b: self.brokers[b].spec.rack for b in self.online_broker_ids()}
+        rf = len(topic.partitions[0].replicas)
+        added = assign_replicas(
+            live, new_partition_count - old_count, rf, self.rng, start_partition=old_count
+        )
+        for p, replicas in added.items():
+            topic.partitions[p] = PartitionModel(
+                replicas=list(replicas),
+                leader=replicas[0],
+                isr=list(replicas),
+                controller_epoch=self.controller_epoch,
+            )
+        topic.zk_topic_id = None
+        topic.znode_format = 1 if client.startswith(("0.", "1.", "2.0", "2.1", "2.2", "2.3")) else 2
+        topic.znode_version += 1
+        in_memory = topic.controller_topic_id
+        writes_now = writes_partition_metadata_on_create(self.spec.release)
+        for p, replicas in added.items():
+            for b in replicas:
+                replica = self._new_replica_dir(topic, p, b, topic.spec.records_per_partition // 2)
+                replica.topic_id = in_memory if writes_now else None
+                self.dirs.append(replica)
+        self.history.append(
+            f"{topic_name}: a {client} client added partitions {old_count}..{new_partition_count - 1} through "
+            f"ZooKeeper; the topic znode is now format v{topic.znode_format} without topic_id"
+        )
+        if self.uses_topic_ids and in_memory is not None:
+            self.incidents.append(
+                Incident(
+                    "topic_id_missing_in_zookeeper",
+                    topic=topic_name,
+                    partitions=tuple(added),
+                    detail=str(in_memory),
+                )
+            )
+        self.tick()
+
+    def controller_failover(self, new_controller: int | None = None) -> None:
+        """The controller moves: epoch +1, every topic without topic_id gets a NEW random id.
+
+        Replicas that already hold an id keep it (the file is never overwritten), so they now
+        disagree with ZooKeeper (INCONSISTENT_TOPIC_ID, KAFKA-14190); replicas without the file
+        adopt the new id from the LeaderAndIsr.
+        """
+        online = self.online_broker_ids()
+        if new_controller is None:
+            new_controller = next(b for b in online if b != self.controller_id)
+        if new_controller not in online:
+            raise SimulationError(f"broker {new_controller} is not online and cannot become controller")
+        previous = self.controller_id
+        self.controller_id = new_controller
+        self.controller_epoch += 1
+        self.controller_epoch_version += 1
+        self.controller_elected_at_ms = self.tick()
+        self.history.append(
+            f"controller failover {previous} -> {new_controller} (epoch {self.controller_epoch})"
+        )
+        if not self.uses_topic_ids:
+            return
+        for topic in self.topics.values():
+            if topic.zk_topic_id is None:
+                old = topic.controller_topic_id
+                topic.zk_topic_id = self._new_topic_id()
+                topic.znode_format = 3
+                topic.znode_version += 1
+                self.history.append(
+                    f"{topic.name}: new controller minted topic_id {topic.zk_topic_id} (was {old})"
+                )
+                self.incidents = [
+                    i
+                    for i in self.incidents
+                    if not (i.kind == "topic_id_missing_in_zookeeper" and i.topic == topic.name)
+                ]
+            topic.controller_topic_id = topic.zk_topic_id
+        if ibp_sends_topic_ids(self.spec.ibp):
+            self._send_leader_and_isr_everywhere()
+
+    def _send_leader_and_isr_everywhere(self) -> None:
+        mismatched: dict[tuple[str, int], set[int]] = {}
+        for d in self.dirs:
+            if (
+                d.kind is not DirKind.NORMAL
+                or not self.brokers[d.broker_id].online
+                or d.topic not in self.topics
+            ):
+                continue
+            zk_id = self.topics[d.topic].zk_topic_id
+            if zk_id is None:
+                continue
+            if d.topic_id is None:
+                d.topic_id = zk_id
+            elif d.topic_id != zk_id:
+                mismatched.setdefault((d.topic, d.broker_id), set()).add(d.partition)
+        for (topic, broker_id), partitions in sorted(mismatched.items()):
+            known = any(
+                i.kind == "topic_id_mismatch" and i.topic == topic and i.broker_id == broker_id
+                for i in self.incidents
+            )
+            if not known:
+                self.incidents.append(
+                    Incident(
+                        "topic_id_mismatch",
+                        topic=topic,
+                        broker_id=broker_id,
+                        partitions=tuple(sorted(partitions)),
+                        detail=f"zookeeper={self.topics[topic].zk_topic_id}",
+                    )
+                )
+
+    # ------------------------------------------------------------------ brokers
+    def stop_broker(self, broker_id: int, *, clean: bool = True) -> None:
+        """Broker stops (clean: controlled shutdown, marker written; unclean: crash, no marker).
+
+        The controller moves leadership to another in-sync replica; a partition whose only
+        in-sync replica was this broker (every RF=1 partition) goes offline with leader -1 and
+        keeps the dead broker in its ISR, as a real 3.3.1 cluster showed (§8).
+        """
+        broker = self.broker(broker_id)
+        if not broker.online:
+            raise SimulationError(f"broker {broker_id} is already stopped")
+        broker.online = False
+        broker.clean_shutdown = clean
+        self.tick()
+        offline: dict[str, list[int]] = {}
+        for topic in self.topics.values():
+            for p, part in topic.partitions.items():
+                if broker_id not in part.replicas:
+                    continue
+                if part.leader == broker_id:
+                    successor = next((r for r in part.isr if r != broker_id and self.brokers[r].online), None)
+                    if successor is None:
+                        self._bump_state(part, leader=-1, isr=part.isr)
+                        offline.setdefault(topic.name, []).append(p)
+                    else:
+                        self._bump_state(part, leader=successor, isr=[r for r in part.isr if r != broker_id])
+                        self._leader_epoch_started(topic.name, p, successor, part.leader_epoch)
+                elif broker_id in part.isr and part.leader != -1:
+                    self._bump_state(part, leader=part.leader, isr=[r for r in part.isr if r != broker_id])
+        how = "cleanly (controlled shutdown)" if clean else "uncleanly (crash, no clean-shutdown marker)"
+        self.history.append(f"broker {broker_id} stopped {how}")
+        for topic_name, partitions in sorted(offline.items()):
+            self.incidents.append(
+                Incident(
+                    "offline_partitions", topic=topic_name, broker_id=broker_id, partitions=tuple(partitions)
+                )
+            )
+        if not clean:
+            self.incidents.append(Incident("unclean_shutdown", broker_id=broker_id))
+        if self.controller_id == broker_id:
+            self.controller_failover()
+
+    # ------------------------------------------------------------------ deletion
+    def delete_topic(self, topic_name: str, *, leave_delete_dirs: bool = False) -> None:
+        """``kafka-topics --delete``: the marker, then whatever Kafka's controller does with it (§3, §8)."""
+        topic = self.topic(topic_name)
+        self.tick()
+        if not self.spec.delete_topic_enable:
+            self.history.append(
+                f"{topic_name}: deletion requested through ZooKeeper; delete.topic.enable=false so the "
+                "controller removed the marker and kept the topic"
+            )
+            self.incidents.append(
+                Incident("deletion_ignored", topic=topic_name, detail="delete.topic.enable=false")
+            )
+            return
+        self.delete_markers.add(topic_name)
+        offline_replicas = sorted(
+            {r for part in topic.partitions.values() for r in part.replicas if not self.brokers[r].online}
+        )
+        reassigning = any(part.adding or part.removing for part in topic.partitions.values()) or any(
+            t == topic_name for t, _, _ in self.reassignment
+        )
+        if reassigning:
+            self.history.append(f"{topic_name}: marked for deletion; paused: a reassignment is in progress")
+            self.incidents.append(
+                Incident("deletion_stuck", topic=topic_name, detail="reassignment_in_progress")
+            )
+            return
+        if offline_replicas:
+            for part in topic.partitions.values():
+                self._bump_state(part, leader=-1, isr=part.isr)
+            self._delete_live_replicas(topic_name, leave_delete_dirs)
+            self.history.append(
+                f"{topic_name}: marked for deletion; paused: replica broker(s) {offline_replicas} offline; "
+                "live replicas deleted, znodes kept"
+            )
+            self.incidents.append(
+                Incident(
+                    "deletion_stuck",
+                    topic=topic_name,
+                    broker_id=offline_replicas[0],
+                    detail="replica_broker_offline",
+                )
+            )
+            return
+        self._delete_live_replicas(topic_name, leave_delete_dirs)
+        del self.topics[topic_name]
+        self.delete_markers.discard(topic_name)
+        self.history.append(
+            f"{topic_name}: deleted (znodes removed; {'-delete dirs pending' if leave_delete_dirs else 'dirs removed'})"
+        )
+
+    def _delete_live_replicas(self, topic_name: str, leave_delete_dirs: bool) -> None:
+        kept: list[ReplicaDir] = []
+        for d in self.dirs:
+            if d.topic == topic_name and d.kind is DirKind.NORMAL and self.brokers[d.broker_id].online:
+                if leave_delete_dirs:
+                    kept.append(
+                        replace(
+                            d,
+                            kind=DirKind.DELETE,
+                            unique_id=self.rng.randbytes(16).hex(),
+                            mtime_ms=self.clock_ms,
+                        )
+                    )
+                continue
+            kept.append(d)
+        self.dirs = kept
+
+    def leave_leftover_dirs(
+        self,
+        topic_name: str,
+        broker_id: int,
+        partitions: Iterable[int],
+        *,
+        kind: DirKind,
+        age_ms: int,
+        topic_id: KafkaUuid | None = None,
+    ) -> None:
+        """Directories of a topic ZooKeeper no longer knows, left on a broker (restored disk, failed delete)."""
+        if topic_name in self.topics:
+            raise SimulationError(f"{topic_name} still exists; leftovers are for deleted topics")
+        broker = self.broker(broker_id)
+        partitions = tuple(partitions)
+        for p in partitions:
+            self.dirs.append(
+                ReplicaDir(
+                    broker_id=broker_id,
+                    log_dir_index=hash_partition(topic_name, p) % broker.spec.log_dir_count,
+                    topic=topic_name,
+                    partition=p,
+                    topic_id=topic_id,
+                    records=50,
+                    record_value_bytes=100,
+                    records_per_batch=10,
+                    segment_bytes=self.spec.segment_bytes,
+                    leader_epochs=[(0, 0)],
+                    mtime_ms=self.clock_ms - age_ms,
+                    kind=kind,
+                    unique_id=self.rng.randbytes(16).hex() if kind is not DirKind.NORMAL else None,
+                )
+            )
+        self.incidents.append(
+            Incident(
+                "leftover_dirs",
+                topic=topic_name,
+                broker_id=broker_id,
+                partitions=partitions,
+                detail=kind.name.lower(),
+            )
+        )
+        self.history.append(f"{topic_name}: {kind.name.lower()} directories left on broker {broker_id}")
+
+    # ------------------------------------------------------------------ reassignment
+    def start_reassignment(self, moves: dict[tuple[str, int], tuple[int, ...]]) -> None:
+        """Create /admin/reassign_partitions; the 2.4+ controller writes adding/removing replicas first (U1)."""
+        for (topic_name, p), target in moves.items():
+            part = self.topic(topic_name).partitions[p]
+            origin = list(part.replicas)
+            full = list(dict.fromkeys([*target, *origin]))
+            part.adding = [r for r in full if r not in origin]
+            part.removing = [r for r in full if r not in target]
+            part.replicas = full
+            self._bump_state(part, leader=part.leader, isr=part.isr)
+            topic = self.topics[topic_name]
+            topic.znode_version += 1
+            for b in part.adding:
+                replica = self._new_replica_dir(topic, p, b, 0)
+                replica.topic_id = topic.controller_topic_id if self.uses_topic_ids else None
+                self.dirs.append(replica)
+            self.reassignment.append((topic_name, p, tuple(target)))
+        self.history.append(f"reassignment started for {len(moves)} partition(s)")
+        self.tick()
+
+    # ------------------------------------------------------------------ disks
+    def corrupt_offset_index(self, broker_id: int, topic_name: str, partition: int) -> None:
+        """Make one replica's offset index non-monotonic: the broker will not restart cleanly on it."""
+        for d in self.replica_dirs(topic_name, broker_id):
+            if d.partition == partition:
+                d.corrupt_offset_index = True
+                self.incidents.append(
+                    Incident(
+                        "corrupt_offset_index", topic=topic_name, broker_id=broker_id, partitions=(partition,)
+                    )
+                )
+                self.history.append(
+                    f"{topic_name}-{partition} on broker {broker_id}: offset index made non-monotonic"
+                )
+                return
+        raise SimulationError(f"broker {broker_id} holds no replica of {topic_name}-{partition}")
+
+    # ------------------------------------------------------------------ views
+    def rf1_partitions_by_broker(self) -> dict[int, list[tuple[str, int]]]:
+        out: dict[int, list[tuple[str, int]]] = {}
+        for topic in self.topics.values():
+            for p, part in topic.partitions.items():
+                if len(part.replicas) == 1:
+                    out.setdefault(part.replicas[0], []).append((topic.name, p))
+        return out
+
+
+def hash_partition(topic: str, partition: int) -> int:
+    """Stable spread of partitions over a broker's log dirs (Python's hash() is salted per process)."""
+    value = partition
+    for ch in topic:
+        value = (value * 31 + ord(ch)) & 0xFFFFFFFF
+    return value

@@ -1,0 +1,48 @@
+"""A simulated cluster put into a real ZooKeeper and onto disk, kept in step with its model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .cluster import SimulatedCluster
+from .disk_writer import BrokerHost, write_broker_hosts
+from .render import render_zookeeper
+from .zk_writer import ZooKeeperTreeWriter
+
+
+class DeployedCluster:
+    """``SimulatedCluster`` living in ZooKeeper ``hosts`` under ``chroot`` and in ``root`` on disk.
+
+    Live brokers hold real ZooKeeper sessions (their registrations are ephemeral), so keep this
+    object open while something reads the cluster; ``close()`` ends the sessions as a shutdown of
+    every broker would. After changing the model with an incident step, call ``sync()``.
+    """
+
+    def __init__(self, cluster: SimulatedCluster, zookeeper_hosts: str, chroot: str, root: Path) -> None:
+        self.cluster = cluster
+        self.zookeeper_hosts = zookeeper_hosts
+        self.chroot = chroot
+        self.root = Path(root)
+        self.writer = ZooKeeperTreeWriter(zookeeper_hosts, chroot)
+        self.hosts: dict[int, BrokerHost] = {}
+        self.sync()
+
+    @property
+    def zookeeper_connect(self) -> str:
+        """What a broker's ``zookeeper.connect`` says: hosts plus the chroot."""
+        return self.zookeeper_hosts + self.chroot
+
+    def sync(self) -> dict[str, int]:
+        """Write the model's current ZooKeeper tree (as a diff) and rewrite every broker host root."""
+        counts = self.writer.apply(render_zookeeper(self.cluster))
+        self.hosts = write_broker_hosts(self.cluster, self.root, self.zookeeper_connect)
+        return counts
+
+    def close(self) -> None:
+        self.writer.close()
+
+    def __enter__(self) -> DeployedCluster:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

@@ -1,0 +1,250 @@
+"""Writes one broker host root per simulated broker: server.properties and real log dirs.
+
+Layout of ``<root>/broker-<id>/``: ``config/server.properties`` and ``data/kafka-logs-<n>/`` (the
+``log.dirs``), each holding what a broker of the simulated release keeps there (KAFKA_FORMATS.md
+§4, checked against the real 3.3.1 files): meta.properties, the offset checkpoint files, the
+clean-shutdown marker of a cleanly stopped broker, and partition directories with
+partition.metadata, leader-epoch-checkpoint and real segments (v2 batches with valid CRC-32C,
+indexes written by the index-interval rule; the active segment's indexes preallocated, sparse,
+on a running or crashed broker and trimmed on a cleanly stopped one).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from airflow_provider_kafka_zk.kafka.logdir import (
+    CleanShutdownMarker,
+    DirKind,
+    EpochEntry,
+    LeaderEpochCheckpoint,
+    MetaProperties,
+    OffsetCheckpoint,
+    PartitionMetadata,
+    format_partition_dir_name,
+    java_date_string,
+)
+from airflow_provider_kafka_zk.kafka.records import (
+    DEFAULT_MAX_INDEX_SIZE,
+    OFFSET_INDEX_ENTRY_SIZE,
+    TIME_INDEX_ENTRY_SIZE,
+    LogSegmentWriter,
+    Record,
+    encode_record_batch,
+    segment_file_name,
+)
+from airflow_provider_kafka_zk.kafka.versions import clean_shutdown_marker_has_json
+
+from .cluster import BrokerModel, ReplicaDir, SimulatedCluster
+
+SERVER_PROPERTIES = "config/server.properties"
+CHECKPOINT_FILES = (
+    "recovery-point-offset-checkpoint",
+    "replication-offset-checkpoint",
+    "log-start-offset-checkpoint",
+    "cleaner-offset-checkpoint",
+)
+
+
+@dataclass(frozen=True)
+class BrokerHost:
+    """Where one simulated broker's files are (as its host would show them over SSH)."""
+
+    broker_id: int
+    address: str
+    root: Path
+    server_properties: Path
+    log_dirs: tuple[Path, ...]
+
+
+def broker_host(cluster: SimulatedCluster, broker_id: int, root: Path) -> BrokerHost:
+    broker = cluster.brokers[broker_id]
+    host_root = root / f"broker-{broker_id}"
+    return BrokerHost(
+        broker_id=broker_id,
+        address=broker.spec.host,
+        root=host_root,
+        server_properties=host_root / SERVER_PROPERTIES,
+        log_dirs=tuple(host_root / "data" / f"kafka-logs-{n}" for n in range(broker.spec.log_dir_count)),
+    )
+
+
+def write_broker_hosts(
+    cluster: SimulatedCluster, root: Path, zookeeper_connect: str
+) -> dict[int, BrokerHost]:
+    """(Re)write every broker's host root under ``root``; returns where each broker's files are."""
+    hosts = {}
+    for broker_id, broker in sorted(cluster.brokers.items()):
+        host = broker_host(cluster, broker_id, root)
+        if host.root.exists():
+            shutil.rmtree(host.root)
+        host.server_properties.parent.mkdir(parents=True)
+        host.server_properties.write_text(server_properties(cluster, broker, host, zookeeper_connect))
+        for index, log_dir in enumerate(host.log_dirs):
+            _write_log_dir(cluster, broker, log_dir, index)
+        hosts[broker_id] = host
+    return hosts
+
+
+def server_properties(
+    cluster: SimulatedCluster, broker: BrokerModel, host: BrokerHost, zookeeper_connect: str
+) -> str:
+    spec = cluster.spec
+    lines = [
+        f"# server.properties of simulated broker {broker.broker_id} ({spec.name}, Kafka {spec.kafka_version})",
+        f"broker.id={broker.broker_id}",
+        f"listeners=PLAINTEXT://{broker.spec.host}:{broker.spec.listener_port}",
+        f"log.dirs={','.join(str(d) for d in host.log_dirs)}",
+        f"zookeeper.connect={zookeeper_connect}",
+        f"inter.broker.protocol.version={spec.ibp}",
+        f"delete.topic.enable={str(spec.delete_topic_enable).lower()}",
+        "auto.leader.rebalance.enable=true",
+        "leader.imbalance.per.broker.percentage=10",
+        f"min.insync.replicas={spec.min_insync_replicas}",
+        "unclean.leader.election.enable=false",
+        f"log.segment.delete.delay.ms={spec.log_segment_delete_delay_ms}",
+        f"log.segment.bytes={spec.segment_bytes}",
+    ]
+    if broker.spec.rack:
+        lines.append(f"broker.rack={broker.spec.rack}")
+    return "\n".join(lines) + "\n"
+
+
+def _write_log_dir(cluster: SimulatedCluster, broker: BrokerModel, log_dir: Path, index: int) -> None:
+    log_dir.mkdir(parents=True)
+    (log_dir / ".lock").touch()
+    started = dt.datetime.fromtimestamp(cluster.spec.start_time_ms / 1000, dt.UTC)
+    meta = MetaProperties(version=0, cluster_id=cluster.cluster_id, broker_id=broker.broker_id)
+    (log_dir / "meta.properties").write_bytes(meta.encode(date_line=java_date_string(started)))
+    replicas = [
+        d for d in cluster.replica_dirs(broker_id=broker.broker_id, kind=None) if d.log_dir_index == index
+    ]
+    live_logs = [d for d in replicas if d.kind is DirKind.NORMAL]
+    stopped_cleanly = not broker.online and broker.clean_shutdown
+    recovery_points, high_watermarks = {}, {}
+    for replica in replicas:
+        active_base = _write_partition_dir(cluster, broker, log_dir, replica)
+        if replica in live_logs:
+            key = (replica.topic, replica.partition)
+            recovery_points[key] = replica.records if stopped_cleanly else active_base
+            high_watermarks[key] = replica.records
+    (log_dir / "recovery-point-offset-checkpoint").write_bytes(
+        OffsetCheckpoint.from_offsets(recovery_points).encode()
+    )
+    (log_dir / "replication-offset-checkpoint").write_bytes(
+        OffsetCheckpoint.from_offsets(high_watermarks).encode()
+    )
+    (log_dir / "log-start-offset-checkpoint").write_bytes(OffsetCheckpoint.from_offsets({}).encode())
+    (log_dir / "cleaner-offset-checkpoint").write_bytes(b"")
+    if stopped_cleanly:
+        marker = (
+            CleanShutdownMarker(broker_epoch=-1, version=0)
+            if clean_shutdown_marker_has_json(cluster.spec.release)
+            else CleanShutdownMarker()
+        )
+        (log_dir / ".kafka_cleanshutdown").write_bytes(marker.encode())
+
+
+def _write_partition_dir(
+    cluster: SimulatedCluster, broker: BrokerModel, log_dir: Path, replica: ReplicaDir
+) -> int:
+    """Write one partition directory; returns the active segment's base offset."""
+    path = log_dir / format_partition_dir_name(
+        replica.topic, replica.partition, replica.kind, replica.unique_id
+    )
+    path.mkdir()
+    if replica.topic_id is not None:
+        (path / "partition.metadata").write_bytes(PartitionMetadata(replica.topic_id).encode())
+    epochs = LeaderEpochCheckpoint(tuple(EpochEntry(e, o) for e, o in replica.leader_epochs))
+    (path / "leader-epoch-checkpoint").write_bytes(epochs.encode())
+    segments = _segments(
+        replica.records,
+        replica.record_value_bytes,
+        replica.records_per_batch,
+        replica.segment_bytes,
+        cluster.spec.start_time_ms,
+    )
+    active_open = broker.online or not broker.clean_shutdown
+    for number, (base_offset, log, offset_index, time_index) in enumerate(segments):
+        is_active = number == len(segments) - 1
+        if replica.corrupt_offset_index and number == 0:
+            offset_index = _swap_middle_entries(offset_index)
+        (path / segment_file_name(base_offset, ".log")).write_bytes(log)
+        for suffix, data, entry_size in (
+            (".index", offset_index, OFFSET_INDEX_ENTRY_SIZE),
+            (".timeindex", time_index, TIME_INDEX_ENTRY_SIZE),
+        ):
+            file = path / segment_file_name(base_offset, suffix)
+            file.write_bytes(data)
+            if is_active and active_open:
+                # Preallocated like Kafka's active index: zero tail, sparse on disk.
+                os.truncate(file, DEFAULT_MAX_INDEX_SIZE // entry_size * entry_size)
+    seconds = replica.mtime_ms / 1000
+    for item in [*path.iterdir(), path]:
+        os.utime(item, (seconds, seconds))
+    return segments[-1][0]
+
+
+def _swap_middle_entries(index: bytes) -> bytes:
+    """Swap two adjacent entries so the offsets go backwards: a non-monotonic (corrupt) index."""
+    count = len(index) // OFFSET_INDEX_ENTRY_SIZE
+    if count < 2:
+        raise ValueError("need at least two offset index entries to corrupt; give the replica more data")
+    i = count // 2 - 1
+    a, b = i * OFFSET_INDEX_ENTRY_SIZE, (i + 1) * OFFSET_INDEX_ENTRY_SIZE
+    return (
+        index[:a] + index[b : b + OFFSET_INDEX_ENTRY_SIZE] + index[a:b] + index[b + OFFSET_INDEX_ENTRY_SIZE :]
+    )
+
+
+@lru_cache(maxsize=256)
+def _segments(
+    records: int, value_bytes: int, per_batch: int, segment_bytes: int, start_ms: int
+) -> tuple[tuple[int, bytes, bytes, bytes], ...]:
+    """(base offset, .log, trimmed .index, trimmed .timeindex) per segment; replicas share the bytes."""
+    out = []
+    writer = LogSegmentWriter(0)
+    for batch in _batches(records, value_bytes, per_batch, start_ms):
+        if writer.log and len(writer.log) + len(batch.data) > segment_bytes:
+            writer.close()
+            out.append(
+                (
+                    writer.base_offset,
+                    writer.log_bytes(),
+                    writer.offset_index_bytes(),
+                    writer.time_index_bytes(),
+                )
+            )
+            writer = LogSegmentWriter(batch.base_offset)
+        writer.append(batch.data)
+    writer.close()
+    out.append(
+        (writer.base_offset, writer.log_bytes(), writer.offset_index_bytes(), writer.time_index_bytes())
+    )
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class _Batch:
+    base_offset: int
+    data: bytes
+
+
+def _batches(records: int, value_bytes: int, per_batch: int, start_ms: int) -> Iterator[_Batch]:
+    for base in range(0, records, per_batch):
+        batch = [
+            Record(
+                offset=o,
+                timestamp=start_ms + o * 10,
+                key=f"k{o:06d}".encode(),
+                value=(f"v{o:06d}-".encode() * (value_bytes // 8 + 1))[:value_bytes],
+            )
+            for o in range(base, min(records, base + per_batch))
+        ]
+        yield _Batch(base, encode_record_batch(batch, partition_leader_epoch=0))

@@ -1,0 +1,123 @@
+"""The exact ZooKeeper tree of a simulated cluster, encoded by the core codecs (byte-for-byte Kafka)."""
+
+from __future__ import annotations
+
+from airflow_provider_kafka_zk.kafka import znodes as zk
+from airflow_provider_kafka_zk.kafka.versions import (
+    KafkaVersion,
+    broker_registration_version,
+    feature_znode_version,
+)
+
+from .cluster import SimulatedCluster
+from .zk_writer import ZnodeRecord
+
+_CONTAINERS = (zk.ADMIN, zk.BROKERS, zk.CLUSTER, zk.CONFIG)
+
+
+def broker_registration(cluster: SimulatedCluster, broker_id: int) -> zk.BrokerRegistration:
+    broker = cluster.brokers[broker_id]
+    endpoint = f"PLAINTEXT://{broker.spec.host}:{broker.spec.listener_port}"
+    version = broker_registration_version(cluster.spec.ibp)
+    return zk.BrokerRegistration.for_listeners(
+        broker_id,
+        (endpoint,),
+        {"PLAINTEXT": "PLAINTEXT"},
+        timestamp_ms=broker.registered_at_ms,
+        version=version,
+        rack=broker.spec.rack if version >= 3 else None,
+    )
+
+
+def topic_assignment(cluster: SimulatedCluster, topic_name: str) -> zk.TopicAssignment:
+    topic = cluster.topics[topic_name]
+    parts = topic.partitions
+    return zk.TopicAssignment(
+        topic=topic_name,
+        partitions={p: tuple(m.replicas) for p, m in parts.items()},
+        topic_id=topic.zk_topic_id,
+        adding_replicas={p: tuple(m.adding) for p, m in parts.items() if m.adding},
+        removing_replicas={p: tuple(m.removing) for p, m in parts.items() if m.removing},
+        version=topic.znode_format,
+    )
+
+
+def render_zookeeper(cluster: SimulatedCluster) -> list[ZnodeRecord]:
+    """Every znode the cluster's ZooKeeper holds (below the chroot), as Kafka would have written it."""
+    spec = cluster.spec
+    records = [ZnodeRecord(p, None) for p in _CONTAINERS]
+    records += [ZnodeRecord(p, None) for p in zk.PERSISTENT_PATHS if p != zk.LATEST_PRODUCER_ID_BLOCK]
+    records.append(ZnodeRecord(zk.CLUSTER_ID, zk.ClusterId(cluster.cluster_id).encode()))
+
+    broker_count = len(cluster.brokers)
+    block = zk.ProducerIdBlock(max(cluster.brokers), 1000 * (broker_count - 1), 1000 * broker_count - 1)
+    records.append(ZnodeRecord(zk.LATEST_PRODUCER_ID_BLOCK, block.encode(), version=broker_count))
+
+    for broker_id in cluster.online_broker_ids():
+        records.append(
+            ZnodeRecord(
+                zk.broker_path(broker_id),
+                broker_registration(cluster, broker_id).encode(),
+                owner_broker=broker_id,
+                version=1,  # registered, then updated once at startup
+            )
+        )
+    controller_version = 2 if spec.release >= KafkaVersion(3, 4) else 1
+    controller = zk.ControllerRegistration(
+        cluster.controller_id, cluster.controller_elected_at_ms, version=controller_version
+    )
+    records.append(ZnodeRecord(zk.CONTROLLER, controller.encode(), owner_broker=cluster.controller_id))
+    records.append(
+        ZnodeRecord(
+            zk.CONTROLLER_EPOCH,
+            zk.ControllerEpoch(cluster.controller_epoch).encode(),
+            version=cluster.controller_epoch_version,
+        )
+    )
+    if spec.release >= KafkaVersion(2, 7):
+        enabled = spec.ibp >= KafkaVersion(2, 7, 0, 0)
+        feature = zk.FeatureZNode(feature_znode_version(spec.ibp) if enabled else 1, 1 if enabled else 0, {})
+        data = feature.encode() if spec.release >= KafkaVersion(3, 3) else feature.encode_kafka_2_7()
+        records.append(ZnodeRecord(zk.FEATURE, data))
+
+    for name, topic in sorted(cluster.topics.items()):
+        records.append(
+            ZnodeRecord(
+                zk.topic_path(name), topic_assignment(cluster, name).encode(), version=topic.znode_version
+            )
+        )
+        records.append(ZnodeRecord(zk.topic_partitions_path(name), None))
+        for p, part in sorted(topic.partitions.items()):
+            records.append(ZnodeRecord(zk.topic_partition_path(name, p), None))
+            state = zk.PartitionState(
+                topic=name,
+                partition=p,
+                leader=part.leader,
+                leader_epoch=part.leader_epoch,
+                controller_epoch=part.controller_epoch,
+                isr=tuple(part.isr),
+            )
+            records.append(
+                ZnodeRecord(zk.partition_state_path(name, p), state.encode(), version=part.state_version)
+            )
+        records.append(
+            ZnodeRecord(
+                zk.config_entity_path("topics", name), zk.ConfigEntity("topics", name, topic.config).encode()
+            )
+        )
+    for entity, config in sorted(cluster.broker_configs.items()):
+        records.append(
+            ZnodeRecord(
+                zk.config_entity_path("brokers", entity), zk.ConfigEntity("brokers", entity, config).encode()
+            )
+        )
+    for sequence, entity_path in enumerate(cluster.config_changes):
+        entity_type, entity_name = entity_path.split("/", 1)
+        note = zk.ConfigChangeNotification(sequence, entity_type, entity_name)
+        records.append(ZnodeRecord(note.path, note.encode()))
+    for topic_name in sorted(cluster.delete_markers):
+        records.append(ZnodeRecord(zk.delete_topic_path(topic_name), None))
+    if cluster.reassignment:
+        entries = tuple(zk.ReassignmentEntry(t, p, tuple(r)) for t, p, r in cluster.reassignment)
+        records.append(ZnodeRecord(zk.REASSIGN_PARTITIONS, zk.ReassignPartitions(entries).encode()))
+    return records

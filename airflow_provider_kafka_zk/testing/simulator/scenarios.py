@@ -1,0 +1,160 @@
+"""Ready-made clusters: a healthy one, and one carrying every production incident the product exists for."""
+
+from __future__ import annotations
+
+from airflow_provider_kafka_zk.kafka.logdir import DirKind
+from airflow_provider_kafka_zk.kafka.versions import writes_partition_metadata_on_create
+
+from .cluster import SimulatedCluster
+from .spec import BrokerSpec, ClusterSpec, TopicSpec
+
+DAY_MS = 86_400_000
+
+
+def _brokers(count: int, racks: int, first_address: int = 2) -> tuple[BrokerSpec, ...]:
+    """Brokers 0..count-1, one loopback host each (127.0.0.2, .3, ...), racks r1..rN round-robin."""
+    return tuple(
+        BrokerSpec(
+            broker_id=i, rack=f"r{i % racks + 1}" if racks else None, host=f"127.0.0.{first_address + i}"
+        )
+        for i in range(count)
+    )
+
+
+def healthy_cluster(name: str = "healthy", kafka_version: str = "3.3.1", seed: int = 7) -> SimulatedCluster:
+    """Six brokers in three racks, replicated topics only, everything in sync: nothing critical to find."""
+    spec = ClusterSpec(
+        name=name,
+        kafka_version=kafka_version,
+        brokers=_brokers(6, racks=3),
+        min_insync_replicas=2,
+        seed=seed,
+        topics=(
+            TopicSpec("orders", partitions=6, replication_factor=3, config={"min.insync.replicas": "2"}),
+            TopicSpec("payments.v1-events", partitions=4, replication_factor=3, records_per_partition=400),
+            TopicSpec(
+                "__consumer_offsets",
+                partitions=10,
+                replication_factor=3,
+                records_per_partition=20,
+                config={
+                    "cleanup.policy": "compact",
+                    "compression.type": "producer",
+                    "segment.bytes": "104857600",
+                },
+            ),
+        ),
+    )
+    return SimulatedCluster(spec)
+
+
+def incident_cluster(name: str = "demo", kafka_version: str = "3.3.1", seed: int = 11) -> SimulatedCluster:
+    """The incidents of DESIGN.md, each left exactly as Kafka would leave it.
+
+    (a) KAFKA-14190: ``clickstream`` got partitions from an old client, then the controller failed
+        over and minted a new topic_id; ``inventory-updates`` got partitions from an old client
+        after that, so ZooKeeper lacks its topic_id (the precursor: the next failover breaks it).
+    (b) RF=1: ``metrics-rf1`` has partitions on broker 1 (about to be stopped for maintenance);
+        broker 3 was stopped cleanly and its ``audit-rf1`` partitions are offline (leader -1).
+    (c) deletions: ``legacy-orders`` stuck (replica on stopped broker 3); ``moving-topic`` stuck
+        (reassignment in progress); ``old-logs`` deleted in ZooKeeper but ``-delete`` directories
+        (past the delete delay) on broker 2 and a plain partition directory on broker 5 remain.
+    (d) broker 4 crashed (no clean-shutdown marker) and one of its offset indexes is not monotonic.
+    """
+    brokers = _brokers(6, racks=3)
+    spec = ClusterSpec(
+        name=name,
+        kafka_version=kafka_version,
+        brokers=brokers,
+        min_insync_replicas=2,
+        seed=seed,
+        topics=(
+            TopicSpec("orders", partitions=6, replication_factor=3, config={"min.insync.replicas": "2"}),
+            TopicSpec("payments.v1-events", partitions=4, replication_factor=3, records_per_partition=400),
+            TopicSpec("clickstream", partitions=6, replication_factor=2, records_per_partition=300),
+            TopicSpec("inventory-updates", partitions=3, replication_factor=3),
+            TopicSpec(
+                "metrics-rf1",
+                partitions=6,
+                replication_factor=1,
+                assignment={0: (1,), 1: (0,), 2: (1,), 3: (2,), 4: (1,), 5: (5,)},
+            ),
+            TopicSpec(
+                "audit-rf1",
+                partitions=4,
+                replication_factor=1,
+                assignment={0: (3,), 1: (3,), 2: (0,), 3: (5,)},
+            ),
+            TopicSpec(
+                "legacy-orders",
+                partitions=3,
+                replication_factor=2,
+                assignment={0: (3, 0), 1: (1, 3), 2: (2, 5)},
+            ),
+            TopicSpec("moving-topic", partitions=2, replication_factor=2, assignment={0: (0, 1), 1: (1, 2)}),
+            TopicSpec(
+                "old-logs", partitions=3, replication_factor=2, assignment={0: (2, 5), 1: (5, 0), 2: (0, 2)}
+            ),
+            TopicSpec(
+                "sensor-readings",
+                partitions=4,
+                replication_factor=3,
+                records_per_partition=2_000,
+                record_value_bytes=120,
+                records_per_batch=5,
+                assignment={p: (4, (p % 3), 5) for p in range(4)},
+            ),
+            TopicSpec(
+                "__consumer_offsets",
+                partitions=10,
+                replication_factor=3,
+                records_per_partition=20,
+                config={
+                    "cleanup.policy": "compact",
+                    "compression.type": "producer",
+                    "segment.bytes": "104857600",
+                },
+            ),
+        ),
+    )
+    cluster = SimulatedCluster(spec)
+    if not writes_partition_metadata_on_create(cluster.spec.release):
+        # 2.8.x brokers write partition.metadata only on a LeaderAndIsr after the log exists: a
+        # controller move (as after the rolling restart of an upgrade) gives existing logs theirs.
+        cluster.controller_failover(new_controller=1)
+    # (a) KAFKA-14190, then its precursor on another topic.
+    cluster.old_client_adds_partitions("clickstream", 8, client="1.0")
+    cluster.controller_failover(new_controller=2)
+    cluster.old_client_adds_partitions("inventory-updates", 5, client="2.7")
+    # (b) broker 3 stopped for maintenance without draining its RF=1 partitions.
+    cluster.stop_broker(3, clean=True)
+    # (c) deletions.
+    cluster.delete_topic("legacy-orders")
+    cluster.start_reassignment({("moving-topic", 0): (0, 5)})
+    cluster.delete_topic("moving-topic")
+    old_logs_id = cluster.topic("old-logs").zk_topic_id
+    cluster.delete_topic("old-logs")
+    cluster.leave_leftover_dirs(
+        "old-logs", 2, [0, 2], kind=DirKind.DELETE, age_ms=2 * DAY_MS, topic_id=old_logs_id
+    )
+    cluster.leave_leftover_dirs(
+        "old-logs", 5, [1], kind=DirKind.NORMAL, age_ms=3 * DAY_MS, topic_id=old_logs_id
+    )
+    # (d) broker 4 crashes with a corrupt offset index.
+    cluster.corrupt_offset_index(4, "sensor-readings", 0)
+    cluster.stop_broker(4, clean=False)
+    return cluster
+
+
+def deletion_disabled_cluster(name: str = "nodelete", seed: int = 5) -> SimulatedCluster:
+    """delete.topic.enable=false on every broker: a deletion request is dropped and the topic stays."""
+    spec = ClusterSpec(
+        name=name,
+        brokers=_brokers(3, racks=0),
+        delete_topic_enable=False,
+        seed=seed,
+        topics=(TopicSpec("keep-me", partitions=3, replication_factor=2),),
+    )
+    cluster = SimulatedCluster(spec)
+    cluster.delete_topic("keep-me")
+    return cluster

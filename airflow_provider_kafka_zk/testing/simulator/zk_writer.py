@@ -1,0 +1,188 @@
+"""Puts a simulated cluster's ZooKeeper tree into a real ZooKeeper server, and keeps it in step.
+
+The first ``apply`` creates every persistent znode in bulk (pipelined async requests, parents
+before children) and then re-writes each one ``version`` times, so its Stat.version is what
+Kafka's history would have left (a state znode's partition epoch, /controller_epoch's fencing
+version). Later calls apply only the difference (create / set / delete, deepest first).
+
+Ephemeral znodes (broker registrations, /controller) are owned by one real ZooKeeper session per
+live broker, as on a real cluster: a stopped broker's session is closed and ZooKeeper itself
+removes its registration.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NodeExistsError, NoNodeError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ZnodeRecord:
+    """One znode as the simulated cluster has it.
+
+    ``data`` None is a znode created with null data (Kafka's container znodes), distinct from b"".
+    ``owner_broker`` is the broker whose session owns an ephemeral znode (None: persistent).
+    ``version`` is how many times Kafka would have re-written the znode since creating it.
+    """
+
+    path: str
+    data: bytes | None
+    owner_broker: int | None = None
+    version: int = 0
+
+
+def _depth(path: str) -> int:
+    return path.count("/")
+
+
+def _start(hosts: str, timeout: float) -> KazooClient:
+    client = KazooClient(hosts=hosts, timeout=timeout)
+    client.start(timeout=15)
+    return client
+
+
+def ensure_chroot(hosts: str, chroot: str, timeout: float = 10.0) -> None:
+    """Create the chroot path itself (a chrooted session cannot create its own root)."""
+    if not chroot or chroot == "/":
+        return
+    client = _start(hosts, timeout)
+    try:
+        client.ensure_path(chroot)
+    finally:
+        client.stop()
+        client.close()
+
+
+class ZooKeeperTreeWriter:
+    """Writes ZnodeRecords under ``chroot`` of the ZooKeeper at ``hosts``; owns the broker sessions."""
+
+    def __init__(self, hosts: str, chroot: str, *, session_timeout: float = 10.0, window: int = 2000) -> None:
+        ensure_chroot(hosts, chroot)
+        self.hosts_with_chroot = hosts + (chroot if chroot != "/" else "")
+        self.session_timeout = session_timeout
+        self.window = window
+        self.admin = _start(self.hosts_with_chroot, session_timeout)
+        self._persistent: dict[str, bytes | None] = {}
+        self._ephemeral: dict[str, tuple[int, bytes | None]] = {}
+        self._sessions: dict[int, KazooClient] = {}
+
+    # ------------------------------------------------------------------ public
+    def apply(self, records: Iterable[ZnodeRecord]) -> dict[str, int]:
+        """Make ZooKeeper hold exactly ``records`` (below the chroot). Returns counts of what was done."""
+        persistent = {
+            r.path: r for r in records if r.owner_broker is None and r.path not in ("/", "/zookeeper")
+        }
+        ephemeral = {r.path: r for r in records if r.owner_broker is not None}
+        first_write = not self._persistent
+        created = self._create_missing([r for p, r in persistent.items() if p not in self._persistent])
+        if first_write:
+            changed = [r for r in persistent.values() if r.version > 0]
+            rewrites = self._replay_versions(changed)
+        else:
+            changed = [
+                r for p, r in persistent.items() if p in self._persistent and self._persistent[p] != r.data
+            ]
+            rewrites = self._pipelined(changed, lambda r: self.admin.set_async(r.path, r.data or b""))
+        self._sync_ephemerals(ephemeral)
+        gone = sorted((p for p in self._persistent if p not in persistent), key=_depth, reverse=True)
+        self._pipelined(gone, lambda p: self.admin.delete_async(p), tolerate=NoNodeError)
+        self._persistent = {p: r.data for p, r in persistent.items()}
+        return {"created": created, "rewritten": rewrites, "deleted": len(gone), "ephemeral": len(ephemeral)}
+
+    def session_id(self, broker_id: int) -> int | None:
+        client = self._sessions.get(broker_id)
+        return None if client is None else client.client_id[0]
+
+    def close(self) -> None:
+        """Close every broker session (their ephemerals vanish) and the admin session."""
+        for broker_id in list(self._sessions):
+            self._stop_session(broker_id)
+        self.admin.stop()
+        self.admin.close()
+
+    def __enter__(self) -> ZooKeeperTreeWriter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ persistent
+    def _create_missing(self, records: list[ZnodeRecord]) -> int:
+        by_depth: dict[int, list[ZnodeRecord]] = {}
+        for record in records:
+            by_depth.setdefault(_depth(record.path), []).append(record)
+        for depth in sorted(by_depth):
+            self._pipelined(
+                by_depth[depth],
+                lambda r: self.admin.create_async(r.path, r.data),
+                tolerate=NodeExistsError,
+                on_tolerated=lambda r: self.admin.set(r.path, r.data or b""),
+            )
+        return len(records)
+
+    def _replay_versions(self, records: list[ZnodeRecord]) -> int:
+        done = 0
+        for round_number in range(max((r.version for r in records), default=0)):
+            batch = [r for r in records if r.version > round_number]
+            done += self._pipelined(batch, lambda r: self.admin.set_async(r.path, r.data or b""))
+        return done
+
+    def _pipelined(
+        self,
+        items: Sequence,
+        send: Callable,
+        *,
+        tolerate: type[Exception] | None = None,
+        on_tolerated: Callable | None = None,
+    ) -> int:
+        for start in range(0, len(items), self.window):
+            pending = [(item, send(item)) for item in items[start : start + self.window]]
+            for item, result in pending:
+                try:
+                    result.get(timeout=60)
+                except Exception as exc:
+                    if tolerate is None or not isinstance(exc, tolerate):
+                        raise
+                    if on_tolerated is not None:
+                        on_tolerated(item)
+        return len(items)
+
+    # ------------------------------------------------------------------ ephemeral
+    def _sync_ephemerals(self, wanted: dict[str, ZnodeRecord]) -> None:
+        owners = {r.owner_broker for r in wanted.values()}
+        for broker_id in [b for b in self._sessions if b not in owners]:
+            self._stop_session(broker_id)
+        for path, (owner, data) in list(self._ephemeral.items()):
+            record = wanted.get(path)
+            if record is None or record.owner_broker != owner:
+                if owner in self._sessions:
+                    self._sessions[owner].delete(path)
+                del self._ephemeral[path]
+            elif record.data != data:
+                self._sessions[owner].set(path, record.data or b"")
+                self._ephemeral[path] = (owner, record.data)
+        # Registrations before /controller, like a broker that registers and then wins the election.
+        for record in sorted(wanted.values(), key=lambda r: (r.path == "/controller", r.path)):
+            if record.path in self._ephemeral:
+                continue
+            owner = record.owner_broker
+            assert owner is not None
+            client = self._sessions.get(owner)
+            if client is None:
+                client = self._sessions[owner] = _start(self.hosts_with_chroot, self.session_timeout)
+            client.create(record.path, record.data, ephemeral=True)
+            for _ in range(record.version):
+                client.set(record.path, record.data or b"")
+            self._ephemeral[record.path] = (owner, record.data)
+
+    def _stop_session(self, broker_id: int) -> None:
+        client = self._sessions.pop(broker_id)
+        client.stop()
+        client.close()
+        self._ephemeral = {p: v for p, v in self._ephemeral.items() if v[0] != broker_id}
