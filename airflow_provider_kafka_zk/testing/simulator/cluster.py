@@ -546,6 +546,77 @@ class SimulatedCluster:
         self.history.append(f"reassignment started for {len(moves)} partition(s)")
         self.tick()
 
+    def catch_up_reassignment(self, topic_name: str, partition: int) -> bool:
+        """The adding replicas fetch the data and join the ISR (only those on live brokers)."""
+        topic = self.topic(topic_name)
+        part = topic.partitions[partition]
+        source = next(
+            (d for d in self.replica_dirs(topic_name, part.leader) if d.partition == partition), None
+        )
+        joined = False
+        for broker_id in part.adding:
+            if not self.brokers[broker_id].online or broker_id in part.isr:
+                continue
+            for d in self.replica_dirs(topic_name, broker_id):
+                if d.partition == partition and source is not None:
+                    d.records = source.records
+                    d.leader_epochs = list(source.leader_epochs)
+                    d.mtime_ms = self.tick(10)
+            self._bump_state(part, leader=part.leader, isr=[*part.isr, broker_id])
+            joined = True
+        return joined
+
+    def complete_reassignment(
+        self, topic_name: str, partition: int, *, keep_delete_dirs: bool = False
+    ) -> bool:
+        """Finish one partition as Kafka's controller does once every target replica is in the ISR.
+
+        Leader moved if it is not a live target replica; removed replicas leave the ISR and their
+        directories are renamed ``-delete`` (removed after the delete delay); the topic znode gets
+        the target with empty adding/removing; the entry leaves /admin/reassign_partitions.
+        Returns False (and changes nothing) while a target replica is not in the ISR yet.
+        """
+        topic = self.topic(topic_name)
+        part = topic.partitions[partition]
+        target = [r for r in part.replicas if r not in part.removing]
+        if not set(target) <= set(part.isr):
+            return False
+        isr = [r for r in part.isr if r in target]
+        previous_leader = leader = part.leader
+        if leader not in target or not self.brokers[leader].online:
+            leader = next((r for r in target if r in isr and self.brokers[r].online), -1)
+        self._bump_state(part, leader=leader, isr=isr)
+        if leader not in (-1, previous_leader):
+            self._leader_epoch_started(topic_name, partition, leader, part.leader_epoch)
+        removed = set(part.removing)
+        kept: list[ReplicaDir] = []
+        for d in self.dirs:
+            if (
+                d.topic == topic_name
+                and d.partition == partition
+                and d.kind is DirKind.NORMAL
+                and d.broker_id in removed
+            ):
+                if keep_delete_dirs:
+                    kept.append(
+                        replace(
+                            d,
+                            kind=DirKind.DELETE,
+                            unique_id=self.rng.randbytes(16).hex(),
+                            mtime_ms=self.clock_ms,
+                        )
+                    )
+                continue
+            kept.append(d)
+        self.dirs = kept
+        part.replicas = target
+        part.adding, part.removing = [], []
+        topic.znode_version += 1
+        self.reassignment = [e for e in self.reassignment if (e[0], e[1]) != (topic_name, partition)]
+        self.history.append(f"{topic_name}-{partition}: reassignment to {target} completed")
+        self.tick()
+        return True
+
     # ------------------------------------------------------------------ disks
     def corrupt_offset_index(self, broker_id: int, topic_name: str, partition: int) -> None:
         """Make one replica's offset index non-monotonic: the broker will not restart cleanly on it."""
