@@ -1,0 +1,218 @@
+"""Kafka's ZooKeeper-mode reassignment rules, as pure functions (KAFKA_FORMATS.md §1.7, §1.9-1.10, §6).
+
+Throttles are computed exactly as ``kafka-reassign-partitions`` 2.6+/3.x computes them; completion
+and "in flight" are read the way the controller and the tool read them. The operators only do the
+I/O around these functions, so a dry run and a real run make the same decisions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from .znodes import PartitionState, ReassignPartitions, TopicAssignment
+
+TopicPartition = tuple[str, int]
+
+LEADER_RATE = "leader.replication.throttled.rate"
+FOLLOWER_RATE = "follower.replication.throttled.rate"
+LEADER_REPLICAS = "leader.replication.throttled.replicas"
+FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
+BROKER_THROTTLE_KEYS = (LEADER_RATE, FOLLOWER_RATE)
+TOPIC_THROTTLE_KEYS = (LEADER_REPLICAS, FOLLOWER_REPLICAS)
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """What says a reassignment is running: the znode, and (2.4+) adding/removing in topic znodes."""
+
+    znode_partitions: tuple[TopicPartition, ...] = ()
+    topic_znode_partitions: tuple[TopicPartition, ...] = ()
+
+    @property
+    def any(self) -> bool:
+        return bool(self.znode_partitions or self.topic_znode_partitions)
+
+    def describe(self) -> str:
+        parts = []
+        if self.znode_partitions:
+            parts.append(f"/admin/reassign_partitions lists {_list(self.znode_partitions)}")
+        if self.topic_znode_partitions:
+            parts.append(
+                f"topic znodes show adding/removing replicas for {_list(self.topic_znode_partitions)}"
+            )
+        return "; ".join(parts) or "no reassignment in flight"
+
+
+def reassignments_in_flight(
+    topics: Iterable[TopicAssignment], reassign_znode: ReassignPartitions | None
+) -> InFlight:
+    znode = tuple(sorted((e.topic, e.partition) for e in reassign_znode.partitions)) if reassign_znode else ()
+    moving = tuple(
+        sorted(
+            (t.topic, p)
+            for t in topics
+            for p in t.partitions
+            if t.adding_replicas.get(p) or t.removing_replicas.get(p)
+        )
+    )
+    return InFlight(znode, moving)
+
+
+@dataclass(frozen=True)
+class ThrottlePlan:
+    """Config values one execution sets: rates per broker and replica lists per topic (whole values)."""
+
+    rate: int
+    broker_rates: tuple[int, ...]
+    leader_replicas: Mapping[str, str] = field(default_factory=dict)
+    follower_replicas: Mapping[str, str] = field(default_factory=dict)
+
+    def topic_configs(self) -> dict[str, dict[str, str]]:
+        out: dict[str, dict[str, str]] = {}
+        for topic, value in self.leader_replicas.items():
+            out.setdefault(topic, {})[LEADER_REPLICAS] = value
+        for topic, value in self.follower_replicas.items():
+            out.setdefault(topic, {})[FOLLOWER_REPLICAS] = value
+        return out
+
+    def broker_configs(self) -> dict[int, dict[str, str]]:
+        return {b: {LEADER_RATE: str(self.rate), FOLLOWER_RATE: str(self.rate)} for b in self.broker_rates}
+
+
+def plan_throttles(
+    targets: Mapping[TopicPartition, Sequence[int]], topics: Mapping[str, TopicAssignment], rate: int
+) -> ThrottlePlan:
+    """``ReassignPartitionsCommand`` 3.x: sources are the current (or, mid-reassignment, origin)
+    replicas; destinations are target minus sources. Leader lists cover the sources of every
+    partition moved plus ongoing reassignments of the same topics; follower lists the
+    destinations; values are sorted as strings (Java TreeSet of "p:b"); rates go on every broker
+    involved."""
+    if rate <= 0:
+        raise ValueError("throttle rate must be a positive number of bytes/s")
+    leader: dict[str, set[str]] = {}
+    follower: dict[str, set[str]] = {}
+    brokers: set[int] = set()
+    for (topic, partition), target in targets.items():
+        assignment = topics[topic]
+        sources = assignment.original_replicas(partition)
+        destinations = [b for b in target if b not in sources]
+        if not destinations and list(target) == list(sources):
+            continue
+        leader.setdefault(topic, set()).update(f"{partition}:{b}" for b in sources)
+        follower.setdefault(topic, set()).update(f"{partition}:{b}" for b in destinations)
+        brokers.update(sources)
+        brokers.update(destinations)
+    for topic in list(leader):
+        assignment = topics[topic]
+        for partition in assignment.partitions:
+            if assignment.adding_replicas.get(partition) or assignment.removing_replicas.get(partition):
+                leader[topic].update(f"{partition}:{b}" for b in assignment.original_replicas(partition))
+    return ThrottlePlan(
+        rate=rate,
+        broker_rates=tuple(sorted(brokers)),
+        leader_replicas={t: ",".join(sorted(v)) for t, v in sorted(leader.items())},
+        follower_replicas={t: ",".join(sorted(v)) for t, v in sorted(follower.items()) if v},
+    )
+
+
+def merged_config(current: Mapping[str, str], set_values: Mapping[str, str]) -> dict[str, str]:
+    """kafka-configs' ZK path: read the whole map, change some keys, write the whole map back."""
+    return {**current, **set_values}
+
+
+def config_without_our_values(
+    current: Mapping[str, str], ours: Mapping[str, str]
+) -> tuple[dict[str, str], list[str]]:
+    """Remove only the keys that still hold the value this run set; report keys someone changed since."""
+    kept = dict(current)
+    changed_by_others = []
+    for key, value in ours.items():
+        if key not in current:
+            continue
+        if current[key] == value:
+            del kept[key]
+        else:
+            changed_by_others.append(key)
+    return kept, changed_by_others
+
+
+@dataclass(frozen=True)
+class Progress:
+    total: int
+    done: tuple[TopicPartition, ...]
+    moving: tuple[TopicPartition, ...]
+    bytes_total: int = 0
+    bytes_done: int = 0
+
+    @property
+    def complete(self) -> bool:
+        return not self.moving
+
+    def describe(self) -> str:
+        text = f"{len(self.done)}/{self.total} partitions done"
+        if self.bytes_total:
+            text += f", {self.bytes_done / 2**20:.1f}/{self.bytes_total / 2**20:.1f} MiB"
+        if self.moving:
+            text += f"; still moving: {_list(self.moving)}"
+        return text
+
+
+def partition_complete(
+    target: Sequence[int],
+    assignment: TopicAssignment,
+    partition: int,
+    state: PartitionState | None,
+    reassign_znode: ReassignPartitions | None,
+) -> bool:
+    """Kafka's observable end state (2.4+): gone from the znode, ``partitions[p]`` equals the target
+    with no adding/removing, and the ISR within the target."""
+    if reassign_znode is not None and any(
+        (e.topic, e.partition) == (assignment.topic, partition) for e in reassign_znode.partitions
+    ):
+        return False
+    if tuple(assignment.partitions.get(partition, ())) != tuple(target):
+        return False
+    if assignment.adding_replicas.get(partition) or assignment.removing_replicas.get(partition):
+        return False
+    return state is not None and set(state.isr) <= set(target)
+
+
+def progress(
+    targets: Mapping[TopicPartition, Sequence[int]],
+    topics: Mapping[str, TopicAssignment],
+    states: Mapping[TopicPartition, PartitionState],
+    reassign_znode: ReassignPartitions | None,
+    sizes: Mapping[TopicPartition, int] | None = None,
+) -> Progress:
+    sizes = sizes or {}
+    done, moving = [], []
+    for tp, target in sorted(targets.items()):
+        assignment = topics.get(tp[0])
+        finished = assignment is not None and partition_complete(
+            target, assignment, tp[1], states.get(tp), reassign_znode
+        )
+        (done if finished else moving).append(tp)
+    return Progress(
+        total=len(targets),
+        done=tuple(done),
+        moving=tuple(moving),
+        bytes_total=sum(sizes.get(tp, 0) for tp in targets),
+        bytes_done=sum(sizes.get(tp, 0) for tp in done),
+    )
+
+
+def same_request(znode: ReassignPartitions, targets: Mapping[TopicPartition, Sequence[int]]) -> bool:
+    """Is this reassign znode the one this plan would create (a retry finding its own work)?
+
+    The znode cannot carry a marker (2.0+ controllers reject extra keys), so identity is content:
+    the controller only ever removes finished entries, so ours is a non-empty subset of the plan.
+    """
+    entries = {(e.topic, e.partition): tuple(e.replicas) for e in znode.partitions}
+    return bool(entries) and all(tuple(targets.get(tp, ())) == r for tp, r in entries.items())
+
+
+def _list(partitions: Sequence[TopicPartition], limit: int = 10) -> str:
+    names = [f"{t}-{p}" for t, p in partitions[:limit]]
+    more = f" and {len(partitions) - limit} more" if len(partitions) > limit else ""
+    return ", ".join(names) + more
