@@ -176,6 +176,10 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+_JSON = json.JSONDecoder(parse_constant=_reject_constant)
+"""One decoder for every znode: ``json.loads`` with options builds a new decoder per call."""
+
+
 def _load_json(data: bytes | None, path: str) -> Any:
     if data is None:
         raise ZnodeFormatError(path, "JSON data", "no data")
@@ -184,7 +188,7 @@ def _load_json(data: bytes | None, path: str) -> Any:
     except UnicodeDecodeError as exc:
         raise ZnodeFormatError(path, "UTF-8 text", f"byte 0x{data[exc.start]:02x} at {exc.start}") from None
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return _JSON.decode(text)
     except json.JSONDecodeError as exc:
         raise ZnodeFormatError(path, "JSON", f"{exc.msg} at char {exc.pos} in {describe(text)}") from None
     except (ValueError, RecursionError) as exc:
