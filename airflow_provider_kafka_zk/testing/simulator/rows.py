@@ -161,3 +161,29 @@ def rows_from_zk_dump(dump: Mapping[str, Any]) -> list[ZnodeRow]:
             )
         )
     return rows
+
+
+def audit_dirs(cluster: SimulatedCluster, root: str = "/sim") -> list:
+    """The directories the broker inventory would report for a simulated cluster (for in-process audits).
+
+    Only inventoried-able brokers matter to the audit; every broker's dirs are returned, the caller
+    decides which brokers count as inventoried.
+    """
+    from airflow_provider_kafka_zk.kafka.audit import ReplicaDir
+    from airflow_provider_kafka_zk.kafka.logdir import format_partition_dir_name
+
+    return [
+        ReplicaDir(
+            broker_id=d.broker_id,
+            log_dir=f"{root}/broker-{d.broker_id}/data/kafka-logs-{d.log_dir_index}",
+            name=format_partition_dir_name(d.topic, d.partition, d.kind, d.unique_id),
+            kind=d.kind,
+            topic=d.topic,
+            partition=d.partition,
+            topic_id=d.topic_id,
+            metadata_present=d.topic_id is not None,
+            size_bytes=d.records * (d.record_value_bytes + 20),
+            mtime_ms=d.mtime_ms,
+        )
+        for d in cluster.dirs
+    ]
