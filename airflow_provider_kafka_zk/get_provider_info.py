@@ -39,7 +39,16 @@ def get_provider_info() -> dict[str, Any]:
         "hooks": [
             {
                 "integration-name": _INTEGRATION,
-                "python-modules": ["airflow_provider_kafka_zk.hooks.zookeeper"],
+                "python-modules": [
+                    "airflow_provider_kafka_zk.hooks.zookeeper",
+                    "airflow_provider_kafka_zk.hooks.broker_host",
+                ],
+            }
+        ],
+        "operators": [
+            {
+                "integration-name": _INTEGRATION,
+                "python-modules": ["airflow_provider_kafka_zk.operators.inventory"],
             }
         ],
         "connection-types": [

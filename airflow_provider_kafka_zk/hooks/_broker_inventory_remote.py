@@ -1,0 +1,291 @@
+"""Broker-side half of the broker inventory: lists, stats and reads small files; never writes.
+
+This file is not imported by the provider. ``BrokerHostHook`` sends its text over the SSH channel's
+stdin to the broker host's ``python3`` (stdlib only, Python 3.6+ so RHEL 8's platform-python
+works), which runs it. It parses no Kafka format: every file comes back raw and the Airflow side
+parses it with the pure core, so each format has one implementation.
+
+Protocol (one JSON object per line; bytes travel as ``bytes.decode("utf-8", "surrogateescape")``
+strings, which JSON's ASCII escapes carry exactly, so any name or content round-trips):
+
+stdin  1. ``{"server_properties": path|null, "main_classes": [...], "override_keys": [...],
+          "log_dir_files": [...], "partition_files": [...], "partition_file_limit": n,
+          "log_dir_file_limit": n}`` (which files to read comes from the Airflow side)
+       2. after ``await_log_dirs``: ``{"log_dirs": [...]}`` (or ``{"log_dirs": null}`` to stop)
+stdout ``hello``, one ``server_properties`` per candidate, ``await_log_dirs``, then per log dir a
+       ``log_dir`` record followed by one ``dir`` record per child directory, then ``end``.
+       ``fatal`` replaces the rest when the script cannot go on.
+"""
+
+import contextlib
+import json
+import os
+import socket
+import stat
+import sys
+import time
+
+_OUT = sys.stdout.buffer
+_IN = sys.stdin.buffer
+
+
+def emit(record):
+    _OUT.write(json.dumps(record, ensure_ascii=True, separators=(",", ":")).encode("ascii") + b"\n")
+
+
+def text(raw):
+    """Bytes as a str that maps back to exactly these bytes (PEP 383)."""
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def raw_path(value):
+    return value.encode("utf-8", "surrogateescape")
+
+
+def describe(exc):
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{type(exc).__name__}: {exc.strerror}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def type_char(mode):
+    if stat.S_ISREG(mode):
+        return "f"
+    if stat.S_ISDIR(mode):
+        return "d"
+    if stat.S_ISLNK(mode):
+        return "l"
+    return "o"
+
+
+def read_small(path, limit):
+    """A regular file's bytes (following symlinks, as Kafka does); None when absent."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return {"error": describe(exc)}
+    if not stat.S_ISREG(info.st_mode):
+        kind = {"d": "a directory", "l": "a symlink", "o": "not a regular file"}[type_char(info.st_mode)]
+        return {"error": "is " + kind, "size": info.st_size}
+    if info.st_size > limit:
+        return {"error": f"larger than {limit} bytes, not read", "size": info.st_size}
+    try:
+        # O_NONBLOCK: a FIFO swapped in after the stat must not hang the inventory.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            chunks = []
+            remaining = limit + 1
+            while remaining > 0:
+                chunk = os.read(fd, min(remaining, 1 << 20))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                remaining -= len(chunk)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        return {"error": describe(exc)}
+    data = b"".join(chunks)
+    if len(data) > limit:
+        return {"error": f"grew past {limit} bytes while read", "size": len(data)}
+    return {"size": len(data), "data": text(data)}
+
+
+def kafka_processes(main_classes, override_keys):
+    """Running brokers found in /proc: the properties file follows the main class on the command line."""
+    found = []
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return found
+    wanted = set(main_classes)
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                args = handle.read().split(b"\0")
+        except OSError:
+            continue
+        if args and args[-1] == b"":
+            args.pop()
+        positions = [i for i, arg in enumerate(args) if text(arg) in wanted]
+        if not positions or positions[0] + 1 >= len(args):
+            continue
+        main = positions[0]
+        path = args[main + 1]
+        if not path.startswith(b"/"):
+            with contextlib.suppress(OSError):
+                path = os.path.join(os.readlink(f"/proc/{pid}/cwd").encode(), path)
+        overrides = []
+        rest = [text(a) for a in args[main + 2 :]]
+        for index, arg in enumerate(rest):
+            value = None
+            if arg == "--override" and index + 1 < len(rest):
+                value = rest[index + 1]
+            elif arg.startswith("--override="):
+                value = arg[len("--override=") :]
+            # Only the keys asked for leave the host: other overrides may hold passwords.
+            if value is not None and value.split("=", 1)[0].strip() in override_keys:
+                overrides.append(value)
+        jars = []
+        for index, arg in enumerate(args[:main]):
+            if arg in (b"-cp", b"-classpath", b"--class-path") and index + 1 < main:
+                for entry in args[index + 1].split(b":"):
+                    name = os.path.basename(entry)
+                    if name.startswith(b"kafka_") and name.endswith(b".jar"):
+                        jars.append(text(name))
+        found.append(
+            {
+                "pid": int(pid),
+                "main_class": text(args[main]),
+                "path": text(path),
+                "overrides": overrides,
+                "kafka_jars": jars,
+            }
+        )
+    return found
+
+
+def list_entries(path):
+    """``[name, size, 512-byte blocks, type, mtime ms]`` of each child, not following symlinks."""
+    entries = []
+    errors = []
+    with os.scandir(path) as scan:
+        for entry in scan:
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError as exc:  # removed while listed (e.g. Kafka finishing a -delete)
+                errors.append(f"{text(entry.name)}: {describe(exc)}")
+                continue
+            entries.append(
+                [
+                    text(entry.name),
+                    info.st_size,
+                    getattr(info, "st_blocks", 0),
+                    type_char(info.st_mode),
+                    info.st_mtime_ns // 1000000,
+                ]
+            )
+    return entries, errors
+
+
+def walk_log_dir(index, log_dir, params):
+    """One ``log_dir`` record, then one ``dir`` record per child directory (a partition, or not)."""
+    base = raw_path(log_dir)
+    record = {"t": "log_dir", "index": index, "path": log_dir}
+    try:
+        with os.scandir(base) as scan:
+            children = sorted(scan, key=lambda entry: entry.name)
+    except OSError as exc:
+        record["error"] = describe(exc)
+        record["exists"] = os.path.lexists(base)
+        emit(record)
+        return 0
+    record["exists"] = True
+    record["real_path"] = text(os.path.realpath(base))
+    record["files"] = {
+        name: read_small(os.path.join(base, raw_path(name)), params["log_dir_file_limit"])
+        for name in params["log_dir_files"]
+    }
+    dirs = []
+    others = []
+    for entry in children:
+        try:
+            directory = entry.is_dir()  # Kafka loads every directory child, symlinks followed
+        except OSError:
+            directory = False
+        if directory:
+            dirs.append(entry.name)
+            continue
+        try:
+            info = entry.stat(follow_symlinks=False)
+            others.append([text(entry.name), info.st_size, type_char(info.st_mode)])
+        except OSError as exc:
+            others.append([text(entry.name), None, "?", describe(exc)])
+    record["other_entries"] = others
+    record["child_dirs"] = len(dirs)
+    emit(record)
+    for name in dirs:
+        emit(walk_partition_dir(index, base, name, params))
+    return len(dirs)
+
+
+def walk_partition_dir(index, base, name, params):
+    path = os.path.join(base, name)
+    record = {"t": "dir", "ld": index, "name": text(name)}
+    try:
+        info = os.stat(path)
+        record["mtime_ms"] = info.st_mtime_ns // 1000000
+        record["symlink"] = os.path.islink(path)
+        entries, errors = list_entries(path)
+    except OSError as exc:
+        record["error"] = describe(exc)
+        return record
+    record["entries"] = entries
+    if errors:
+        record["entry_errors"] = errors
+    present = {entry[0] for entry in entries}
+    record["files"] = {
+        name: read_small(os.path.join(path, raw_path(name)), params["partition_file_limit"])
+        for name in params["partition_files"]
+        if name in present
+    }
+    return record
+
+
+def main():
+    started = time.monotonic()
+    params = json.loads(_IN.readline().decode("utf-8", "surrogateescape"))
+    emit(
+        {
+            "t": "hello",
+            "python": "{}.{}.{}".format(*sys.version_info[:3]),
+            "hostname": socket.gethostname(),
+            "uid": os.getuid(),
+        }
+    )
+    configured = params.get("server_properties")
+    limit = params["log_dir_file_limit"]
+    if configured is not None:
+        emit(
+            {
+                "t": "server_properties",
+                "source": "configured",
+                "path": configured,
+                "file": read_small(raw_path(configured), limit),
+            }
+        )
+    else:
+        for process in kafka_processes(params["main_classes"], set(params["override_keys"])):
+            process.update(
+                {
+                    "t": "server_properties",
+                    "source": "process",
+                    "file": read_small(raw_path(process["path"]), limit),
+                }
+            )
+            emit(process)
+    emit({"t": "await_log_dirs"})
+    _OUT.flush()
+    answer = json.loads(_IN.readline().decode("utf-8", "surrogateescape") or "{}")
+    log_dirs = answer.get("log_dirs")
+    if log_dirs is None:
+        emit({"t": "end", "stopped": True, "seconds": time.monotonic() - started})
+        return
+    dirs = 0
+    for index, log_dir in enumerate(log_dirs):
+        dirs += walk_log_dir(index, log_dir, params)
+    emit({"t": "end", "log_dirs": len(log_dirs), "dirs": dirs, "seconds": time.monotonic() - started})
+
+
+try:
+    main()
+except BrokenPipeError:
+    pass
+except Exception as exc:  # one line the Airflow side can show; the traceback goes to stderr
+    emit({"t": "fatal", "kind": "remote_error", "detail": describe(exc)})
+    raise
+finally:
+    with contextlib.suppress(BrokenPipeError):
+        _OUT.flush()

@@ -1,0 +1,1120 @@
+"""Broker inventory, the pure half: raw records from a broker host -> typed rows, facts, coverage.
+
+The broker host only lists, stats and reads small files (``hooks/_broker_inventory_remote.py``);
+everything it sends comes back raw and is parsed here with the core parsers (``logdir``,
+``records``), so there is one implementation of each format and a Spark executor can turn stored
+raw records into the same rows. No Airflow, no I/O.
+
+Raw bytes travel as ``bytes.decode("utf-8", "surrogateescape")`` strings; :func:`raw_bytes` turns
+them back into the exact bytes, so hostile or non-UTF-8 names survive untouched.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import KafkaFormatError, describe
+from .logdir import (
+    CLEAN_SHUTDOWN_FILE,
+    CLEANER_OFFSET_CHECKPOINT,
+    LEADER_EPOCH_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    META_PROPERTIES,
+    PARTITION_METADATA,
+    RECOVERY_POINT_OFFSET_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    CleanShutdownMarker,
+    EpochEntry,
+    LeaderEpochCheckpoint,
+    MetaProperties,
+    OffsetCheckpoint,
+    PartitionMetadata,
+    parse_java_int,
+    parse_java_properties,
+    parse_partition_dir_name,
+)
+from .records import parse_segment_file_name
+from .versions import KafkaVersion
+
+__all__ = [
+    "BROKER_SETTINGS",
+    "CHECKPOINT_FILES",
+    "KAFKA_MAIN_CLASSES",
+    "LOG_DIR_FILES",
+    "OVERRIDE_KEYS",
+    "PARTITION_FILES",
+    "BrokerFacts",
+    "BrokerInventory",
+    "FileEntry",
+    "FileRead",
+    "IdentityCheck",
+    "InventoryAssembler",
+    "InventoryCoverage",
+    "InventoryRecordError",
+    "LogDirInventory",
+    "PartitionDirInventory",
+    "RemoteFatalError",
+    "SegmentFiles",
+    "ServerPropertiesCandidate",
+    "ServerPropertiesSelectionError",
+    "ZooKeeperView",
+    "choose_server_properties",
+    "effective_broker_id",
+    "identity_checks",
+    "kafka_version_from_jars",
+    "raw_bytes",
+]
+
+CHECKPOINT_FILES = (
+    RECOVERY_POINT_OFFSET_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    CLEANER_OFFSET_CHECKPOINT,
+)
+LOG_DIR_FILES = (META_PROPERTIES, CLEAN_SHUTDOWN_FILE, *CHECKPOINT_FILES)
+PARTITION_FILES = (PARTITION_METADATA, LEADER_EPOCH_CHECKPOINT)
+# kafka-server-start.sh runs kafka.Kafka; Confluent Platform's wrapper class takes the same arguments.
+KAFKA_MAIN_CLASSES = ("kafka.Kafka", "io.confluent.support.metrics.SupportedKafka")
+DEFAULT_LOG_DIR = "/tmp/kafka-logs"  # noqa: S108 - Kafka's own default for log.dir
+_JAVA_TRIM = "".join(map(chr, range(0x21)))  # String.trim(): every char <= ' '
+_CSV_SPLIT = re.compile(r"\s*,\s*")  # CoreUtils.parseCsvList
+_KAFKA_JAR = re.compile(r"kafka_\d+\.\d+-(.+)\.jar")
+_PRE_1_0_RELEASE = re.compile(r"0\.\d+\.\d+\.\d+")
+_TRANSIENT_SUFFIXES = (".deleted", ".cleaned", ".swap")
+
+
+class InventoryRecordError(ValueError):
+    """A line from the broker host is not a record of the inventory protocol."""
+
+
+class RemoteFatalError(RuntimeError):
+    """The broker-side script stopped (``kind``: no_python3, python_too_old, remote_error)."""
+
+    def __init__(self, kind: str, detail: str) -> None:
+        self.kind = kind
+        self.detail = detail
+        super().__init__(f"{kind}: {detail}")
+
+
+class ServerPropertiesSelectionError(ValueError):
+    """No (or more than one) server.properties on the host belongs to the requested broker."""
+
+
+def raw_bytes(value: str) -> bytes:
+    """The exact bytes a protocol string stands for (inverse of decode('utf-8', 'surrogateescape'))."""
+    return value.encode("utf-8", "surrogateescape")
+
+
+def readable_name(value: str) -> str:
+    """A name as valid UTF-8 text for tables and messages; undecodable bytes shown as ``\\xNN``."""
+    return raw_bytes(value).decode("utf-8", "backslashreplace")
+
+
+def _get(record: Mapping[str, Any], key: str, kind: type | tuple[type, ...], what: str) -> Any:
+    value = record.get(key)
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
+        raise InventoryRecordError(f"{what}: expected {key!r} as {kind}, found {describe(value)}")
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# Files read on the broker host
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FileRead:
+    """One small file as the host saw it: absent, read (``data``), or not readable (``error``)."""
+
+    present: bool
+    data: bytes | None = None
+    size: int | None = None
+    error: str | None = None
+
+    @classmethod
+    def from_record(cls, value: Any, what: str) -> FileRead:
+        if value is None:
+            return cls(present=False)
+        if not isinstance(value, Mapping):
+            raise InventoryRecordError(f"{what}: expected a file object, found {describe(value)}")
+        data = value.get("data")
+        size = value.get("size")
+        return cls(
+            present=True,
+            data=raw_bytes(data) if isinstance(data, str) else None,
+            size=size if isinstance(size, int) else None,
+            error=str(value["error"]) if value.get("error") is not None else None,
+        )
+
+    @property
+    def readable(self) -> bool:
+        return self.present and self.data is not None
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One child of a partition or log directory (``kind``: f file, d dir, l symlink, o other)."""
+
+    name: str
+    size: int
+    kind: str
+    blocks: int = 0
+    mtime_ms: int | None = None
+
+
+# ---------------------------------------------------------------------------------------------
+# server.properties -> the broker settings the audits need
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Setting:
+    key: str
+    kind: str  # bool | int | long | string
+    attribute: str
+
+
+BROKER_SETTINGS: tuple[_Setting, ...] = (
+    _Setting("delete.topic.enable", "bool", "delete_topic_enable"),
+    _Setting("inter.broker.protocol.version", "string", "inter_broker_protocol_version"),
+    _Setting("auto.leader.rebalance.enable", "bool", "auto_leader_rebalance_enable"),
+    _Setting("leader.imbalance.per.broker.percentage", "int", "leader_imbalance_per_broker_percentage"),
+    _Setting("min.insync.replicas", "int", "min_insync_replicas"),
+    _Setting("unclean.leader.election.enable", "bool", "unclean_leader_election_enable"),
+    _Setting("log.segment.delete.delay.ms", "long", "log_segment_delete_delay_ms"),
+)
+OVERRIDE_KEYS: tuple[str, ...] = ("broker.id", "log.dirs", "log.dir", *(s.key for s in BROKER_SETTINGS))
+
+
+def _kafka_default(key: str, release: KafkaVersion | None) -> tuple[Any, str]:
+    """Kafka's built-in default for ``key`` and a note saying where it came from."""
+    if key == "delete.topic.enable":
+        if release is None:
+            return True, "Kafka default (true since 1.0; release unknown)"
+        return release.at_least("1.0"), f"Kafka {release} default"
+    if key == "inter.broker.protocol.version":
+        if release is None:
+            return None, "Kafka default (the broker's own release; release unknown)"
+        return release.release_line, f"Kafka {release} default (its own release line)"
+    defaults: dict[str, Any] = {
+        "auto.leader.rebalance.enable": True,
+        "leader.imbalance.per.broker.percentage": 10,
+        "min.insync.replicas": 1,
+        "unclean.leader.election.enable": False,  # true before 0.11
+        "log.segment.delete.delay.ms": 60_000,
+    }
+    return defaults[key], "Kafka default"
+
+
+def _convert(value: str, kind: str, source: str, key: str) -> Any:
+    """As ``ConfigDef.parseType``: trimmed; booleans true/false in any case; Java integers."""
+    trimmed = value.strip(_JAVA_TRIM)
+    if kind == "bool":
+        if trimmed.lower() not in ("true", "false"):
+            raise ValueError(f"{key}={describe(value)} is not true/false")
+        return trimmed.lower() == "true"
+    if kind in ("int", "long"):
+        try:
+            return parse_java_int(trimmed, source, key, bits=32 if kind == "int" else 64)
+        except KafkaFormatError as exc:
+            raise ValueError(f"{key}={describe(value)}: {exc.expected}") from None
+    return trimmed
+
+
+def kafka_version_from_jars(jars: Iterable[str]) -> str | None:
+    """The release in ``kafka_<scala>-<release>.jar`` on the broker's classpath, if plain (e.g. 3.3.1)."""
+    for jar in jars:
+        match = _KAFKA_JAR.fullmatch(jar)
+        if match:
+            text = match[1]
+            if _PRE_1_0_RELEASE.fullmatch(text):  # 0.11.0.3: four parts before 1.0
+                text = text.rsplit(".", 1)[0]
+            try:
+                return str(KafkaVersion.parse(text))
+            except KafkaFormatError:
+                continue
+    return None
+
+
+def _apply_overrides(props: dict[str, str], overrides: Iterable[str]) -> tuple[dict[str, str], list[str]]:
+    """``--override key=value`` arguments win over the file (``Kafka.getPropsFromArgs``)."""
+    merged = dict(props)
+    keys = []
+    for item in overrides:
+        key, _, value = item.partition("=")
+        merged[key.strip()] = value
+        keys.append(key.strip())
+    return merged, keys
+
+
+@dataclass(frozen=True)
+class BrokerFacts:
+    """The settings of one broker that the audits rely on, from its server.properties.
+
+    ``defaulted`` names the keys absent from the file (and overrides) whose value is Kafka's
+    default; ``problems`` lists values the broker would refuse at startup. Only these settings
+    are kept: server.properties also holds passwords, which never leave this object's input.
+    """
+
+    server_properties_path: str
+    source: str  # "configured" or "process"
+    broker_id: int | None  # None: broker.id not set (generated from /brokers/seqid)
+    log_dirs: tuple[str, ...]
+    log_dirs_key: str  # log.dirs, log.dir, or "default" (log.dir's default)
+    delete_topic_enable: bool | None = None
+    inter_broker_protocol_version: str | None = None
+    auto_leader_rebalance_enable: bool | None = None
+    leader_imbalance_per_broker_percentage: int | None = None
+    min_insync_replicas: int | None = None
+    unclean_leader_election_enable: bool | None = None
+    log_segment_delete_delay_ms: int | None = None
+    defaulted: tuple[str, ...] = ()
+    overridden: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
+    kafka_version: str | None = None
+    pid: int | None = None
+
+    @classmethod
+    def from_properties(
+        cls,
+        props: Mapping[str, str],
+        *,
+        path: str,
+        source: str = "configured",
+        overrides: Sequence[str] = (),
+        kafka_version: str | None = None,
+        pid: int | None = None,
+    ) -> BrokerFacts:
+        merged, overridden = _apply_overrides(dict(props), overrides)
+        release = KafkaVersion.parse(kafka_version) if kafka_version else None
+        problems: list[str] = []
+        defaulted: list[str] = []
+        broker_id: int | None = None
+        if "broker.id" in merged:
+            try:
+                broker_id = _convert(merged["broker.id"], "int", path, "broker.id")
+            except ValueError as exc:
+                problems.append(str(exc))
+            if broker_id is not None and broker_id < 0:
+                broker_id = None  # -1: generated
+        else:
+            defaulted.append("broker.id")
+        if "log.dirs" in merged:
+            log_dirs_key, log_dirs_text = "log.dirs", merged["log.dirs"]
+        elif "log.dir" in merged:
+            log_dirs_key, log_dirs_text = "log.dir", merged["log.dir"]
+        else:
+            log_dirs_key, log_dirs_text = "default", DEFAULT_LOG_DIR
+            defaulted.append("log.dirs")
+        log_dirs = tuple(d for d in _CSV_SPLIT.split(log_dirs_text.strip(_JAVA_TRIM)) if d)
+        if not log_dirs:
+            problems.append(f"{log_dirs_key} names no directory")
+        values: dict[str, Any] = {}
+        for setting in BROKER_SETTINGS:
+            if setting.key in merged:
+                try:
+                    values[setting.attribute] = _convert(merged[setting.key], setting.kind, path, setting.key)
+                except ValueError as exc:
+                    problems.append(str(exc))
+                    values[setting.attribute] = None
+            else:
+                values[setting.attribute], _ = _kafka_default(setting.key, release)
+                defaulted.append(setting.key)
+        return cls(
+            server_properties_path=path,
+            source=source,
+            broker_id=broker_id,
+            log_dirs=log_dirs,
+            log_dirs_key=log_dirs_key,
+            defaulted=tuple(defaulted),
+            overridden=tuple(overridden),
+            problems=tuple(problems),
+            kafka_version=str(release) if release else None,
+            pid=pid,
+            **values,
+        )
+
+    def default_notes(self) -> dict[str, str]:
+        """For each defaulted key, where its value came from."""
+        release = KafkaVersion.parse(self.kafka_version) if self.kafka_version else None
+        notes = {}
+        for key in self.defaulted:
+            if key == "broker.id":
+                notes[key] = "not set: generated from /brokers/seqid (broker.id.generation.enable)"
+            elif key == "log.dirs":
+                notes[key] = f"not set: log.dir default {DEFAULT_LOG_DIR}"
+            else:
+                notes[key] = _kafka_default(key, release)[1]
+        return notes
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "server_properties_path": self.server_properties_path,
+            "source": self.source,
+            "pid": self.pid,
+            "kafka_version": self.kafka_version,
+            "broker.id": self.broker_id,
+            "log.dirs": list(self.log_dirs),
+            "log_dirs_key": self.log_dirs_key,
+        }
+        for setting in BROKER_SETTINGS:
+            out[setting.key] = getattr(self, setting.attribute)
+        out["defaulted"] = self.default_notes()
+        out["overridden"] = list(self.overridden)
+        out["problems"] = list(self.problems)
+        return out
+
+
+@dataclass(frozen=True)
+class ServerPropertiesCandidate:
+    """A server.properties the host offered: the configured path, or one per running broker process."""
+
+    source: str
+    path: str
+    file: FileRead
+    pid: int | None = None
+    overrides: tuple[str, ...] = ()
+    kafka_jars: tuple[str, ...] = ()
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> ServerPropertiesCandidate:
+        path = _get(record, "path", str, "server_properties record")
+        return cls(
+            source=str(record.get("source", "configured")),
+            path=path,
+            file=FileRead.from_record(record.get("file"), f"server_properties {readable_name(path)}"),
+            pid=record.get("pid") if isinstance(record.get("pid"), int) else None,
+            overrides=tuple(str(o) for o in record.get("overrides") or ()),
+            kafka_jars=tuple(str(j) for j in record.get("kafka_jars") or ()),
+        )
+
+    @property
+    def label(self) -> str:
+        where = readable_name(self.path)
+        return where if self.pid is None else f"{where} (pid {self.pid})"
+
+    def facts(self) -> BrokerFacts:
+        """Parse the file (ISO-8859-1, as Java's Properties.load) with the core parser."""
+        if not self.file.readable:
+            why = self.file.error or "not found"
+            raise ServerPropertiesSelectionError(f"cannot read server.properties {self.label}: {why}")
+        props = parse_java_properties(self.file.data or b"", readable_name(self.path))
+        return BrokerFacts.from_properties(
+            props,
+            path=readable_name(self.path),
+            source=self.source,
+            overrides=self.overrides,
+            kafka_version=kafka_version_from_jars(self.kafka_jars),
+            pid=self.pid,
+        )
+
+
+def choose_server_properties(candidates: Sequence[ServerPropertiesCandidate], broker_id: int) -> BrokerFacts:
+    """The facts of the broker asked for among what the host offered.
+
+    A configured path is taken as is (its broker.id is checked later). Among running processes,
+    the one whose broker.id is ``broker_id`` wins; a single process without broker.id (generated
+    id) is accepted and checked against meta.properties later.
+    """
+    if not candidates:
+        raise ServerPropertiesSelectionError(
+            f"no running Kafka broker process ({' or '.join(KAFKA_MAIN_CLASSES)}) found and no "
+            "server.properties path configured: give server_properties_path (a stopped broker has no process)"
+        )
+    configured = [c for c in candidates if c.source == "configured"]
+    if configured:
+        return configured[0].facts()
+    parsed: list[tuple[ServerPropertiesCandidate, BrokerFacts]] = []
+    unreadable: list[str] = []
+    for candidate in candidates:
+        try:
+            parsed.append((candidate, candidate.facts()))
+        except (ServerPropertiesSelectionError, KafkaFormatError) as exc:
+            unreadable.append(str(exc))
+    matching = [f for _, f in parsed if f.broker_id == broker_id]
+    if len(matching) == 1:
+        return matching[0]
+    if not matching and len(parsed) == 1 and parsed[0][1].broker_id is None and not unreadable:
+        return parsed[0][1]
+    found = ", ".join(f"{c.label}: broker.id={f.broker_id}" for c, f in parsed) or "none readable"
+    if unreadable:
+        found += "; " + "; ".join(unreadable)
+    if matching:
+        raise ServerPropertiesSelectionError(
+            f"{len(matching)} running Kafka processes claim broker.id={broker_id} ({found}): "
+            "give server_properties_path"
+        )
+    raise ServerPropertiesSelectionError(
+        f"no running Kafka process has broker.id={broker_id} ({found}): wrong host for this broker, "
+        "or give server_properties_path"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Log dirs and partition directories
+# ---------------------------------------------------------------------------------------------
+
+
+def _parse_file(read: FileRead, parser: Any, source: str, errors: list[str]) -> Any:
+    """Parse a file read on the host with a core parser; problems become entries in ``errors``."""
+    if not read.present:
+        return None
+    if read.error is not None:
+        errors.append(f"{source}: {read.error}")
+        return None
+    try:
+        return parser(read.data or b"", source)
+    except KafkaFormatError as exc:
+        errors.append(str(exc))
+        return None
+
+
+@dataclass(frozen=True)
+class LogDirInventory:
+    """One entry of log.dirs as found on the host, its files parsed with the core parsers."""
+
+    broker_id: int
+    index: int
+    path: str
+    exists: bool
+    real_path: str | None = None
+    error: str | None = None
+    meta_properties: FileRead = field(default_factory=lambda: FileRead(False))
+    meta: MetaProperties | None = None
+    clean_shutdown_file: FileRead = field(default_factory=lambda: FileRead(False))
+    clean_shutdown: CleanShutdownMarker | None = None
+    checkpoint_files: Mapping[str, FileRead] = field(default_factory=dict)
+    checkpoints: Mapping[str, OffsetCheckpoint | None] = field(default_factory=dict)
+    checkpoint_offsets: Mapping[str, Mapping[tuple[str, int], int]] = field(default_factory=dict, repr=False)
+    other_entries: tuple[FileEntry, ...] = ()
+    child_dirs: int = 0
+    errors: tuple[str, ...] = ()
+
+    @classmethod
+    def from_record(cls, broker_id: int, record: Mapping[str, Any]) -> LogDirInventory:
+        index = _get(record, "index", int, "log_dir record")
+        path = _get(record, "path", str, "log_dir record")
+        shown = readable_name(path)
+        if record.get("error") is not None:
+            return cls(
+                broker_id,
+                index,
+                path,
+                exists=bool(record.get("exists")),
+                error=str(record["error"]),
+                errors=(f"{shown}: {record['error']}",),
+            )
+        files = record.get("files") or {}
+        reads = {name: FileRead.from_record(files.get(name), f"{shown}/{name}") for name in LOG_DIR_FILES}
+        errors: list[str] = []
+        meta = _parse_file(reads[META_PROPERTIES], MetaProperties.parse, f"{shown}/{META_PROPERTIES}", errors)
+        marker_read = reads[CLEAN_SHUTDOWN_FILE]
+        marker = _parse_file(marker_read, CleanShutdownMarker.parse, f"{shown}/{CLEAN_SHUTDOWN_FILE}", errors)
+        checkpoints = {
+            name: _parse_file(reads[name], OffsetCheckpoint.parse, f"{shown}/{name}", errors)
+            for name in CHECKPOINT_FILES
+        }
+        others = tuple(
+            FileEntry(str(e[0]), e[1] if isinstance(e[1], int) else -1, str(e[2]))
+            for e in record.get("other_entries") or ()
+        )
+        return cls(
+            broker_id=broker_id,
+            index=index,
+            path=path,
+            exists=True,
+            real_path=record.get("real_path"),
+            meta_properties=reads[META_PROPERTIES],
+            meta=meta,
+            clean_shutdown_file=marker_read,
+            clean_shutdown=marker,
+            checkpoint_files={name: reads[name] for name in CHECKPOINT_FILES},
+            checkpoints=checkpoints,
+            checkpoint_offsets={n: cp.offsets if cp is not None else {} for n, cp in checkpoints.items()},
+            other_entries=others,
+            child_dirs=int(record.get("child_dirs") or 0),
+            errors=tuple(errors),
+        )
+
+    @property
+    def clean_shutdown_present(self) -> bool:
+        """The marker file exists: Kafka skips log recovery at the next start."""
+        return self.clean_shutdown_file.present
+
+    def offsets(self, name: str) -> Mapping[tuple[str, int], int]:
+        """(topic, partition) -> offset from one checkpoint file (built once per log dir)."""
+        return self.checkpoint_offsets.get(name, {})
+
+    def to_row(self) -> dict[str, Any]:
+        meta = self.meta
+        return {
+            "broker_id": self.broker_id,
+            "log_dir_index": self.index,
+            "log_dir": readable_name(self.path),
+            "real_path": readable_name(self.real_path) if self.real_path else None,
+            "exists": self.exists,
+            "error": self.error,
+            "meta_properties_raw": self.meta_properties.data,
+            "meta_version": meta.version if meta else None,
+            "meta_broker_id": meta.broker_id if meta else None,
+            "meta_cluster_id": meta.cluster_id if meta else None,
+            "meta_directory_id": str(meta.directory_id) if meta and meta.directory_id else None,
+            "clean_shutdown_present": self.clean_shutdown_present,
+            "clean_shutdown_raw": self.clean_shutdown_file.data,
+            "clean_shutdown_broker_epoch": self.clean_shutdown.broker_epoch if self.clean_shutdown else None,
+            **{
+                f"{name.replace('-', '_')}_raw": self.checkpoint_files[name].data
+                if name in self.checkpoint_files
+                else None
+                for name in CHECKPOINT_FILES
+            },
+            **{
+                f"{name.replace('-', '_')}_entries": len(cp.entries) if cp is not None else None
+                for name, cp in ((n, self.checkpoints.get(n)) for n in CHECKPOINT_FILES)
+            },
+            "child_dirs": self.child_dirs,
+            "other_entries": [
+                {"name": readable_name(e.name), "size": e.size, "kind": e.kind} for e in self.other_entries
+            ],
+            "errors": list(self.errors),
+        }
+
+
+@dataclass(frozen=True)
+class SegmentFiles:
+    """One log segment as listed: ``<base>.log`` and its indexes' sizes (None: file missing)."""
+
+    base_offset: int
+    log_bytes: int
+    index_bytes: int | None = None
+    timeindex_bytes: int | None = None
+    log_mtime_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class PartitionDirInventory:
+    """One directory in a log dir: a partition replica (normal, -delete, -future, -stray) or not.
+
+    ``kind`` is "unparseable" when Kafka would reject the name. ``errors`` holds every file that
+    could not be read or parsed; the row still describes what could be seen.
+    """
+
+    broker_id: int
+    log_dir_index: int
+    log_dir: str
+    name: str  # exact (surrogate-escaped) name
+    kind: str
+    topic: str | None = None
+    partition: int | None = None
+    unique_id: str | None = None
+    symlink: bool = False
+    mtime_ms: int | None = None
+    partition_metadata_file: FileRead = field(default_factory=lambda: FileRead(False))
+    partition_metadata: PartitionMetadata | None = None
+    leader_epoch_file: FileRead = field(default_factory=lambda: FileRead(False))
+    leader_epochs: tuple[EpochEntry, ...] | None = None
+    segments: tuple[SegmentFiles, ...] = ()
+    other_files: tuple[FileEntry, ...] = ()
+    file_count: int = 0
+    total_bytes: int = 0
+    disk_bytes: int = 0
+    transient_files: int = 0
+    recovery_point: int | None = None
+    high_watermark: int | None = None
+    log_start_offset: int | None = None
+    cleaner_offset: int | None = None
+    errors: tuple[str, ...] = ()
+
+    @classmethod
+    def from_record(
+        cls, broker_id: int, log_dir: LogDirInventory, record: Mapping[str, Any]
+    ) -> PartitionDirInventory:
+        name = _get(record, "name", str, "dir record")
+        shown = f"{readable_name(log_dir.path)}/{readable_name(name)}"
+        errors: list[str] = []
+        kind, topic, partition, unique_id = "unparseable", None, None, None
+        try:
+            parsed = parse_partition_dir_name(name, shown)
+            kind = parsed.kind.name.lower()
+            topic, partition, unique_id = parsed.topic, parsed.partition, parsed.unique_id
+        except KafkaFormatError as exc:
+            errors.append(str(exc))
+        base = dict(
+            broker_id=broker_id,
+            log_dir_index=log_dir.index,
+            log_dir=log_dir.path,
+            name=name,
+            kind=kind,
+            topic=topic,
+            partition=partition,
+            unique_id=unique_id,
+            symlink=bool(record.get("symlink")),
+            mtime_ms=record.get("mtime_ms") if isinstance(record.get("mtime_ms"), int) else None,
+        )
+        if record.get("error") is not None:
+            return cls(**base, errors=(*errors, f"{shown}: {record['error']}"))
+        errors += [f"{shown}/{e}" for e in record.get("entry_errors") or ()]
+        entries = [
+            FileEntry(str(e[0]), int(e[1]), str(e[3]), int(e[2]), e[4] if isinstance(e[4], int) else None)
+            for e in record.get("entries") or ()
+        ]
+        files = record.get("files") or {}
+        metadata_read = FileRead.from_record(files.get(PARTITION_METADATA), f"{shown}/{PARTITION_METADATA}")
+        epochs_read = FileRead.from_record(
+            files.get(LEADER_EPOCH_CHECKPOINT), f"{shown}/{LEADER_EPOCH_CHECKPOINT}"
+        )
+        metadata = _parse_file(
+            metadata_read, PartitionMetadata.parse, f"{shown}/{PARTITION_METADATA}", errors
+        )
+        epochs = _parse_file(
+            epochs_read, LeaderEpochCheckpoint.parse, f"{shown}/{LEADER_EPOCH_CHECKPOINT}", errors
+        )
+        segments, others, transient = _segments(entries)
+        offsets: dict[str, int | None] = dict.fromkeys(
+            ("recovery_point", "high_watermark", "log_start_offset", "cleaner_offset")
+        )
+        if kind in ("normal", "future") and topic is not None and partition is not None:
+            key = (topic, partition)
+            for column, checkpoint in zip(offsets, CHECKPOINT_FILES, strict=True):
+                offsets[column] = log_dir.offsets(checkpoint).get(key)
+        regular = [e for e in entries if e.kind == "f"]
+        return cls(
+            **base,
+            partition_metadata_file=metadata_read,
+            partition_metadata=metadata,
+            leader_epoch_file=epochs_read,
+            leader_epochs=epochs.entries if epochs is not None else None,
+            segments=segments,
+            other_files=others,
+            file_count=len(entries),
+            total_bytes=sum(e.size for e in regular),
+            disk_bytes=sum(e.blocks for e in entries) * 512,
+            transient_files=transient,
+            errors=tuple(errors),
+            **offsets,
+        )
+
+    @property
+    def topic_id(self) -> str | None:
+        return str(self.partition_metadata.topic_id) if self.partition_metadata else None
+
+    @property
+    def newest_segment(self) -> SegmentFiles | None:
+        return self.segments[-1] if self.segments else None
+
+    def to_row(self) -> dict[str, Any]:
+        newest = self.newest_segment
+        epochs = self.leader_epochs
+        return {
+            "broker_id": self.broker_id,
+            "log_dir_index": self.log_dir_index,
+            "log_dir": readable_name(self.log_dir),
+            "dir_name": readable_name(self.name),
+            "dir_name_bytes": raw_bytes(self.name),
+            "kind": self.kind,
+            "topic": readable_name(self.topic) if self.topic is not None else None,
+            "partition": self.partition,
+            "unique_id": readable_name(self.unique_id) if self.unique_id is not None else None,
+            "symlink": self.symlink,
+            "mtime_ms": self.mtime_ms,
+            "partition_metadata_present": self.partition_metadata_file.present,
+            "partition_metadata_raw": self.partition_metadata_file.data,
+            "topic_id": self.topic_id,
+            "partition_metadata_version": self.partition_metadata.version
+            if self.partition_metadata
+            else None,
+            "leader_epoch_checkpoint_raw": self.leader_epoch_file.data,
+            "leader_epochs": [{"epoch": e.epoch, "start_offset": e.start_offset} for e in epochs]
+            if epochs is not None
+            else None,
+            "latest_leader_epoch": epochs[-1].epoch if epochs else None,
+            "segment_count": len(self.segments),
+            "log_bytes": sum(s.log_bytes for s in self.segments),
+            "first_segment_base_offset": self.segments[0].base_offset if self.segments else None,
+            "last_segment_base_offset": newest.base_offset if newest else None,
+            "newest_index_bytes": newest.index_bytes if newest else None,
+            "newest_timeindex_bytes": newest.timeindex_bytes if newest else None,
+            "last_modified_ms": newest.log_mtime_ms if newest else None,
+            "segments": [
+                {
+                    "base_offset": s.base_offset,
+                    "log_bytes": s.log_bytes,
+                    "index_bytes": s.index_bytes,
+                    "timeindex_bytes": s.timeindex_bytes,
+                }
+                for s in self.segments
+            ],
+            "other_files": [
+                {"name": readable_name(e.name), "size": e.size, "kind": e.kind} for e in self.other_files
+            ],
+            "file_count": self.file_count,
+            "total_bytes": self.total_bytes,
+            "disk_bytes": self.disk_bytes,
+            "transient_files": self.transient_files,
+            "recovery_point": self.recovery_point,
+            "high_watermark": self.high_watermark,
+            "log_start_offset": self.log_start_offset,
+            "cleaner_offset": self.cleaner_offset,
+            "errors": [readable_name(e) for e in self.errors],
+        }
+
+
+def _segments(entries: Sequence[FileEntry]) -> tuple[tuple[SegmentFiles, ...], tuple[FileEntry, ...], int]:
+    """Group ``<base>.log/.index/.timeindex`` by base offset (``parse_segment_file_name``).
+
+    Everything else (``partition.metadata``, ``*.snapshot``, leftovers) is an "other" file;
+    ``.deleted``/``.cleaned``/``.swap`` files (a deletion, clean or crash in progress) are counted.
+    """
+    logs: dict[int, FileEntry] = {}
+    indexes: dict[tuple[int, str], int] = {}
+    others: list[FileEntry] = []
+    transient = 0
+    for entry in entries:
+        if entry.kind != "f" or not entry.name[:1].isdigit():  # cheap pre-check, no exception per name
+            others.append(entry)
+            continue
+        try:
+            offset, suffix = parse_segment_file_name(entry.name)
+        except KafkaFormatError:
+            others.append(entry)
+            continue
+        if suffix == ".log":
+            logs[offset] = entry
+        elif suffix in (".index", ".timeindex"):
+            indexes[(offset, suffix)] = entry.size
+        else:
+            if suffix.endswith(_TRANSIENT_SUFFIXES):
+                transient += 1
+            others.append(entry)
+    segments = tuple(
+        SegmentFiles(
+            base_offset=offset,
+            log_bytes=logs[offset].size,
+            index_bytes=indexes.get((offset, ".index")),
+            timeindex_bytes=indexes.get((offset, ".timeindex")),
+            log_mtime_ms=logs[offset].mtime_ms,
+        )
+        for offset in sorted(logs)
+    )
+    for (offset, suffix), size in sorted(indexes.items()):
+        if offset not in logs:  # an index without its log
+            others.append(FileEntry(f"{offset:020d}{suffix}", size, "f"))
+    return segments, tuple(sorted(others, key=lambda e: e.name)), transient
+
+
+# ---------------------------------------------------------------------------------------------
+# Identity: is this really the broker we were asked about?
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ZooKeeperView:
+    """What ZooKeeper says: the cluster id and each registered broker's advertised hosts."""
+
+    cluster_id: str | None
+    registered_hosts: Mapping[int, tuple[str, ...]]
+
+    def brokers_at(self, host: str) -> list[int]:
+        wanted = host.lower()
+        return sorted(b for b, hosts in self.registered_hosts.items() if wanted in (h.lower() for h in hosts))
+
+
+@dataclass(frozen=True)
+class IdentityCheck:
+    """One cross-check of the broker id (``status``: ok, mismatch, unknown)."""
+
+    check: str
+    status: str
+    detail: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"check": self.check, "status": self.status, "detail": self.detail}
+
+
+def effective_broker_id(facts: BrokerFacts, log_dirs: Sequence[LogDirInventory]) -> int | None:
+    """broker.id from server.properties, else the one every meta.properties agrees on."""
+    if facts.broker_id is not None:
+        return facts.broker_id
+    ids = {d.meta.broker_id for d in log_dirs if d.meta is not None and d.meta.broker_id is not None}
+    return ids.pop() if len(ids) == 1 else None
+
+
+def identity_checks(
+    requested: int,
+    host: str,
+    facts: BrokerFacts,
+    log_dirs: Sequence[LogDirInventory],
+    zookeeper: ZooKeeperView | None,
+) -> tuple[IdentityCheck, ...]:
+    """server.properties vs the requested id, each meta.properties vs that, and ZooKeeper vs the host."""
+    checks: list[IdentityCheck] = []
+    effective = effective_broker_id(facts, log_dirs)
+    if facts.broker_id is not None:
+        status = "ok" if facts.broker_id == requested else "mismatch"
+        checks.append(
+            IdentityCheck(
+                "server.properties", status, f"broker.id={facts.broker_id} in {facts.server_properties_path}"
+            )
+        )
+    else:
+        checks.append(
+            IdentityCheck(
+                "server.properties",
+                "unknown" if effective is None else ("ok" if effective == requested else "mismatch"),
+                f"broker.id not set in {facts.server_properties_path} (generated id; meta.properties says {effective})",
+            )
+        )
+    cluster_ids = set()
+    for log_dir in log_dirs:
+        label = f"meta.properties {readable_name(log_dir.path)}"
+        if log_dir.meta is None:
+            why = "missing" if not log_dir.meta_properties.present else "unreadable"
+            if log_dir.error:
+                why = f"log dir not readable ({log_dir.error})"
+            checks.append(IdentityCheck(label, "unknown", why))
+            continue
+        meta_id = log_dir.meta.broker_id
+        if log_dir.meta.cluster_id:
+            cluster_ids.add(log_dir.meta.cluster_id)
+        if meta_id == effective:
+            checks.append(IdentityCheck(label, "ok", f"broker.id={meta_id}"))
+        else:
+            checks.append(
+                IdentityCheck(
+                    label,
+                    "mismatch",
+                    f"broker.id={meta_id}, server.properties says {effective}: Kafka refuses to start "
+                    "(InconsistentBrokerIdException)",
+                )
+            )
+    if len(cluster_ids) > 1:
+        checks.append(IdentityCheck("cluster.id", "mismatch", f"log dirs disagree: {sorted(cluster_ids)}"))
+    if zookeeper is not None:
+        if zookeeper.cluster_id and cluster_ids and cluster_ids != {zookeeper.cluster_id}:
+            checks.append(
+                IdentityCheck(
+                    "cluster.id",
+                    "mismatch",
+                    f"meta.properties {sorted(cluster_ids)} vs ZooKeeper /cluster/id {zookeeper.cluster_id}: "
+                    "this broker belongs to another cluster (it refuses to start)",
+                )
+            )
+        elif zookeeper.cluster_id and cluster_ids:
+            checks.append(IdentityCheck("cluster.id", "ok", f"{zookeeper.cluster_id} as in ZooKeeper"))
+        at_host = zookeeper.brokers_at(host)
+        registered = requested in zookeeper.registered_hosts
+        if requested in at_host:
+            detail = f"broker {requested} is registered at {host}"
+            extra = [b for b in at_host if b != requested]
+            status = "ok" if not extra else "mismatch"
+            if extra:
+                detail += f"; so are brokers {extra}"
+            checks.append(IdentityCheck("zookeeper", status, detail))
+        elif at_host:
+            checks.append(
+                IdentityCheck(
+                    "zookeeper",
+                    "mismatch",
+                    f"{host} is registered by broker(s) {at_host}, not broker {requested}",
+                )
+            )
+        elif registered:
+            hosts = ", ".join(zookeeper.registered_hosts[requested])
+            checks.append(
+                IdentityCheck(
+                    "zookeeper", "mismatch", f"broker {requested} is registered at {hosts}, not {host}"
+                )
+            )
+        else:
+            checks.append(
+                IdentityCheck(
+                    "zookeeper", "unknown", f"broker {requested} is not registered (stopped or crashed)"
+                )
+            )
+    return tuple(checks)
+
+
+# ---------------------------------------------------------------------------------------------
+# The stream of records -> one broker's inventory
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class BrokerInventory:
+    """Everything one broker host holds on disk, parsed."""
+
+    broker_id: int
+    host: str
+    facts: BrokerFacts
+    log_dirs: list[LogDirInventory]
+    partitions: list[PartitionDirInventory]
+    identity: tuple[IdentityCheck, ...] = ()
+    remote: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def errors(self) -> list[str]:
+        return [e for d in self.log_dirs for e in d.errors] + [e for p in self.partitions for e in p.errors]
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-safe broker-level facts (no raw file contents, no secrets)."""
+        kinds: dict[str, int] = {}
+        for partition in self.partitions:
+            kinds[partition.kind] = kinds.get(partition.kind, 0) + 1
+        return {
+            "broker_id": self.broker_id,
+            "host": self.host,
+            "facts": self.facts.to_dict(),
+            "identity": [c.to_dict() for c in self.identity],
+            "log_dirs": [
+                {
+                    "path": readable_name(d.path),
+                    "exists": d.exists,
+                    "error": d.error,
+                    "clean_shutdown": d.clean_shutdown_present,
+                    "partition_dirs": sum(1 for p in self.partitions if p.log_dir_index == d.index),
+                    "errors": len(d.errors),
+                }
+                for d in self.log_dirs
+            ],
+            "partition_dirs": len(self.partitions),
+            "dir_kinds": dict(sorted(kinds.items())),
+            "dirs_with_errors": sum(1 for p in self.partitions if p.errors),
+            "remote": {k: v for k, v in self.remote.items() if k in ("python", "hostname", "uid", "seconds")},
+        }
+
+
+class InventoryAssembler:
+    """Turns the host's JSON records, in order, into a :class:`BrokerInventory`.
+
+    The hook feeds every record; after ``await_log_dirs`` it picks the server.properties
+    (:func:`choose_server_properties`), calls :meth:`start_walk` and sends the log dirs back.
+    """
+
+    def __init__(self, broker_id: int, host: str) -> None:
+        self.broker_id = broker_id
+        self.host = host
+        self.remote: dict[str, Any] = {}
+        self.candidates: list[ServerPropertiesCandidate] = []
+        self.awaiting_log_dirs = False
+        self.facts: BrokerFacts | None = None
+        self.log_dirs: list[LogDirInventory] = []
+        self.partitions: list[PartitionDirInventory] = []
+        self.complete = False
+
+    def feed(self, record: Mapping[str, Any]) -> None:
+        if not isinstance(record, Mapping):
+            raise InventoryRecordError(f"expected a JSON object, found {describe(record)}")
+        kind = record.get("t")
+        if kind == "dir":
+            if not self.log_dirs:
+                raise InventoryRecordError("a dir record before any log_dir record")
+            self.partitions.append(
+                PartitionDirInventory.from_record(self.broker_id, self.log_dirs[-1], record)
+            )
+        elif kind == "log_dir":
+            if self.facts is None:
+                raise InventoryRecordError("a log_dir record before the log dirs were sent")
+            self.log_dirs.append(LogDirInventory.from_record(self.broker_id, record))
+        elif kind == "hello":
+            self.remote.update({k: v for k, v in record.items() if k != "t"})
+        elif kind == "server_properties":
+            self.candidates.append(ServerPropertiesCandidate.from_record(record))
+        elif kind == "await_log_dirs":
+            self.awaiting_log_dirs = True
+        elif kind == "end":
+            self.remote.update({k: v for k, v in record.items() if k != "t"})
+            self.complete = True
+        elif kind == "fatal":
+            raise RemoteFatalError(str(record.get("kind")), str(record.get("detail", "")))
+        else:
+            raise InventoryRecordError(f"unknown record type {describe(kind)}")
+
+    def start_walk(self, facts: BrokerFacts) -> tuple[str, ...]:
+        """Remember the chosen broker's facts; returns the log dirs to walk."""
+        self.facts = facts
+        self.awaiting_log_dirs = False
+        return facts.log_dirs
+
+    def result(self, zookeeper: ZooKeeperView | None = None) -> BrokerInventory:
+        if self.facts is None or not self.complete:
+            raise InventoryRecordError("the record stream ended before the inventory was complete")
+        return BrokerInventory(
+            broker_id=self.broker_id,
+            host=self.host,
+            facts=self.facts,
+            log_dirs=self.log_dirs,
+            partitions=self.partitions,
+            identity=identity_checks(self.broker_id, self.host, self.facts, self.log_dirs, zookeeper),
+            remote=self.remote,
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Coverage: which brokers an inventory run really covers
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class InventoryCoverage:
+    """Which expected brokers were inventoried; anything less than all of them is "partial".
+
+    ``failed`` maps a broker to the recorded reason; ``missing`` are brokers with neither an
+    inventory nor a failure record (task skipped, upstream failed, never ran). Coverage says
+    nothing about health, so it is never "clean": "complete", "partial" or "empty".
+    """
+
+    expected: tuple[int, ...]
+    inventoried: tuple[int, ...]
+    failed: Mapping[int, str]
+    missing: tuple[int, ...]
+    unexpected: tuple[int, ...] = ()
+
+    @classmethod
+    def compute(
+        cls, expected: Iterable[int], inventoried: Iterable[int], failures: Mapping[int, str] | None = None
+    ) -> InventoryCoverage:
+        wanted = sorted({int(b) for b in expected})
+        done = sorted({int(b) for b in inventoried})
+        failures = {int(b): str(r) for b, r in (failures or {}).items()}
+        failed = {b: failures[b] for b in wanted if b not in done and b in failures}
+        missing = tuple(b for b in wanted if b not in done and b not in failed)
+        return cls(
+            expected=tuple(wanted),
+            inventoried=tuple(b for b in done if b in wanted),
+            failed=failed,
+            missing=missing,
+            unexpected=tuple(b for b in done if b not in wanted),
+        )
+
+    @property
+    def not_inventoried(self) -> tuple[int, ...]:
+        return tuple(sorted({*self.failed, *self.missing}))
+
+    @property
+    def status(self) -> str:
+        if not self.not_inventoried:
+            return "complete"
+        return "partial" if self.inventoried else "empty"
+
+    def describe(self) -> str:
+        text = f"{self.status}: {len(self.inventoried)} of {len(self.expected)} brokers inventoried"
+        if self.not_inventoried:
+            reasons = [f"broker {b} ({self.failed[b]})" for b in sorted(self.failed)]
+            reasons += [f"broker {b} (no inventory and no failure record)" for b in self.missing]
+            text += "; missing " + "; ".join(reasons)
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "expected": list(self.expected),
+            "inventoried": list(self.inventoried),
+            "not_inventoried": list(self.not_inventoried),
+            "failed": {str(b): r for b, r in sorted(self.failed.items())},
+            "missing": list(self.missing),
+            "unexpected": list(self.unexpected),
+            "description": self.describe(),
+        }

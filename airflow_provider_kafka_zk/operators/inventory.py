@@ -1,0 +1,524 @@
+"""Broker inventory as Airflow tasks: list the brokers, inventory each (mapped), report coverage.
+
+::
+
+    brokers = ListBrokerIdsOperator(task_id="brokers", kafka_zookeeper_conn_id="zk_prod")
+    inventory = BrokerInventoryOperator.partial(
+        task_id="inventory", cluster="prod", base_path="s3://kafka-artefacts",
+        ssh_conn_id="kafka_hosts", kafka_zookeeper_conn_id="zk_prod", retries=2,
+    ).expand(broker_id=brokers.output)
+    coverage = InventoryCoverageOperator(
+        task_id="coverage", cluster="prod", base_path="s3://kafka-artefacts", expected_broker_ids=brokers.output
+    )
+    brokers >> inventory >> coverage
+
+Artefacts under ``<base>/<cluster>/inventory/<ts>/`` (``<ts>`` is the run's logical date, e.g.
+``20261122T061800.000000Z``, unless given, so every mapped task of a run writes to the same place):
+
+* ``broker=<id>.parquet``: one row per directory in the broker's log dirs; the broker's facts
+  (server.properties settings, identity checks) as JSON in the schema metadata ``kafka_zk.inventory``;
+* ``_logdirs/broker=<id>.parquet``: one row per log dir (meta.properties, clean-shutdown marker,
+  checkpoints);
+* ``_failures/broker=<id>.json``: why the last attempt for a broker failed (removed on success);
+* ``_coverage.json``: which brokers the run covers, written by :class:`InventoryCoverageOperator`.
+
+Names starting with ``_`` are skipped by Spark's file listing, so ``spark.read.parquet(<ts dir>)``
+reads exactly the partition rows. Every file is written to a temporary name and renamed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import posixpath
+import re
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import fsspec
+import pyarrow as pa
+import pyarrow.parquet as pq
+from airflow.sdk import BaseOperator, TriggerRule
+from airflow.sdk.exceptions import AirflowFailException
+from fsspec.implementations.local import LocalFileSystem
+
+from airflow_provider_kafka_zk.hooks.broker_host import (
+    DEFAULT_PYTHON_INTERPRETERS,
+    BrokerHostError,
+    BrokerHostHook,
+    HostKeyPolicyError,
+)
+from airflow_provider_kafka_zk.kafka import znodes
+from airflow_provider_kafka_zk.kafka.inventory import BrokerInventory, InventoryCoverage
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+log = logging.getLogger(__name__)
+
+SUMMARY_METADATA_KEY = b"kafka_zk.inventory"
+TS_FORMAT = "%Y%m%dT%H%M%S.%fZ"  # as the snapshots' directory names
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_TS = re.compile(r"[A-Za-z0-9][A-Za-z0-9T._:+-]*")
+_BROKER_FILE = re.compile(r"broker=(-?[0-9]+)\.(parquet|json)")
+
+_FILE = pa.struct([("name", pa.string()), ("size", pa.int64()), ("kind", pa.string())])
+PARTITION_SCHEMA = pa.schema(
+    [
+        ("cluster", pa.string()),
+        ("inventory_ts", pa.string()),
+        ("broker_id", pa.int32()),
+        ("host", pa.string()),
+        ("log_dir_index", pa.int32()),
+        ("log_dir", pa.string()),
+        ("dir_name", pa.string()),
+        ("dir_name_bytes", pa.binary()),
+        ("kind", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("unique_id", pa.string()),
+        ("symlink", pa.bool_()),
+        ("mtime", pa.timestamp("ms", tz="UTC")),
+        ("partition_metadata_present", pa.bool_()),
+        ("partition_metadata_raw", pa.binary()),
+        ("topic_id", pa.string()),
+        ("partition_metadata_version", pa.int32()),
+        ("leader_epoch_checkpoint_raw", pa.binary()),
+        ("leader_epochs", pa.list_(pa.struct([("epoch", pa.int32()), ("start_offset", pa.int64())]))),
+        ("latest_leader_epoch", pa.int32()),
+        ("segment_count", pa.int32()),
+        ("log_bytes", pa.int64()),
+        ("first_segment_base_offset", pa.int64()),
+        ("last_segment_base_offset", pa.int64()),
+        ("newest_index_bytes", pa.int64()),
+        ("newest_timeindex_bytes", pa.int64()),
+        ("last_modified", pa.timestamp("ms", tz="UTC")),
+        (
+            "segments",
+            pa.list_(
+                pa.struct(
+                    [
+                        ("base_offset", pa.int64()),
+                        ("log_bytes", pa.int64()),
+                        ("index_bytes", pa.int64()),
+                        ("timeindex_bytes", pa.int64()),
+                    ]
+                )
+            ),
+        ),
+        ("other_files", pa.list_(_FILE)),
+        ("file_count", pa.int32()),
+        ("total_bytes", pa.int64()),
+        ("disk_bytes", pa.int64()),
+        ("transient_files", pa.int32()),
+        ("recovery_point", pa.int64()),
+        ("high_watermark", pa.int64()),
+        ("log_start_offset", pa.int64()),
+        ("cleaner_offset", pa.int64()),
+        ("errors", pa.list_(pa.string())),
+    ]
+)
+LOG_DIR_SCHEMA = pa.schema(
+    [
+        ("cluster", pa.string()),
+        ("inventory_ts", pa.string()),
+        ("broker_id", pa.int32()),
+        ("host", pa.string()),
+        ("log_dir_index", pa.int32()),
+        ("log_dir", pa.string()),
+        ("real_path", pa.string()),
+        ("exists", pa.bool_()),
+        ("error", pa.string()),
+        ("meta_properties_raw", pa.binary()),
+        ("meta_version", pa.int32()),
+        ("meta_broker_id", pa.int32()),
+        ("meta_cluster_id", pa.string()),
+        ("meta_directory_id", pa.string()),
+        ("clean_shutdown_present", pa.bool_()),
+        ("clean_shutdown_raw", pa.binary()),
+        ("clean_shutdown_broker_epoch", pa.int64()),
+        ("recovery_point_offset_checkpoint_raw", pa.binary()),
+        ("replication_offset_checkpoint_raw", pa.binary()),
+        ("log_start_offset_checkpoint_raw", pa.binary()),
+        ("cleaner_offset_checkpoint_raw", pa.binary()),
+        ("recovery_point_offset_checkpoint_entries", pa.int32()),
+        ("replication_offset_checkpoint_entries", pa.int32()),
+        ("log_start_offset_checkpoint_entries", pa.int32()),
+        ("cleaner_offset_checkpoint_entries", pa.int32()),
+        ("child_dirs", pa.int32()),
+        ("other_entries", pa.list_(_FILE)),
+        ("errors", pa.list_(pa.string())),
+    ]
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# Artefact locations and atomic writes
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class InventoryLocation:
+    """``<base>/<cluster>/inventory/<ts>/`` on a local path or any fsspec URL."""
+
+    base_path: str
+    cluster: str
+    inventory_ts: str
+
+    def __post_init__(self) -> None:
+        if not _NAME.fullmatch(self.cluster):
+            raise ValueError(f"cluster must be a plain name ([A-Za-z0-9._-]), not {self.cluster!r}")
+        if not _TS.fullmatch(self.inventory_ts):
+            raise ValueError(f"inventory_ts must be a plain timestamp name, not {self.inventory_ts!r}")
+
+    @property
+    def fs_and_root(self) -> tuple[fsspec.AbstractFileSystem, str]:
+        fs, base = fsspec.core.url_to_fs(self.base_path)
+        return fs, posixpath.join(base.rstrip("/") or "/", self.cluster, "inventory", self.inventory_ts)
+
+    @property
+    def url(self) -> str:
+        return "/".join([self.base_path.rstrip("/"), self.cluster, "inventory", self.inventory_ts])
+
+    def broker_file(self, broker_id: int) -> str:
+        return f"broker={broker_id}.parquet"
+
+    def log_dirs_file(self, broker_id: int) -> str:
+        return f"_logdirs/broker={broker_id}.parquet"
+
+    def failure_file(self, broker_id: int) -> str:
+        return f"_failures/broker={broker_id}.json"
+
+    coverage_file = "_coverage.json"
+
+
+def write_atomically(location: InventoryLocation, relative: str, data: bytes) -> str:
+    """Write ``data`` under the location via a temporary name and a rename; returns the path."""
+    fs, root = location.fs_and_root
+    final = posixpath.join(root, relative)
+    parent = posixpath.dirname(final)
+    fs.makedirs(parent, exist_ok=True)
+    temporary = posixpath.join(parent, f".{posixpath.basename(final)}.tmp-{uuid.uuid4().hex}")
+    try:
+        if isinstance(fs, LocalFileSystem):
+            with open(temporary, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temporary, final)
+        else:  # object stores: the object appears whole when the move (copy) completes
+            with fs.open(temporary, "wb") as handle:
+                handle.write(data)
+            fs.mv(temporary, final)
+    except BaseException:
+        if fs.exists(temporary):
+            fs.rm(temporary)
+        raise
+    return final
+
+
+def _parquet_bytes(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="zstd")
+    return sink.getvalue().to_pybytes()
+
+
+def _timestamp(ms: int | None) -> datetime | None:
+    return datetime.fromtimestamp(ms / 1000, UTC) if ms is not None else None
+
+
+def inventory_tables(
+    inventory: BrokerInventory, cluster: str, inventory_ts: str
+) -> tuple[pa.Table, pa.Table]:
+    """The partition-directory table (with the broker summary as metadata) and the log-dir table."""
+    common = {"cluster": cluster, "inventory_ts": inventory_ts, "host": inventory.host}
+    rows = []
+    for partition in inventory.partitions:
+        row = partition.to_row()
+        row["mtime"] = _timestamp(row.pop("mtime_ms"))
+        row["last_modified"] = _timestamp(row.pop("last_modified_ms"))
+        rows.append({**common, **row})
+    summary = {"cluster": cluster, "inventory_ts": inventory_ts, **inventory.summary()}
+    schema = PARTITION_SCHEMA.with_metadata({SUMMARY_METADATA_KEY: json.dumps(summary).encode()})
+    partitions = pa.Table.from_pylist(rows, schema=schema)
+    log_dirs = pa.Table.from_pylist(
+        [{**common, **d.to_row()} for d in inventory.log_dirs], schema=LOG_DIR_SCHEMA
+    )
+    return partitions, log_dirs
+
+
+def read_inventory_summary(path: str) -> dict[str, Any]:
+    """The broker-level JSON stored in a ``broker=<id>.parquet`` file's schema metadata."""
+    fs, local = fsspec.core.url_to_fs(path)
+    with fs.open(local, "rb") as handle:
+        metadata = pq.read_schema(handle).metadata or {}
+    return json.loads(metadata[SUMMARY_METADATA_KEY])
+
+
+def _resolve_ts(value: str | None, context: Context) -> str:
+    """The given name, else the run's logical date (or run_after) as ``20261122T061800.000000Z``.
+
+    Taken from the run, not the clock, so every mapped task of a run writes to one directory; the
+    format is the snapshots' (UTC, sortable, no ':' for object stores).
+    """
+    if value:
+        return str(value)
+    moment = context.get("logical_date") or context["dag_run"].run_after
+    return moment.astimezone(UTC).strftime(TS_FORMAT)
+
+
+# ---------------------------------------------------------------------------------------------
+# Operators
+# ---------------------------------------------------------------------------------------------
+
+
+class ListBrokerIdsOperator(BaseOperator):
+    """Broker ids to inventory: registered brokers plus every broker named in a replica assignment.
+
+    A stopped or crashed broker is not registered but still holds replicas on disk (it is often
+    the one that matters), so assignments count too. Returns a sorted list for ``.expand()``.
+    """
+
+    template_fields: Sequence[str] = ("kafka_zookeeper_conn_id", "extra_broker_ids")
+
+    def __init__(
+        self,
+        *,
+        kafka_zookeeper_conn_id: str,
+        include_assigned: bool = True,
+        extra_broker_ids: Iterable[int] = (),
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.kafka_zookeeper_conn_id = kafka_zookeeper_conn_id
+        self.include_assigned = include_assigned
+        self.extra_broker_ids = extra_broker_ids
+
+    def execute(self, context: Context) -> list[int]:
+        from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook
+
+        with KafkaZooKeeperHook(self.kafka_zookeeper_conn_id) as hook:
+            client = hook.get_conn()
+            registered = {int(b) for b in client.get_children(znodes.BROKER_IDS)}
+            assigned: set[int] = set()
+            if self.include_assigned and client.exists(znodes.BROKER_TOPICS):
+                topics = client.get_children(znodes.BROKER_TOPICS)
+                for start in range(0, len(topics), 1000):  # pipelined reads, a window at a time
+                    window = [
+                        (t, client.get_async(znodes.topic_path(t))) for t in topics[start : start + 1000]
+                    ]
+                    for topic, result in window:
+                        try:
+                            data, _ = result.get()
+                            assignment = znodes.TopicAssignment.decode(data, znodes.topic_path(topic))
+                        except Exception as exc:
+                            log.warning("Skipping topic %r: %s", topic, exc)
+                            continue
+                        for replicas in assignment.partitions.values():
+                            assigned.update(replicas)
+        brokers = sorted(registered | assigned | {int(b) for b in self.extra_broker_ids})
+        log.info(
+            "Brokers to inventory: %s (registered %s; only in assignments %s)",
+            brokers,
+            sorted(registered),
+            sorted(assigned - registered),
+        )
+        return brokers
+
+
+class BrokerInventoryOperator(BaseOperator):
+    """Inventory one broker's disks over SSH and write ``broker=<id>.parquet``; made for ``.expand(broker_id=...)``.
+
+    A broker that cannot be inventoried fails its own task (after its retries when the error can
+    pass: unreachable host, broken stream) and leaves ``_failures/broker=<id>.json`` for the
+    coverage report; host-key, authentication and identity errors fail at once (retrying cannot
+    help and must not hammer a host whose key changed).
+    """
+
+    template_fields: Sequence[str] = (
+        "broker_id",
+        "cluster",
+        "base_path",
+        "inventory_ts",
+        "ssh_conn_id",
+        "kafka_zookeeper_conn_id",
+        "broker_hosts",
+        "server_properties_path",
+    )
+    ui_color = "#e6f2ff"
+
+    def __init__(
+        self,
+        *,
+        broker_id: int | str,
+        cluster: str,
+        base_path: str,
+        ssh_conn_id: str,
+        kafka_zookeeper_conn_id: str | None = None,
+        broker_hosts: Mapping[int | str, str] | None = None,
+        server_properties_path: str | None = None,
+        inventory_ts: str | None = None,
+        known_hosts: Sequence[str] = (),
+        connect_timeout: float | None = None,
+        command_timeout: float = 900.0,
+        idle_timeout: float = 300.0,
+        python_interpreters: Sequence[str] = DEFAULT_PYTHON_INTERPRETERS,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.broker_id = broker_id
+        self.cluster = cluster
+        self.base_path = base_path
+        self.ssh_conn_id = ssh_conn_id
+        self.kafka_zookeeper_conn_id = kafka_zookeeper_conn_id
+        self.broker_hosts = broker_hosts
+        self.server_properties_path = server_properties_path
+        self.inventory_ts = inventory_ts
+        self.known_hosts = known_hosts
+        self.connect_timeout = connect_timeout
+        self.command_timeout = command_timeout
+        self.idle_timeout = idle_timeout
+        self.python_interpreters = python_interpreters
+
+    def hook(self) -> BrokerHostHook:
+        return BrokerHostHook(
+            self.ssh_conn_id,
+            self.kafka_zookeeper_conn_id,
+            broker_hosts=self.broker_hosts,
+            server_properties_path=self.server_properties_path,
+            known_hosts=self.known_hosts,
+            connect_timeout=self.connect_timeout,
+            command_timeout=self.command_timeout,
+            idle_timeout=self.idle_timeout,
+            python_interpreters=self.python_interpreters,
+        )
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        broker_id = int(self.broker_id)
+        location = InventoryLocation(self.base_path, self.cluster, _resolve_ts(self.inventory_ts, context))
+        try:
+            inventory = self.hook().inventory(broker_id)
+        except Exception as exc:
+            record_failure(location, broker_id, exc, context)
+            if isinstance(exc, HostKeyPolicyError) or (
+                isinstance(exc, BrokerHostError) and not exc.retryable
+            ):
+                raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
+            raise
+        partitions, log_dirs = inventory_tables(inventory, self.cluster, location.inventory_ts)
+        write_atomically(location, location.log_dirs_file(broker_id), _parquet_bytes(log_dirs))
+        path = write_atomically(location, location.broker_file(broker_id), _parquet_bytes(partitions))
+        _remove(location, location.failure_file(broker_id))
+        summary = inventory.summary()
+        mismatches = [c for c in summary["identity"] if c["status"] == "mismatch"]
+        for check in mismatches:
+            log.warning("Broker %d identity check %s: %s", broker_id, check["check"], check["detail"])
+        log.info("Wrote %s (%d partition directories)", path, partitions.num_rows)
+        return {
+            "broker_id": broker_id,
+            "host": inventory.host,
+            "path": "/".join([location.url, location.broker_file(broker_id)]),
+            "log_dirs_path": "/".join([location.url, location.log_dirs_file(broker_id)]),
+            "partition_dirs": partitions.num_rows,
+            "dirs_with_errors": summary["dirs_with_errors"],
+            "identity_mismatches": [c["check"] for c in mismatches],
+        }
+
+
+def record_failure(
+    location: InventoryLocation, broker_id: int, error: BaseException, context: Context | None
+) -> None:
+    """Leave ``_failures/broker=<id>.json`` saying why (error type and message; never credentials)."""
+    ti = context.get("ti") if context else None
+    record = {
+        "broker_id": broker_id,
+        "error_type": type(error).__name__,
+        "message": str(error)[:2000],
+        "host": getattr(error, "host", None),
+        "port": getattr(error, "port", None),
+        "retryable": bool(getattr(error, "retryable", True)) and not isinstance(error, HostKeyPolicyError),
+        "try_number": getattr(ti, "try_number", None),
+        "at": datetime.now(UTC).isoformat(),
+    }
+    try:
+        write_atomically(location, location.failure_file(broker_id), json.dumps(record, indent=1).encode())
+    except Exception as exc:  # the task fails with the original error either way
+        log.warning("Could not record the failure of broker %d: %s", broker_id, exc)
+
+
+def _remove(location: InventoryLocation, relative: str) -> None:
+    fs, root = location.fs_and_root
+    path = posixpath.join(root, relative)
+    if fs.exists(path):
+        fs.rm(path)
+
+
+def inventory_coverage(location: InventoryLocation, expected_broker_ids: Iterable[int]) -> InventoryCoverage:
+    """Coverage of one inventory run from what is on storage (inventories and failure records)."""
+    fs, root = location.fs_and_root
+    inventoried: set[int] = set()
+    failures: dict[int, str] = {}
+    if fs.exists(root):
+        for path in fs.ls(root, detail=False):
+            match = _BROKER_FILE.fullmatch(posixpath.basename(path))
+            if match and match[2] == "parquet":
+                inventoried.add(int(match[1]))
+        failures_dir = posixpath.join(root, "_failures")
+        if fs.exists(failures_dir):
+            for path in fs.ls(failures_dir, detail=False):
+                match = _BROKER_FILE.fullmatch(posixpath.basename(path))
+                if not match or match[2] != "json":
+                    continue
+                try:
+                    record = json.loads(fs.cat_file(path))
+                    failures[int(match[1])] = f"{record['error_type']}: {record['message']}"
+                except (ValueError, KeyError) as exc:
+                    failures[int(match[1])] = f"unreadable failure record ({exc})"
+    return InventoryCoverage.compute(expected_broker_ids, inventoried, failures)
+
+
+class InventoryCoverageOperator(BaseOperator):
+    """Say which brokers an inventory run covers; runs whatever the mapped tasks did (all_done).
+
+    Writes ``_coverage.json`` and returns it. Anything short of every expected broker is reported
+    "partial" with the missing brokers and why; coverage is never a health verdict ("clean").
+    ``fail_when_partial`` makes an incomplete run fail this task too.
+    """
+
+    template_fields: Sequence[str] = ("cluster", "base_path", "inventory_ts", "expected_broker_ids")
+
+    def __init__(
+        self,
+        *,
+        cluster: str,
+        base_path: str,
+        expected_broker_ids: Iterable[int] | Any,
+        inventory_ts: str | None = None,
+        fail_when_partial: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("trigger_rule", TriggerRule.ALL_DONE)
+        super().__init__(**kwargs)
+        self.cluster = cluster
+        self.base_path = base_path
+        self.expected_broker_ids = expected_broker_ids
+        self.inventory_ts = inventory_ts
+        self.fail_when_partial = fail_when_partial
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        location = InventoryLocation(self.base_path, self.cluster, _resolve_ts(self.inventory_ts, context))
+        expected = [int(b) for b in (self.expected_broker_ids or ())]
+        coverage = inventory_coverage(location, expected)
+        record = {"cluster": self.cluster, "inventory_ts": location.inventory_ts, **coverage.to_dict()}
+        write_atomically(location, location.coverage_file, json.dumps(record, indent=1).encode())
+        if coverage.status == "complete":
+            log.info("Inventory coverage %s", coverage.describe())
+        else:
+            log.warning("Inventory coverage %s", coverage.describe())
+            if self.fail_when_partial:
+                raise AirflowFailException(f"inventory coverage {coverage.describe()}")
+        return record
