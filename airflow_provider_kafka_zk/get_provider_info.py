@@ -48,7 +48,16 @@ def get_provider_info() -> dict[str, Any]:
         "operators": [
             {
                 "integration-name": _INTEGRATION,
-                "python-modules": ["airflow_provider_kafka_zk.operators.inventory"],
+                "python-modules": [
+                    "airflow_provider_kafka_zk.operators.inventory",
+                    "airflow_provider_kafka_zk.operators.deletion",
+                ],
+            }
+        ],
+        "triggers": [
+            {
+                "integration-name": _INTEGRATION,
+                "python-modules": ["airflow_provider_kafka_zk.triggers.deletion"],
             }
         ],
         "connection-types": [

@@ -41,6 +41,7 @@ class Cause(enum.Enum):
     PARTITION_DIRS_LEFT = "partition_dirs_left"
     DELETE_DIRS_PAST_DELAY = "delete_dirs_past_delay"
     STRAY_DIRS_LEFT = "stray_dirs_left"
+    FUTURE_DIRS_LEFT = "future_dirs_left"
     CONFIG_ZNODE_LEFT = "config_znode_left"
     PARTITIONS_LEFT = "partition_znodes_left"
 
@@ -120,7 +121,8 @@ def deletion_verdict(
     """
     dirs = tuple(dirs)
     inventoried = frozenset(inventoried)
-    missing = tuple(sorted(b for b, f in brokers.items() if f.live and b not in inventoried))
+    # Any broker whose disk was not read, down or not: a stopped broker keeps its directories.
+    missing = tuple(sorted(b for b in brokers if b not in inventoried))
 
     def verdict(v: Verdict, causes: Iterable[Cause], evidence: Iterable[str], **kw) -> DeletionVerdict:
         return DeletionVerdict(
@@ -213,14 +215,16 @@ def deletion_verdict(
         if d.kind is DirKind.DELETE and d.age_ms <= delay:
             pending.append(d)
             continue
-        if d.kind is DirKind.FUTURE:
-            pending.append(d)
-            continue
         leftovers.append(d)
     for kind, cause, what in (
         (DirKind.NORMAL, Cause.PARTITION_DIRS_LEFT, "partition directories"),
         (DirKind.DELETE, Cause.DELETE_DIRS_PAST_DELAY, "-delete directories past the broker's delete delay"),
         (DirKind.STRAY, Cause.STRAY_DIRS_LEFT, "-stray directories (never deleted automatically)"),
+        (
+            DirKind.FUTURE,
+            Cause.FUTURE_DIRS_LEFT,
+            "-future directories (an intra-broker move of a deleted topic)",
+        ),
     ):
         found = [d for d in leftovers if d.kind is kind]
         if found:

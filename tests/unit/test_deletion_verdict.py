@@ -42,7 +42,7 @@ def test_marker_with_offline_replica_broker_is_blocked_naming_the_broker():
         (Cause.REPLICA_BROKER_OFFLINE,),
         (2,),
     )
-    assert not v.coverage_partial  # broker 2 is down, not missing from the inventory
+    assert v.uninventoried_brokers == (2,)  # down, so its disk was not read
 
 
 def test_marker_during_reassignment_is_blocked():
@@ -105,3 +105,14 @@ def test_dirs_on_brokers_not_inventoried_are_not_evidence():
 
 def test_final_znode_cleanup_is_in_progress():
     assert verdict(zk(topic_znode=False, replicas={})).verdict is Verdict.IN_PROGRESS
+
+
+def test_future_dirs_of_a_deleted_topic_are_leftovers():
+    v = verdict(gone(), [d(1, DirKind.FUTURE, age_ms=5)])
+    assert (v.verdict, v.causes) == (Verdict.INCOMPLETE, (Cause.FUTURE_DIRS_LEFT,))
+
+
+def test_a_stopped_broker_whose_disk_was_not_read_makes_coverage_partial():
+    brokers = {**BROKERS, 2: BrokerDeletionFacts(2, live=False)}
+    v = verdict(gone(), brokers=brokers, inventoried=(0, 1))
+    assert v.verdict is Verdict.DELETED and v.uninventoried_brokers == (2,)

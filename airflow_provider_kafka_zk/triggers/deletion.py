@@ -1,0 +1,346 @@
+"""Trigger that waits until topic deletions reach a finished verdict, off the worker.
+
+Each poll gathers the evidence the shared verdict function (:func:`kafka.deletion.deletion_verdict`)
+needs -- a handful of ZooKeeper reads per topic, and one inventory round trip per broker host over
+SSH -- in a thread (``asyncio.to_thread``) so the triggerer's event loop never blocks. A broker whose
+disk could not be read is named in the coverage; a topic gone from ZooKeeper is "deleted
+everywhere" only when every expected broker was read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from airflow_provider_kafka_zk.kafka import znodes
+from airflow_provider_kafka_zk.kafka.deletion import (
+    BrokerDeletionFacts,
+    DeletionVerdict,
+    TopicDirectory,
+    TopicInZooKeeper,
+    Verdict,
+    deletion_verdict,
+)
+from airflow_provider_kafka_zk.kafka.logdir import DirKind
+
+CLASSPATH = "airflow_provider_kafka_zk.triggers.deletion.TopicDeletionTrigger"
+_KINDS = {k.name.lower(): k for k in DirKind}
+
+
+@dataclass(frozen=True)
+class LeftoverDirectory:
+    """A verdict's leftover directory with what a cleanup needs: the log dir and exact name."""
+
+    broker_id: int
+    host: str
+    log_dir: str
+    name: str
+    kind: str
+    age_ms: int
+
+    @property
+    def path(self) -> str:
+        return f"{self.log_dir.rstrip('/')}/{self.name}"
+
+
+@dataclass
+class DeletionCheck:
+    """One look at ZooKeeper and every reachable broker disk, and the verdict for each topic."""
+
+    verdicts: list[DeletionVerdict]
+    expected_brokers: tuple[int, ...]
+    inventoried: dict[int, str]  # broker -> host
+    not_inventoried: dict[int, str]  # broker -> why
+    live_brokers: tuple[int, ...]
+    checked_at_ms: int
+    dirs: dict[tuple[int, str], LeftoverDirectory] = field(default_factory=dict)  # (broker, path)
+
+    def coverage(self) -> dict[str, Any]:
+        status = "complete" if not self.not_inventoried else ("partial" if self.inventoried else "empty")
+        return {
+            "status": status,
+            "expected": list(self.expected_brokers),
+            "inventoried": sorted(self.inventoried),
+            "not_inventoried": {str(b): r for b, r in sorted(self.not_inventoried.items())},
+        }
+
+    def deleted_everywhere(self, verdict: DeletionVerdict) -> bool:
+        """DELETED with every expected broker's disk read (the verdict alone counts only live ones)."""
+        return verdict.verdict is Verdict.DELETED and not self.not_inventoried
+
+    def settled(self, verdict: DeletionVerdict) -> bool:
+        """Nothing more to wait for: deleted everywhere, or a finished verdict other than DELETED."""
+        if verdict.verdict is Verdict.DELETED:
+            return self.deleted_everywhere(verdict)
+        return verdict.verdict.finished
+
+    @property
+    def all_settled(self) -> bool:
+        return all(self.settled(v) for v in self.verdicts)
+
+    def leftovers(self, verdict: DeletionVerdict) -> list[LeftoverDirectory]:
+        return [self.dirs[(d.broker_id, d.path)] for d in verdict.leftover_dirs]
+
+    def verdict_dict(self, verdict: DeletionVerdict) -> dict[str, Any]:
+        return {
+            "topic": verdict.topic,
+            "verdict": verdict.verdict.value,
+            "causes": [c.value for c in verdict.causes],
+            "evidence": list(verdict.evidence),
+            "blocking_brokers": list(verdict.blocking_brokers),
+            "leftover_dirs": [
+                {
+                    "broker_id": d.broker_id,
+                    "host": d.host,
+                    "log_dir": d.log_dir,
+                    "name": d.name,
+                    "path": d.path,
+                    "kind": d.kind,
+                    "age_ms": d.age_ms,
+                }
+                for d in self.leftovers(verdict)
+            ],
+            "uninventoried_brokers": sorted({*verdict.uninventoried_brokers, *self.not_inventoried}),
+            "coverage": self.coverage()["status"],
+            "deleted_everywhere": self.deleted_everywhere(verdict),
+            "settled": self.settled(verdict),
+            "description": self.describe(verdict),
+        }
+
+    def describe(self, verdict: DeletionVerdict) -> str:
+        text = verdict.describe()
+        unread = sorted(self.not_inventoried)
+        if unread:
+            text += f"; brokers {unread} not read ({', '.join(self.not_inventoried[b] for b in unread)})"
+        return text
+
+    def to_dicts(self) -> list[dict[str, Any]]:
+        return [self.verdict_dict(v) for v in self.verdicts]
+
+
+def _read_topics(zk_hook: Any, topics: Sequence[str]) -> tuple[dict[str, TopicInZooKeeper], bool, set[int]]:
+    """Pipelined reads of what ZooKeeper holds for ``topics``; also controller presence and live brokers."""
+    from kazoo.exceptions import NoNodeError
+
+    client = zk_hook.get_conn()
+    reads = {
+        t: (
+            client.get_async(znodes.topic_path(t)),
+            client.exists_async(znodes.delete_topic_path(t)),
+            client.exists_async(znodes.config_entity_path("topics", t)),
+        )
+        for t in topics
+    }
+    reassign_read = client.get_async(znodes.REASSIGN_PARTITIONS)
+    controller_read = client.exists_async(znodes.CONTROLLER)
+    brokers_read = client.get_children_async(znodes.BROKER_IDS)
+    try:
+        data, _ = reassign_read.get()
+        in_reassign = {e.topic for e in znodes.ReassignPartitions.decode(data).partitions}
+    except NoNodeError:
+        in_reassign = set()
+    except znodes.ZnodeFormatError:
+        in_reassign = set()  # Kafka 2.0+ ignores an undecodable request too
+    found: dict[str, TopicInZooKeeper] = {}
+    for topic, (topic_read, marker_read, config_read) in reads.items():
+        try:
+            data, _ = topic_read.get()
+            assignment = znodes.TopicAssignment.decode(data, znodes.topic_path(topic))
+        except NoNodeError:
+            assignment = None
+        reassigning = assignment is not None and (
+            any(assignment.adding_replicas.values())
+            or any(assignment.removing_replicas.values())
+            or topic in in_reassign
+        )
+        found[topic] = TopicInZooKeeper(
+            topic=topic,
+            topic_znode=assignment is not None,
+            delete_marker=marker_read.get() is not None,
+            config_znode=config_read.get() is not None,
+            replicas={p: tuple(r) for p, r in assignment.partitions.items()} if assignment else {},
+            reassigning=reassigning,
+        )
+    try:
+        live = {int(b) for b in brokers_read.get()}
+    except NoNodeError:
+        live = set()
+    return found, controller_read.get() is not None, live
+
+
+def pending_deletion_topics(zk_hook: Any) -> list[str]:
+    """Every topic with a marker under /admin/delete_topics (names validated, sorted)."""
+    from airflow_provider_kafka_zk.hooks.zookeeper import ZnodeNotFoundError
+
+    try:
+        children = zk_hook.get_children(znodes.DELETE_TOPICS)
+    except ZnodeNotFoundError:
+        return []
+    return [znodes.validate_topic_name(t, f"{znodes.DELETE_TOPICS}/{t}") for t in children]
+
+
+def check_deletions(
+    zk_hook: Any,
+    host_hook: Any,
+    topics: Sequence[str],
+    *,
+    expected_broker_ids: Iterable[int] = (),
+    requested: bool = True,
+    now_ms: int | None = None,
+    max_parallel: int = 8,
+) -> DeletionCheck:
+    """ZooKeeper first, then one inventory per expected broker, then the shared verdict per topic."""
+    zk_topics, controller_live, live = _read_topics(zk_hook, topics)
+    assigned = {b for t in zk_topics.values() for r in t.replicas.values() for b in r}
+    expected = sorted(live | assigned | set(host_hook.broker_hosts) | {int(b) for b in expected_broker_ids})
+    host_hook.zookeeper_view  # noqa: B018 - read once here, not concurrently in the workers
+
+    def inventory(broker_id: int) -> tuple[int, Any, str | None]:
+        try:
+            return broker_id, host_hook.inventory(broker_id), None
+        except Exception as exc:  # the broker is named in the coverage, never "deleted there"
+            return broker_id, None, f"{type(exc).__name__}: {exc}"
+
+    with ThreadPoolExecutor(max_workers=max(1, min(max_parallel, len(expected) or 1))) as pool:
+        results = list(pool.map(inventory, expected))
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    facts: dict[int, BrokerDeletionFacts] = {}
+    inventoried: dict[int, str] = {}
+    not_inventoried: dict[int, str] = {}
+    dirs_by_topic: dict[str, list[TopicDirectory]] = {t: [] for t in topics}
+    located: dict[tuple[int, str], LeftoverDirectory] = {}
+    for broker_id, inv, error in results:
+        if inv is None:
+            not_inventoried[broker_id] = error or "not inventoried"
+            facts[broker_id] = BrokerDeletionFacts(broker_id, live=broker_id in live)
+            continue
+        inventoried[broker_id] = inv.host
+        kwargs: dict[str, Any] = {}
+        if inv.facts.delete_topic_enable is not None:
+            kwargs["delete_topic_enable"] = inv.facts.delete_topic_enable
+        if inv.facts.log_segment_delete_delay_ms is not None:
+            kwargs["delete_delay_ms"] = inv.facts.log_segment_delete_delay_ms
+        facts[broker_id] = BrokerDeletionFacts(broker_id, live=broker_id in live, **kwargs)
+        for p in inv.partitions:
+            kind = _KINDS.get(p.kind)
+            if p.topic not in dirs_by_topic or kind is None or p.partition is None:
+                continue
+            age = now_ms - p.mtime_ms if p.mtime_ms is not None else 0
+            leftover = LeftoverDirectory(broker_id, inv.host, p.log_dir, p.name, p.kind, age)
+            located[(broker_id, leftover.path)] = leftover
+            dirs_by_topic[p.topic].append(TopicDirectory(broker_id, leftover.path, p.partition, kind, age))
+    verdicts = []
+    for topic in topics:
+        zk = zk_topics[topic]
+        dirs = [d for d in dirs_by_topic[topic] if not zk.topic_znode or d.kind is DirKind.NORMAL]
+        verdicts.append(
+            deletion_verdict(
+                zk,
+                dirs,
+                facts,
+                inventoried=inventoried,
+                controller_live=controller_live,
+                requested=requested,
+            )
+        )
+    return DeletionCheck(
+        verdicts=verdicts,
+        expected_brokers=tuple(expected),
+        inventoried=inventoried,
+        not_inventoried=not_inventoried,
+        live_brokers=tuple(sorted(live)),
+        checked_at_ms=now_ms,
+        dirs=located,
+    )
+
+
+def host_hook_from_kwargs(kwargs: Mapping[str, Any]) -> Any:
+    """The BrokerHostHook a check uses, from the JSON-safe settings the trigger carries."""
+    from airflow_provider_kafka_zk.hooks.broker_host import DEFAULT_PYTHON_INTERPRETERS, BrokerHostHook
+
+    return BrokerHostHook(
+        kwargs["ssh_conn_id"],
+        kwargs["kafka_zookeeper_conn_id"],
+        broker_hosts=kwargs.get("broker_hosts") or None,
+        server_properties_path=kwargs.get("server_properties_path"),
+        known_hosts=tuple(kwargs.get("known_hosts") or ()),
+        connect_timeout=kwargs.get("connect_timeout"),
+        command_timeout=float(kwargs.get("command_timeout") or 900.0),
+        connect_attempts=int(kwargs.get("connect_attempts") or 1),
+        python_interpreters=tuple(kwargs.get("python_interpreters") or DEFAULT_PYTHON_INTERPRETERS),
+    )
+
+
+def run_check(settings: Mapping[str, Any], topics: Sequence[str]) -> DeletionCheck:
+    """One complete check with fresh hooks (connections are read from Airflow each time)."""
+    from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook
+
+    with KafkaZooKeeperHook(settings["kafka_zookeeper_conn_id"]) as zk_hook:
+        return check_deletions(
+            zk_hook,
+            host_hook_from_kwargs(settings),
+            topics,
+            expected_broker_ids=settings.get("expected_broker_ids") or (),
+            requested=bool(settings.get("requested", True)),
+        )
+
+
+class TopicDeletionTrigger(BaseTrigger):
+    """Poll until every topic's deletion verdict is settled, or ``deadline`` (epoch s) passes.
+
+    Fires once: ``{"status": "settled" | "timeout" | "error", "verdicts": [...], "coverage": {...},
+    "message": str}``. The deadline is checked here (not through Airflow's trigger timeout) so the
+    event carries the last verdicts.
+    """
+
+    def __init__(
+        self,
+        *,
+        settings: Mapping[str, Any],
+        topics: Sequence[str],
+        poll_interval: float = 30.0,
+        deadline: float | None = None,
+    ) -> None:
+        super().__init__()
+        self.settings = dict(settings)
+        self.topics = [str(t) for t in topics]
+        self.poll_interval = float(poll_interval)
+        self.deadline = deadline
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            CLASSPATH,
+            {
+                "settings": self.settings,
+                "topics": self.topics,
+                "poll_interval": self.poll_interval,
+                "deadline": self.deadline,
+            },
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        last = None
+        while True:
+            try:
+                check = await asyncio.to_thread(run_check, self.settings, self.topics)
+            except Exception as exc:
+                yield TriggerEvent({"status": "error", "message": f"{type(exc).__name__}: {exc}"})
+                return
+            described = " | ".join(check.describe(v) for v in check.verdicts)
+            if described != last:
+                self.log.info("Deletions: %s", described)
+                last = described
+            payload = {"verdicts": check.to_dicts(), "coverage": check.coverage(), "message": described}
+            if check.all_settled:
+                yield TriggerEvent({"status": "settled", **payload})
+                return
+            if self.deadline is not None and time.time() >= self.deadline:
+                yield TriggerEvent({"status": "timeout", **payload})
+                return
+            await asyncio.sleep(self.poll_interval)

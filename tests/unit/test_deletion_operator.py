@@ -1,0 +1,88 @@
+"""Pure parts of the deletion verification: topic validation, trigger serialization, and the
+quarantine script run by a local ``sh`` exactly as the broker host runs it."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+
+import pytest
+
+from airflow_provider_kafka_zk.hooks.broker_quarantine import remote_command
+from airflow_provider_kafka_zk.kafka.errors import KafkaFormatError
+from airflow_provider_kafka_zk.operators.deletion import validate_topics
+from airflow_provider_kafka_zk.triggers.deletion import CLASSPATH, TopicDeletionTrigger
+
+
+def test_topics_are_validated_and_deduplicated():
+    assert validate_topics("a, b,a") == ["a", "b"]
+    assert validate_topics(["old-logs", "x.y_z"]) == ["old-logs", "x.y_z"]
+    for bad in (["../brokers"], ["a/b"], [""], ["."], ["x" * 250]):
+        with pytest.raises((KafkaFormatError, ValueError)):
+            validate_topics(bad)
+
+
+def test_trigger_serializes_to_its_own_kwargs():
+    trigger = TopicDeletionTrigger(
+        settings={"kafka_zookeeper_conn_id": "zk", "ssh_conn_id": "ssh", "broker_hosts": {"3": "h3"}},
+        topics=["t1", "t2"],
+        poll_interval=5,
+        deadline=123.0,
+    )
+    classpath, kwargs = trigger.serialize()
+    assert classpath == CLASSPATH
+    json.dumps(kwargs)  # what the triggerer stores must be plain JSON
+    again = TopicDeletionTrigger(**kwargs)
+    assert again.serialize() == (classpath, kwargs)
+
+
+def _run(request: dict) -> list[dict]:
+    argv = shlex.split(remote_command(("python3",)))  # what sshd's shell makes of the command
+    assert argv[:2] == ["sh", "-c"] and len(argv) == 3
+    done = subprocess.run(argv, input=json.dumps(request).encode(), capture_output=True, check=True)
+    return [json.loads(line) for line in done.stdout.decode().splitlines()]
+
+
+def test_quarantine_script_moves_once_and_refuses_what_it_must(tmp_path):
+    log_dir = tmp_path / "data" / "kafka-logs-0"
+    (log_dir / "gone-0").mkdir(parents=True)
+    (log_dir / "gone-0" / "00000000000000000000.log").write_bytes(b"x" * 10)
+    (log_dir / "file-0").write_text("not a dir")
+    (log_dir / "link-0").symlink_to(log_dir / "gone-0")
+    names = ["gone-0", "file-0", "link-0", "../escape", "missing-0"]
+    moves = [{"log_dir": str(log_dir), "name": n, "quarantine": None} for n in names]
+    dry = {
+        r["name"]: r["status"]
+        for r in _run({"dry_run": True, "ts": "T1", "moves": moves})
+        if r["t"] == "move"
+    }
+    assert dry == {
+        "gone-0": "would_move",
+        "file-0": "refused",
+        "link-0": "refused",
+        "../escape": "refused",
+        "missing-0": "gone",
+    }
+    assert not (tmp_path / "data" / "kafka-quarantine").exists()
+    records = _run({"dry_run": False, "ts": "T1", "moves": moves[:1]})
+    assert [r["status"] for r in records if r["t"] == "move"] == ["moved"]
+    moved = tmp_path / "data" / "kafka-quarantine" / "T1" / "gone-0"
+    assert (moved / "00000000000000000000.log").read_bytes() == b"x" * 10
+    listing = json.loads((moved.parent / "quarantine-listing.json").read_text())
+    assert [(e["name"], e["source"], e["bytes"]) for e in listing] == [
+        ("gone-0", str(log_dir / "gone-0"), 10)
+    ]
+    again = _run({"dry_run": False, "ts": "T1", "moves": moves[:1]})
+    assert [r["status"] for r in again if r["t"] == "move"] == ["already_moved"]
+    assert json.loads((moved.parent / "quarantine-listing.json").read_text()) == listing
+    (log_dir / "gone-0").mkdir()  # same name again: the quarantined copy is never overwritten
+    clash = _run({"dry_run": False, "ts": "T1", "moves": moves[:1]})
+    assert [(r["status"], r["detail"]) for r in clash if r["t"] == "move"] == [
+        ("refused", "the destination already exists")
+    ]
+
+
+def test_remote_command_carries_no_caller_data():
+    command = remote_command(("python3", "/usr/libexec/platform-python"))
+    assert command.startswith("sh -c '") and "kafka-logs" not in command
