@@ -51,13 +51,23 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "airflow_provider_kafka_zk.operators.inventory",
                     "airflow_provider_kafka_zk.operators.deletion",
+                    "airflow_provider_kafka_zk.operators.drain",
                 ],
             }
         ],
         "triggers": [
             {
                 "integration-name": _INTEGRATION,
-                "python-modules": ["airflow_provider_kafka_zk.triggers.deletion"],
+                "python-modules": [
+                    "airflow_provider_kafka_zk.triggers.deletion",
+                    "airflow_provider_kafka_zk.triggers.reassignment",
+                ],
+            }
+        ],
+        "sensors": [
+            {
+                "integration-name": _INTEGRATION,
+                "python-modules": ["airflow_provider_kafka_zk.sensors.reassignment"],
             }
         ],
         "connection-types": [

@@ -121,19 +121,17 @@ class DrainPlan:
             f"to move in {len(self.batches)} batch(es), "
             f"{_human_bytes(sum(m.size_bytes for m in self.moves))}",
         ]
-        if self.added_bytes:
+        destinations = sorted(b for b, n in self.added_partitions.items() if n)
+        if destinations:
             ratio = self.balance_ratio
-            lines.append(
-                f"  destinations: {len([b for b in self.added_partitions.values() if b])} broker(s); "
-                f"bytes added max/min = {ratio:.3f}"
-                if ratio
-                else "  destinations: none"
-            )
-            for broker, added in sorted(self.added_bytes.items()):
-                if self.added_partitions.get(broker):
-                    lines.append(
-                        f"    broker {broker}: +{self.added_partitions[broker]} partitions, +{_human_bytes(added)}"
-                    )
+            balance = f"; bytes added max/min = {ratio:.3f}" if ratio else "; no sizes known"
+            lines.append(f"  destinations: {len(destinations)} broker(s){balance}")
+            lines += [
+                f"    broker {b}: +{self.added_partitions[b]} partitions, +{_human_bytes(self.added_bytes[b])}"
+                for b in destinations
+            ]
+        else:
+            lines.append("  destinations: none")
         if self.unknown_sizes:
             lines.append(
                 f"  WARNING: no size known for {self.unknown_sizes} partition(s); counted as 0 bytes"

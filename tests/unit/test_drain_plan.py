@@ -149,3 +149,11 @@ def test_bad_requests_are_refused(kwargs):
 def test_unknown_broker_is_refused():
     with pytest.raises(ValueError, match="not in the cluster"):
         plan_drain({("t", 0): (0,)}, brokers(2), DrainRequest(frozenset({9})))
+
+
+def test_summary_lists_destinations_even_without_sizes():
+    plan = plan_drain({("t", 0): (1,)}, brokers(3), DrainRequest(frozenset({1})))
+    text = plan.summary()
+    assert "destinations: 1 broker(s); no sizes known" in text and "+1 partitions" in text
+    empty = plan_drain({("t", 0): (0,)}, brokers(3), DrainRequest(frozenset({1})))
+    assert "destinations: none" in empty.summary()

@@ -1,0 +1,1025 @@
+"""Pre-maintenance drain: plan, execute (throttled, batch by batch), clear throttles, verify.
+
+Thin shells around the pure core (:mod:`~airflow_provider_kafka_zk.kafka.drain`,
+:mod:`~airflow_provider_kafka_zk.kafka.reassignment`); they do exactly what Kafka's ZooKeeper
+tooling does (KAFKA_FORMATS.md §1.7, §1.9-1.10, §6): throttles by read-modify-versioned-write of
+``/config/<type>/<name>`` plus a ``config_change_`` notification, the reassignment by *creating*
+``/admin/reassign_partitions`` (never overwriting it, never with ``log_dirs``). Artefacts go to
+``<base>/<cluster>/drain/<ts>/``: ``rollback.json`` (written first), ``reassignment.json``,
+``plan.json``, ``summary.txt``, ``throttles.json`` (what this run set, so only that is removed),
+``throttles_cleared.json``, ``verify.json`` and ``report.txt``. Everything is dry-run by default.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import fsspec
+import pyarrow.parquet as pq
+from airflow.sdk import BaseOperator, TriggerRule
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_provider_kafka_zk.artefacts.snapshots import (
+    latest_snapshot,
+    read_snapshot,
+    validate_cluster_name,
+)
+from airflow_provider_kafka_zk.hooks.zookeeper import (
+    KafkaZooKeeperHook,
+    ZnodeNotFoundError,
+    ZnodeVersionConflictError,
+    ZooKeeperWriteRefusedError,
+)
+from airflow_provider_kafka_zk.kafka import znodes
+from airflow_provider_kafka_zk.kafka.drain import (
+    BrokerInfo,
+    DrainRequest,
+    dumps_tool_json,
+    plan_drain,
+)
+from airflow_provider_kafka_zk.kafka.model import ClusterState
+from airflow_provider_kafka_zk.kafka.reassignment import (
+    ThrottlePlan,
+    TopicPartition,
+    config_without_our_values,
+    merged_config,
+    plan_throttles,
+    progress,
+    reassignments_in_flight,
+    same_request,
+)
+from airflow_provider_kafka_zk.operators.inventory import _resolve_ts
+from airflow_provider_kafka_zk.operators.snapshot import default_artefacts_base
+from airflow_provider_kafka_zk.triggers.reassignment import ReassignmentTrigger, encode_targets
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+PLAN_FORMAT = "kafka-zk-drain-plan"
+ROLLBACK_FILE = "rollback.json"
+REASSIGNMENT_FILE = "reassignment.json"
+PLAN_FILE = "plan.json"
+SUMMARY_FILE = "summary.txt"
+THROTTLES_FILE = "throttles.json"
+THROTTLES_CLEARED_FILE = "throttles_cleared.json"
+VERIFY_FILE = "verify.json"
+REPORT_FILE = "report.txt"
+
+
+# ---------------------------------------------------------------------------------------------
+# Typed errors: each says which znode / partition and what to do; none is worth a retry
+# ---------------------------------------------------------------------------------------------
+
+
+class DrainError(AirflowFailException):
+    """A drain step refused or failed for a reason a retry cannot change."""
+
+
+class IncompletePlanError(DrainError):
+    """Some partitions in scope cannot be moved; the run stops unless ``allow_partial`` is true."""
+
+
+class ReassignmentInFlightError(DrainError):
+    """Another reassignment is running (the znode or adding/removing replicas in a topic znode)."""
+
+
+class PlanOutdatedError(DrainError):
+    """ZooKeeper no longer shows the assignment the plan was made from."""
+
+
+class ThrottlesStillNeededError(DrainError):
+    """Partitions of this plan are still moving: removing the throttles now would unthrottle them."""
+
+
+class DrainVerificationError(DrainError):
+    """After the drain, ZooKeeper (or the disks) do not show what the plan promised."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Artefacts
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DrainLocation:
+    """``<base>/<cluster>/drain/<ts>/`` on a local path or any fsspec URL."""
+
+    url: str
+
+    @classmethod
+    def of(cls, base: str, cluster: str, ts: str) -> DrainLocation:
+        validate_cluster_name(cluster)
+        return cls("/".join([base.rstrip("/"), cluster, "drain", ts]))
+
+    def _fs(self) -> tuple[Any, str]:
+        fs, root = fsspec.core.url_to_fs(self.url)
+        return fs, root.rstrip("/")
+
+    def exists(self, name: str) -> bool:
+        fs, root = self._fs()
+        return fs.exists(f"{root}/{name}")
+
+    def path(self, name: str) -> str:
+        return f"{self.url.rstrip('/')}/{name}"
+
+    def write(self, name: str, payload: bytes | str) -> str:
+        """Write via a temporary name and a rename, so a reader never sees half a file."""
+        data = payload.encode("utf-8") if isinstance(payload, str) else payload
+        fs, root = self._fs()
+        fs.makedirs(root, exist_ok=True)
+        final = f"{root}/{name}"
+        temp = posixpath.join(root, f".{name}.{uuid.uuid4().hex}.tmp")
+        try:
+            with fs.open(temp, "wb") as handle:
+                handle.write(data)
+            fs.mv(temp, final)
+        except BaseException:
+            if fs.exists(temp):
+                fs.rm(temp)
+            raise
+        return self.path(name)
+
+    def read_json(self, name: str) -> Any:
+        fs, root = self._fs()
+        return json.loads(fs.cat_file(f"{root}/{name}"))
+
+    def read_text(self, name: str) -> str:
+        fs, root = self._fs()
+        return fs.cat_file(f"{root}/{name}").decode("utf-8")
+
+
+def _as_list(value: Any) -> list[Any]:
+    """Params render as text unless the DAG renders native objects: accept both."""
+    if value is None or value == "":
+        return []
+    if isinstance(value, str):
+        text = value.strip()
+        return list(json.loads(text)) if text.startswith("[") else [v.strip() for v in text.split(",") if v]
+    return list(value)
+
+
+def _as_bool(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    return bool(value)
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value in (None, "", "None") else int(value)
+
+
+def inventory_sizes(
+    base: str, cluster: str, inventory_ts: str
+) -> tuple[dict[TopicPartition, int], str | None]:
+    """``log_bytes`` per partition from this run's inventory (largest replica); empty when absent."""
+    url = "/".join([base.rstrip("/"), cluster, "inventory", inventory_ts])
+    fs, root = fsspec.core.url_to_fs(url)
+    if not fs.exists(root):
+        return {}, None
+    sizes: dict[TopicPartition, int] = {}
+    for path in sorted(fs.ls(root, detail=False)):
+        name = posixpath.basename(path)
+        if not (name.startswith("broker=") and name.endswith(".parquet")):
+            continue
+        with fs.open(path, "rb") as handle:
+            table = pq.read_table(handle, columns=["kind", "topic", "partition", "log_bytes"])
+        for kind, topic, partition, log_bytes in zip(
+            *(table.column(c).to_pylist() for c in ("kind", "topic", "partition", "log_bytes")), strict=True
+        ):
+            if kind != "normal" or topic is None or partition is None:
+                continue
+            key = (topic, int(partition))
+            sizes[key] = max(sizes.get(key, 0), int(log_bytes or 0))
+    return sizes, url
+
+
+def inventory_dirs(url: str) -> dict[int, set[TopicPartition]]:
+    """Normal partition directories per broker in an inventory run (for the post-drain check)."""
+    fs, root = fsspec.core.url_to_fs(url)
+    out: dict[int, set[TopicPartition]] = {}
+    if not fs.exists(root):
+        return out
+    for path in sorted(fs.ls(root, detail=False)):
+        name = posixpath.basename(path)
+        if not (name.startswith("broker=") and name.endswith(".parquet")):
+            continue
+        broker = int(name[len("broker=") : -len(".parquet")])
+        with fs.open(path, "rb") as handle:
+            table = pq.read_table(handle, columns=["kind", "topic", "partition"])
+        out[broker] = {
+            (t, int(p))
+            for k, t, p in zip(
+                *(table.column(c).to_pylist() for c in ("kind", "topic", "partition")), strict=True
+            )
+            if k == "normal" and t is not None and p is not None
+        }
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# ZooKeeper I/O shared by the steps
+# ---------------------------------------------------------------------------------------------
+
+
+def _read_all_topics(hook: KafkaZooKeeperHook) -> dict[str, znodes.TopicAssignment]:
+    """Every topic znode, pipelined (the in-flight check must look at all of them)."""
+    from kazoo.exceptions import NoNodeError
+
+    client = hook.get_conn()
+    names = client.get_children(znodes.BROKER_TOPICS)
+    out: dict[str, znodes.TopicAssignment] = {}
+    for start in range(0, len(names), 1000):
+        window = [(t, client.get_async(znodes.topic_path(t))) for t in names[start : start + 1000]]
+        for topic, result in window:
+            try:
+                data, _ = result.get()
+            except NoNodeError:
+                continue  # deleted meanwhile
+            out[topic] = znodes.TopicAssignment.decode(data, znodes.topic_path(topic))
+    return out
+
+
+def _read_states(
+    hook: KafkaZooKeeperHook, partitions: Iterable[TopicPartition]
+) -> dict[TopicPartition, znodes.PartitionState]:
+    from kazoo.exceptions import NoNodeError
+
+    client = hook.get_conn()
+    reads = [(tp, client.get_async(znodes.partition_state_path(*tp))) for tp in partitions]
+    out = {}
+    for tp, result in reads:
+        try:
+            data, _ = result.get()
+        except NoNodeError:
+            continue
+        out[tp] = znodes.PartitionState.decode(data, znodes.partition_state_path(*tp))
+    return out
+
+
+def _read_reassign(hook: KafkaZooKeeperHook) -> tuple[znodes.ReassignPartitions | None, int | None]:
+    """The reassign znode and its czxid (None, None when there is none)."""
+    try:
+        data, stat = hook.get_znode(znodes.REASSIGN_PARTITIONS)
+    except ZnodeNotFoundError:
+        return None, None
+    return znodes.ReassignPartitions.decode(data), stat.czxid
+
+
+def notify_config_change(hook: KafkaZooKeeperHook, entity_type: str, entity_name: str) -> str:
+    """``/config/changes/config_change_<seq>`` (sequential, version 2 ``entity_path``), as Kafka writes it."""
+    if hook.config.read_only:
+        raise ZooKeeperWriteRefusedError(
+            f"connection {hook.kafka_zookeeper_conn_id!r} is read-only: refusing to create a config change notification"
+        )
+    note = znodes.ConfigChangeNotification(0, entity_type, entity_name)
+    path = hook.get_conn().create(
+        f"{znodes.CONFIG_CHANGES}/{znodes.CONFIG_CHANGE_PREFIX}", note.encode(), sequence=True
+    )
+    return path
+
+
+def update_config(
+    hook: KafkaZooKeeperHook,
+    entity_type: str,
+    entity_name: str,
+    *,
+    set_values: Mapping[str, str] | None = None,
+    remove_values: Mapping[str, str] | None = None,
+    create_if_missing: bool = False,
+    attempts: int = 5,
+) -> tuple[dict[str, str], list[str], bool]:
+    """kafka-configs' ZooKeeper path: read the whole map, change our keys, versioned write, notify.
+
+    ``remove_values`` removes a key only while it still holds our value. Returns (previous config,
+    keys someone else changed, whether anything was written). A concurrent writer makes us re-read.
+    """
+    path = znodes.config_entity_path(entity_type, entity_name)
+    last_version = 0
+    for _ in range(attempts):
+        try:
+            data, stat = hook.get_znode(path)
+        except ZnodeNotFoundError:
+            if not create_if_missing or not set_values:
+                if set_values:
+                    raise
+                return {}, [], False
+            entity = znodes.ConfigEntity(entity_type, entity_name, dict(set_values))
+            if hook.create_if_absent(path, entity.encode()):
+                notify_config_change(hook, entity_type, entity_name)
+                return {}, [], True
+            continue  # created by someone meanwhile: read it and merge
+        last_version = stat.version
+        entity = znodes.ConfigEntity.decode(data, path)
+        current = dict(entity.config)
+        others: list[str] = []
+        new = merged_config(current, set_values or {})
+        if remove_values:
+            new, others = config_without_our_values(new, remove_values)
+        if new == current:
+            return current, others, False
+        encoded = znodes.ConfigEntity(entity_type, entity_name, new, entity.version).encode()
+        try:
+            hook.set_if_version(path, encoded, stat.version)
+        except ZnodeVersionConflictError:
+            continue
+        notify_config_change(hook, entity_type, entity_name)
+        return current, others, True
+    raise ZnodeVersionConflictError(
+        path, f"{path} (changed by someone else {attempts} times while we wrote it)", last_version, None
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Plan
+# ---------------------------------------------------------------------------------------------
+
+
+def load_plan(plan_dir: str) -> dict[str, Any]:
+    plan = DrainLocation(plan_dir).read_json(PLAN_FILE)
+    if plan.get("format") != PLAN_FORMAT:
+        raise DrainError(f"{plan_dir}/{PLAN_FILE} is not a {PLAN_FORMAT} document")
+    return plan
+
+
+def batch_targets(batch: Sequence[Mapping[str, Any]]) -> dict[TopicPartition, tuple[int, ...]]:
+    return {(m["topic"], int(m["partition"])): tuple(m["target"]) for m in batch}
+
+
+def _unplanned(items: Iterable[Any]) -> list[dict[str, Any]]:
+    return [
+        {"topic": u.topic, "partition": u.partition, "replicas": list(u.replicas), "reason": u.reason}
+        for u in items
+    ]
+
+
+def _no_plan(plan_dir: Any) -> bool:
+    return plan_dir in (None, "", "None")
+
+
+class ReplicaOneDrainPlanOperator(BaseOperator):
+    """Plan moving the in-scope replicas off ``brokers`` from the safety snapshot and inventory sizes.
+
+    Writes ``rollback.json`` first (the current assignment of every partition it moves), then
+    ``reassignment.json``, ``plan.json`` and ``summary.txt``. Refuses (fails) when a reassignment is
+    in flight in the snapshot, or when partitions in scope cannot be moved unless ``allow_partial``.
+    """
+
+    template_fields: Sequence[str] = (
+        "cluster",
+        "base_path",
+        "brokers",
+        "snapshot_path",
+        "inventory_ts",
+        "scope",
+        "excluded_topics",
+        "max_partitions_per_batch",
+        "max_bytes_per_batch",
+        "allow_partial",
+        "drain_ts",
+    )
+    ui_color = "#fcf3cf"
+
+    def __init__(
+        self,
+        *,
+        cluster: str,
+        brokers: Sequence[int] | str,
+        base_path: str | None = None,
+        snapshot_path: str | None = None,
+        inventory_ts: str | None = None,
+        scope: str = "rf1",
+        excluded_topics: Sequence[str] | str = (),
+        max_partitions_per_batch: int | str = 500,
+        max_bytes_per_batch: int | str | None = None,
+        rack_aware: bool = True,
+        allow_partial: bool | str = False,
+        drain_ts: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.cluster = cluster
+        self.brokers = brokers
+        self.base_path = base_path
+        self.snapshot_path = snapshot_path
+        self.inventory_ts = inventory_ts
+        self.scope = scope
+        self.excluded_topics = excluded_topics
+        self.max_partitions_per_batch = max_partitions_per_batch
+        self.max_bytes_per_batch = max_bytes_per_batch
+        self.rack_aware = rack_aware
+        self.allow_partial = allow_partial
+        self.drain_ts = drain_ts
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        base = self.base_path or default_artefacts_base()
+        snapshot = self.snapshot_path
+        if _no_plan(snapshot):
+            ref = latest_snapshot(base, self.cluster)
+            if ref is None:
+                raise DrainError(f"no complete snapshot of cluster {self.cluster!r} under {base}")
+            snapshot = ref.path
+        _, rows = read_snapshot(str(snapshot))
+        state = ClusterState.from_snapshot(rows, cluster=self.cluster)
+        in_flight = reassignments_in_flight(
+            (t.assignment for t in state.topics.values()), state.reassign_partitions
+        )
+        if in_flight.any:
+            raise ReassignmentInFlightError(
+                f"the safety snapshot {snapshot} shows a reassignment in flight ({in_flight.describe()}): "
+                "refusing to plan a drain now; wait for it to finish (or cancel it) and run again"
+            )
+        sizes, inventory_url = inventory_sizes(base, self.cluster, _resolve_ts(self.inventory_ts, context))
+        if inventory_url is None:
+            self.log.warning("No inventory for this run: partition sizes unknown, counted as 0 bytes")
+
+        assignment = {(p.topic, p.partition): p.replicas for p in state.partitions()}
+        brokers = {b: BrokerInfo(b, live.rack, True) for b, live in state.brokers.items()}
+        for replicas in assignment.values():
+            for b in replicas:
+                brokers.setdefault(b, BrokerInfo(b, None, live=False))
+        isr = {(p.topic, p.partition): p.isr for p in state.partitions() if p.state is not None}
+        try:
+            request = DrainRequest(
+                brokers=frozenset(int(b) for b in _as_list(self.brokers)),
+                scope=self.scope,  # type: ignore[arg-type]
+                excluded_topics=frozenset(str(t) for t in _as_list(self.excluded_topics)),
+                max_partitions_per_batch=int(self.max_partitions_per_batch),
+                max_bytes_per_batch=_optional_int(self.max_bytes_per_batch),
+                rack_aware=self.rack_aware,
+            )
+            plan = plan_drain(assignment, brokers, request, sizes=sizes, isr=isr)
+        except ValueError as exc:
+            raise DrainError(f"cannot plan the drain: {exc}") from exc
+
+        location = DrainLocation.of(base, self.cluster, self.drain_ts or _resolve_ts(None, context))
+        # The rollback plan exists before anything else does, let alone before anything changes.
+        rollback = location.write(ROLLBACK_FILE, dumps_tool_json(plan.rollback_json()))
+        reassignment = location.write(REASSIGNMENT_FILE, dumps_tool_json(plan.reassignment_json()))
+        summary = plan.summary()
+        document = {
+            "format": PLAN_FORMAT,
+            "version": 1,
+            "cluster": self.cluster,
+            "created_at": datetime.now(UTC).isoformat(),
+            "snapshot": str(snapshot),
+            "snapshot_last_zxid": state.last_zxid,
+            "inventory": inventory_url,
+            "request": {
+                "brokers": sorted(request.brokers),
+                "scope": request.scope,
+                "excluded_topics": sorted(request.excluded_topics),
+                "max_partitions_per_batch": request.max_partitions_per_batch,
+                "max_bytes_per_batch": request.max_bytes_per_batch,
+                "rack_aware": request.rack_aware,
+                "allow_partial": _as_bool(self.allow_partial),
+            },
+            "complete": plan.complete,
+            "batches": [
+                [
+                    {
+                        "topic": m.topic,
+                        "partition": m.partition,
+                        "current": list(m.current),
+                        "target": list(m.target),
+                        "size_bytes": m.size_bytes,
+                    }
+                    for m in batch
+                ]
+                for batch in plan.batches
+            ],
+            "unmovable": _unplanned(plan.unmovable),
+            "unsatisfiable": _unplanned(plan.unsatisfiable),
+            "excluded": _unplanned(plan.excluded),
+            "added_bytes": {str(b): v for b, v in plan.added_bytes.items()},
+            "added_partitions": {str(b): v for b, v in plan.added_partitions.items()},
+            "unknown_sizes": plan.unknown_sizes,
+        }
+        plan_path = location.write(PLAN_FILE, json.dumps(document, indent=1))
+        location.write(SUMMARY_FILE, summary + "\n")
+        self.log.info("Drain plan %s\n%s", location.url, summary)
+        result = {
+            "plan_dir": location.url,
+            "plan": plan_path,
+            "reassignment": reassignment,
+            "rollback": rollback,
+            "summary": location.path(SUMMARY_FILE),
+            "moves": len(plan.moves),
+            "batches": len(plan.batches),
+            "bytes": sum(m.size_bytes for m in plan.moves),
+            "unmovable": len(plan.unmovable),
+            "unsatisfiable": len(plan.unsatisfiable),
+            "excluded": len(plan.excluded),
+            "complete": plan.complete,
+        }
+        if not plan.complete and not _as_bool(self.allow_partial):
+            raise IncompletePlanError(
+                f"{len(plan.unmovable)} partition(s) cannot be moved and {len(plan.unsatisfiable)} have no "
+                f"valid destination (see {location.path(SUMMARY_FILE)}); set allow_partial to drain the rest"
+            )
+        return result
+
+
+# ---------------------------------------------------------------------------------------------
+# Execute
+# ---------------------------------------------------------------------------------------------
+
+
+class ReplicaOneDrainExecuteOperator(BaseOperator):
+    """Carry out the plan batch by batch as Kafka's ZooKeeper tooling does, waiting in a trigger.
+
+    Per batch: refuse if a foreign reassignment is in flight (the znode, or adding/removing in any
+    topic znode) or ZooKeeper no longer shows the planned assignment; set the throttles
+    (``plan_throttles``) recording them in ``throttles.json`` first; *create*
+    ``/admin/reassign_partitions`` without ``log_dirs``; defer until Kafka's completion rule holds.
+    Idempotent under retries: finished batches are skipped, and finding our own batch's znode
+    means waiting for it, never submitting again. ``dry_run`` (default) only says what it would do.
+    """
+
+    template_fields: Sequence[str] = (
+        "plan_dir",
+        "throttle_bytes_per_sec",
+        "dry_run",
+        "kafka_zookeeper_conn_id",
+        "poll_interval",
+        "batch_timeout",
+    )
+    ui_color = "#fadbd8"
+
+    def __init__(
+        self,
+        *,
+        plan_dir: str,
+        throttle_bytes_per_sec: int | str,
+        kafka_zookeeper_conn_id: str = KafkaZooKeeperHook.default_conn_name,
+        dry_run: bool | str = True,
+        poll_interval: float | str = 10.0,
+        batch_timeout: float | str = 6 * 3600,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.plan_dir = plan_dir
+        self.throttle_bytes_per_sec = throttle_bytes_per_sec
+        self.kafka_zookeeper_conn_id = kafka_zookeeper_conn_id
+        self.dry_run = dry_run
+        self.poll_interval = poll_interval
+        self.batch_timeout = batch_timeout
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        if _no_plan(self.plan_dir):
+            raise DrainError("no plan to execute (the plan task produced none)")
+        return self._run_from(0)
+
+    def execute_complete(
+        self, context: Context, event: dict[str, Any], batch: int | None = None
+    ) -> dict[str, Any]:
+        index = int(event.get("echo", {}).get("batch", batch if batch is not None else 0))
+        status = event.get("status")
+        if status == "timeout":
+            raise DrainError(
+                f"batch {index + 1} not complete after {float(self.batch_timeout):g}s: {event.get('message')}; "
+                "the reassignment keeps running (throttled); re-run this task to keep waiting"
+            )
+        if status != "complete":
+            raise RuntimeError(f"could not follow batch {index + 1}: {event.get('message')}")
+        self.log.info("Batch %d complete: %s", index + 1, event.get("message"))
+        return self._run_from(index + 1)
+
+    def _run_from(self, start: int) -> dict[str, Any]:
+        plan = load_plan(self.plan_dir)
+        batches = plan["batches"]
+        dry_run = _as_bool(self.dry_run)
+        rate = int(self.throttle_bytes_per_sec)
+        if rate <= 0:
+            raise DrainError("throttle_bytes_per_sec must be a positive number of bytes/s")
+        with KafkaZooKeeperHook(self.kafka_zookeeper_conn_id) as hook:
+            for index in range(start, len(batches)):
+                action = self._start_batch(hook, plan, index, rate, dry_run)
+                if action == "wait":
+                    batch = batches[index]
+                    self.defer(
+                        trigger=ReassignmentTrigger(
+                            kafka_zookeeper_conn_id=self.kafka_zookeeper_conn_id,
+                            targets=encode_targets(batch_targets(batch)),
+                            sizes=[[m["topic"], m["partition"], m["size_bytes"]] for m in batch],
+                            poll_interval=float(self.poll_interval),
+                            deadline=time.time() + float(self.batch_timeout),
+                            label=f"drain batch {index + 1}/{len(batches)}",
+                            echo={"batch": index},
+                        ),
+                        method_name="execute_complete",
+                    )
+        done = sum(len(b) for b in batches)
+        if dry_run:
+            self.log.info(
+                "DRY RUN: nothing was written to ZooKeeper (%d batch(es) described above)", len(batches)
+            )
+        else:
+            self.log.info("All %d batch(es) complete: %d partition(s) moved", len(batches), done)
+        return {"plan_dir": self.plan_dir, "batches": len(batches), "partitions": done, "dry_run": dry_run}
+
+    def _start_batch(
+        self, hook: KafkaZooKeeperHook, plan: Mapping[str, Any], index: int, rate: int, dry_run: bool
+    ) -> str:
+        """Returns "done" (nothing to do), "wait" (our znode exists now) or "dry" (dry run)."""
+        batches = plan["batches"]
+        label = f"batch {index + 1}/{len(batches)}"
+        targets = batch_targets(batches[index])
+        topics = _read_all_topics(hook)
+        reassign, czxid = _read_reassign(hook)
+        states = _read_states(hook, targets)
+        found = progress(targets, topics, states, reassign)
+        if found.complete:
+            self.log.info("%s: already complete (%d partitions), skipping", label, found.total)
+            return "done"
+        where = hook._where(znodes.REASSIGN_PARTITIONS)
+        in_flight = reassignments_in_flight(topics.values(), reassign)
+        if reassign is not None:
+            if same_request(reassign, targets):
+                self.log.info(
+                    "%s: %s (czxid 0x%x) is this batch's own request (a retry): waiting for it, not submitting again",
+                    label,
+                    where,
+                    czxid or 0,
+                )
+                return "wait"
+            raise ReassignmentInFlightError(
+                f"{where} holds a reassignment that is not this plan's {label} ({in_flight.describe()}): "
+                "refusing to start; wait for it to finish (or cancel it) and run again"
+            )
+        ours_moving = [
+            tp
+            for tp in in_flight.topic_znode_partitions
+            if tp in targets and topics[tp[0]].target_replicas(tp[1]) == targets[tp]
+        ]
+        foreign = [tp for tp in in_flight.topic_znode_partitions if tp not in ours_moving]
+        if foreign:
+            names = ", ".join(f"{t}-{p}" for t, p in foreign[:10])
+            raise ReassignmentInFlightError(
+                f"topic znodes show adding/removing replicas for {names} (a reassignment started through "
+                "the Admin API or by another tool): refusing to start"
+            )
+        if ours_moving:
+            self.log.info("%s: already moving (adding/removing replicas are ours): waiting", label)
+            return "wait"
+
+        remaining = {tp: t for tp, t in targets.items() if tp in found.moving}
+        outdated = []
+        for move in batches[index]:
+            tp = (move["topic"], int(move["partition"]))
+            if tp not in remaining:
+                continue
+            topic = topics.get(tp[0])
+            now = None if topic is None else topic.partitions.get(tp[1])
+            if now is None or list(now) != list(move["current"]):
+                outdated.append(
+                    f"{tp[0]}-{tp[1]} planned from {move['current']}, now {None if now is None else list(now)}"
+                )
+        if outdated:
+            raise PlanOutdatedError(
+                f"{label}: ZooKeeper no longer shows the assignment the plan was made from: "
+                + "; ".join(outdated[:10])
+                + ". Make a new plan."
+            )
+        throttles = plan_throttles(remaining, topics, rate)
+        request = znodes.ReassignPartitions(
+            tuple(znodes.ReassignmentEntry(t, p, tuple(r)) for (t, p), r in sorted(remaining.items()))
+        )
+        if dry_run:
+            self._describe(label, throttles, request, where)
+            return "dry"
+        self._set_throttles(hook, throttles)
+        created = hook.create_if_absent(znodes.REASSIGN_PARTITIONS, request.encode())
+        if not created:
+            again, _ = _read_reassign(hook)
+            if again is not None and same_request(again, targets):
+                self.log.info("%s: %s appeared meanwhile and is ours: waiting", label, where)
+                return "wait"
+            raise ReassignmentInFlightError(
+                f"{where} was created by someone else between our check and our create: refusing to continue"
+            )
+        self.log.info(
+            "%s: created %s for %d partition(s), %s total, throttled at %d B/s",
+            label,
+            where,
+            len(remaining),
+            _human(sum(m["size_bytes"] for m in batches[index] if (m["topic"], m["partition"]) in remaining)),
+            rate,
+        )
+        return "wait"
+
+    def _describe(
+        self, label: str, throttles: ThrottlePlan, request: znodes.ReassignPartitions, where: str
+    ) -> None:
+        for topic, config in throttles.topic_configs().items():
+            self.log.info(
+                "DRY RUN %s: would set on /config/topics/%s: %s (+ notification)", label, topic, config
+            )
+        for broker, config in throttles.broker_configs().items():
+            self.log.info(
+                "DRY RUN %s: would set on /config/brokers/%s: %s (+ notification)", label, broker, config
+            )
+        self.log.info("DRY RUN %s: would create %s with %s", label, where, request.encode().decode())
+
+    def _set_throttles(self, hook: KafkaZooKeeperHook, throttles: ThrottlePlan) -> None:
+        location = DrainLocation(self.plan_dir)
+        record = (
+            location.read_json(THROTTLES_FILE)
+            if location.exists(THROTTLES_FILE)
+            else {
+                "entities": {},
+                "previous": {},
+            }
+        )
+        wanted: list[tuple[str, str, dict[str, str]]] = [
+            ("topics", t, c) for t, c in throttles.topic_configs().items()
+        ] + [("brokers", str(b), c) for b, c in throttles.broker_configs().items()]
+        for entity_type, name, config in wanted:
+            key = f"{entity_type}/{name}"
+            ours_before = dict(record["entities"].get(key, {}))  # an earlier batch of this run
+            # recorded before the write: clearing later removes a key only if it still holds our value
+            record["entities"].setdefault(key, {}).update(config)
+            location.write(THROTTLES_FILE, json.dumps(record, indent=1, sort_keys=True))
+            previous, _, written = update_config(
+                hook, entity_type, name, set_values=config, create_if_missing=entity_type == "brokers"
+            )
+            overwritten = {
+                k: previous[k]
+                for k in config
+                if k in previous and previous[k] != config[k] and previous[k] != ours_before.get(k)
+            }
+            if overwritten and key not in record["previous"]:
+                self.log.warning("%s had throttle values set by someone else; replaced: %s", key, overwritten)
+                record["previous"][key] = overwritten
+                location.write(THROTTLES_FILE, json.dumps(record, indent=1, sort_keys=True))
+            if written:
+                self.log.info("Throttle set on /config/%s: %s", key, config)
+
+
+# ---------------------------------------------------------------------------------------------
+# Clear throttles (finally step)
+# ---------------------------------------------------------------------------------------------
+
+
+class ClearReplicationThrottlesOperator(BaseOperator):
+    """Remove exactly the throttle values this run set (``throttles.json``), with notifications.
+
+    Runs whatever happened upstream (trigger rule ``all_done``). A value someone changed since is
+    left alone with a warning. While a partition of this plan is still moving, the throttles stay
+    (removing them would unthrottle it) and the task fails saying so, unless ``force``.
+    """
+
+    template_fields: Sequence[str] = ("plan_dir", "dry_run", "kafka_zookeeper_conn_id")
+    ui_color = "#d5f5e3"
+
+    def __init__(
+        self,
+        *,
+        plan_dir: str | None,
+        kafka_zookeeper_conn_id: str = KafkaZooKeeperHook.default_conn_name,
+        dry_run: bool | str = True,
+        force: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("trigger_rule", TriggerRule.ALL_DONE)
+        super().__init__(**kwargs)
+        self.plan_dir = plan_dir
+        self.kafka_zookeeper_conn_id = kafka_zookeeper_conn_id
+        self.dry_run = dry_run
+        self.force = force
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        if _no_plan(self.plan_dir):
+            self.log.info("No plan was made: no throttles to clear")
+            return {"cleared": {}, "changed_by_others": {}}
+        location = DrainLocation(str(self.plan_dir))
+        if not location.exists(THROTTLES_FILE):
+            self.log.info(
+                "This run set no throttles (%s absent): nothing to clear", location.path(THROTTLES_FILE)
+            )
+            return {"cleared": {}, "changed_by_others": {}}
+        record = location.read_json(THROTTLES_FILE)
+        plan = load_plan(location.url)
+        targets = {tp: t for batch in plan["batches"] for tp, t in batch_targets(batch).items()}
+        dry_run = _as_bool(self.dry_run)
+        cleared: dict[str, list[str]] = {}
+        others: dict[str, list[str]] = {}
+        with KafkaZooKeeperHook(self.kafka_zookeeper_conn_id) as hook:
+            topics = _read_all_topics(hook)
+            reassign, _ = _read_reassign(hook)
+            in_flight = reassignments_in_flight(topics.values(), reassign)
+            moving = [
+                tp for tp in in_flight.znode_partitions + in_flight.topic_znode_partitions if tp in targets
+            ]
+            if moving and not self.force:
+                names = ", ".join(sorted({f"{t}-{p}" for t, p in moving}))
+                raise ThrottlesStillNeededError(
+                    f"partitions of this drain are still moving ({names}): throttles left in place; "
+                    "re-run this task once they finished (or set force)"
+                )
+            for key, ours in sorted(record["entities"].items()):
+                entity_type, name = key.split("/", 1)
+                if dry_run:
+                    self.log.info(
+                        "DRY RUN: would remove %s from /config/%s (where still ours)", sorted(ours), key
+                    )
+                    continue
+                previous, changed, written = update_config(hook, entity_type, name, remove_values=ours)
+                if changed:
+                    others[key] = changed
+                    self.log.warning(
+                        "/config/%s: %s changed by someone else since this run set them; left in place",
+                        key,
+                        changed,
+                    )
+                removed = [k for k in ours if k in previous and k not in changed]
+                if written:
+                    cleared[key] = removed
+                    self.log.info("Removed %s from /config/%s", removed, key)
+        result = {"cleared": cleared, "changed_by_others": others, "dry_run": dry_run}
+        if not dry_run:
+            location.write(THROTTLES_CLEARED_FILE, json.dumps(result, indent=1, sort_keys=True))
+        return result
+
+
+# ---------------------------------------------------------------------------------------------
+# Verify
+# ---------------------------------------------------------------------------------------------
+
+
+class ReplicaOneDrainVerifyOperator(BaseOperator):
+    """Check the result from ZooKeeper (and, given a post-drain inventory, the disks); write a report.
+
+    Fails when a drained broker still holds a partition in scope that the plan did not list as
+    unmovable/unsatisfiable/excluded, when a moved partition lacks a leader or a full ISR, or when
+    the inventory shows a moved partition's data still on a drained broker or missing on its target.
+    """
+
+    template_fields: Sequence[str] = ("plan_dir", "kafka_zookeeper_conn_id", "inventory_path")
+    ui_color = "#d6eaf8"
+
+    def __init__(
+        self,
+        *,
+        plan_dir: str,
+        kafka_zookeeper_conn_id: str = KafkaZooKeeperHook.default_conn_name,
+        inventory_path: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.plan_dir = plan_dir
+        self.kafka_zookeeper_conn_id = kafka_zookeeper_conn_id
+        self.inventory_path = inventory_path
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        location = DrainLocation(self.plan_dir)
+        plan = load_plan(self.plan_dir)
+        request = plan["request"]
+        drained = set(request["brokers"])
+        excluded = set(request["excluded_topics"])
+        known_left = {
+            (u["topic"], int(u["partition"])): u["reason"]
+            for kind in ("unmovable", "unsatisfiable", "excluded")
+            for u in plan[kind]
+        }
+        moves = [m for batch in plan["batches"] for m in batch]
+        problems: list[str] = []
+        with KafkaZooKeeperHook(self.kafka_zookeeper_conn_id) as hook:
+            topics = _read_all_topics(hook)
+            states = _read_states(hook, [(m["topic"], int(m["partition"])) for m in moves])
+            throttles_left = {}
+            if location.exists(THROTTLES_FILE):
+                for key, ours in location.read_json(THROTTLES_FILE)["entities"].items():
+                    try:
+                        current = znodes.ConfigEntity.decode(
+                            hook.get_znode(f"/config/{key}")[0], f"/config/{key}"
+                        ).config
+                    except ZnodeNotFoundError:
+                        continue
+                    still = sorted(k for k, v in ours.items() if current.get(k) == v)
+                    if still:
+                        throttles_left[key] = still
+        remaining = []
+        for topic in topics.values():
+            if topic.topic in excluded:
+                continue
+            for p, replicas in topic.partitions.items():
+                if drained.isdisjoint(replicas) or (request["scope"] == "rf1" and len(replicas) != 1):
+                    continue
+                remaining.append((topic.topic, p))
+        unexpected = [tp for tp in remaining if tp not in known_left]
+        for t, p in unexpected:
+            problems.append(
+                f"{t}-{p} is still on drained broker(s) {sorted(drained & set(topics[t].partitions[p]))}"
+            )
+        checked = []
+        for m in moves:
+            tp = (m["topic"], int(m["partition"]))
+            target = list(m["target"])
+            topic = topics.get(tp[0])
+            now = None if topic is None else topic.partitions.get(tp[1])
+            state = states.get(tp)
+            entry = {"partition": f"{tp[0]}-{tp[1]}", "target": target, "replicas": now}
+            if now is None or list(now) != target:
+                problems.append(f"{tp[0]}-{tp[1]}: replicas {now}, planned {target}")
+            elif state is None or state.leader == znodes.NO_LEADER or state.leader not in target:
+                problems.append(
+                    f"{tp[0]}-{tp[1]}: no leader among {target} ({None if state is None else state.leader})"
+                )
+            elif set(state.isr) != set(target):
+                problems.append(
+                    f"{tp[0]}-{tp[1]}: ISR {list(state.isr)} is not the full replica set {target}"
+                )
+            if state is not None:
+                entry.update(leader=state.leader, isr=list(state.isr))
+            checked.append(entry)
+        disk: dict[str, Any] = {"checked": False}
+        if not _no_plan(self.inventory_path):
+            dirs = inventory_dirs(str(self.inventory_path))
+            disk = {"checked": True, "inventory": self.inventory_path, "brokers": sorted(dirs)}
+            for m in moves:
+                tp = (m["topic"], int(m["partition"]))
+                for b in set(m["current"]) - set(m["target"]):
+                    if b in dirs and tp in dirs[b]:
+                        problems.append(f"{tp[0]}-{tp[1]}: data directory still on broker {b}")
+                for b in set(m["target"]) - set(m["current"]):
+                    if b not in dirs:
+                        problems.append(f"{tp[0]}-{tp[1]}: broker {b} was not inventoried after the drain")
+                    elif tp not in dirs[b]:
+                        problems.append(f"{tp[0]}-{tp[1]}: no data directory on target broker {b}")
+        if throttles_left:
+            problems.append(f"throttles this run set are still in place: {throttles_left}")
+        result = {
+            "plan_dir": self.plan_dir,
+            "verified_at": datetime.now(UTC).isoformat(),
+            "ok": not problems,
+            "problems": problems,
+            "moved": checked,
+            "left_on_drained_brokers": [
+                {"partition": f"{t}-{p}", "reason": known_left.get((t, p), "not in the plan")}
+                for t, p in remaining
+            ],
+            "disk": disk,
+            "throttles_left": throttles_left,
+        }
+        location.write(VERIFY_FILE, json.dumps(result, indent=1))
+        report = self._report(plan, location, result)
+        location.write(REPORT_FILE, report)
+        self.log.info("%s", report)
+        if problems:
+            raise DrainVerificationError(
+                f"drain not verified ({len(problems)} problem(s)): " + "; ".join(problems[:10])
+            )
+        return {"ok": True, "report": location.path(REPORT_FILE), "verify": location.path(VERIFY_FILE)}
+
+    @staticmethod
+    def _report(plan: Mapping[str, Any], location: DrainLocation, result: Mapping[str, Any]) -> str:
+        lines = [
+            f"Pre-maintenance drain of brokers {plan['request']['brokers']} on cluster {plan['cluster']}",
+            f"  artefacts: {location.url}",
+            f"  rollback:  {location.path(ROLLBACK_FILE)} (apply it to undo the moves)",
+            "",
+            location.read_text(SUMMARY_FILE).rstrip(),
+            "",
+            f"Verification: {'OK' if result['ok'] else 'FAILED'}; {len(result['moved'])} moved partition(s) checked; "
+            f"disks {'checked' if result['disk']['checked'] else 'not checked (no post-drain inventory)'}",
+        ]
+        lines += [f"  PROBLEM: {p}" for p in result["problems"]]
+        left = result["left_on_drained_brokers"]
+        if left:
+            lines.append(f"  still on the drained brokers: {len(left)}")
+            lines += [f"    {x['partition']}: {x['reason']}" for x in left[:50]]
+        return "\n".join(lines) + "\n"
+
+
+def _human(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024:
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TiB"
+
+
+__all__ = [
+    "ClearReplicationThrottlesOperator",
+    "DrainError",
+    "DrainLocation",
+    "DrainVerificationError",
+    "IncompletePlanError",
+    "PlanOutdatedError",
+    "ReassignmentInFlightError",
+    "ReplicaOneDrainExecuteOperator",
+    "ReplicaOneDrainPlanOperator",
+    "ReplicaOneDrainVerifyOperator",
+    "ThrottlesStillNeededError",
+    "inventory_sizes",
+    "notify_config_change",
+    "update_config",
+]

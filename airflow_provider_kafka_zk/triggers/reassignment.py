@@ -1,0 +1,149 @@
+"""Trigger that waits for a ZooKeeper-mode partition reassignment to finish, off the worker.
+
+Completion is Kafka's rule (:func:`~airflow_provider_kafka_zk.kafka.reassignment.progress`): a
+partition is done when it left ``/admin/reassign_partitions``, its topic znode holds exactly the
+target with no adding/removing replicas, and its ISR is within the target. Reads are kazoo calls
+run in a thread (``asyncio.to_thread``) so the triggerer's event loop never blocks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from airflow_provider_kafka_zk.kafka import znodes
+from airflow_provider_kafka_zk.kafka.reassignment import Progress, TopicPartition, progress
+
+CLASSPATH = "airflow_provider_kafka_zk.triggers.reassignment.ReassignmentTrigger"
+
+
+def read_progress(
+    hook: Any,
+    targets: Mapping[TopicPartition, Sequence[int]],
+    sizes: Mapping[TopicPartition, int] | None = None,
+) -> Progress:
+    """One look at ZooKeeper: topic znodes, state znodes and the reassign znode of ``targets``."""
+    from kazoo.exceptions import NoNodeError
+
+    client = hook.get_conn()
+    topic_reads = {t: client.get_async(znodes.topic_path(t)) for t in sorted({tp[0] for tp in targets})}
+    state_reads = {tp: client.get_async(znodes.partition_state_path(*tp)) for tp in targets}
+    reassign_read = client.get_async(znodes.REASSIGN_PARTITIONS)
+    topics = {}
+    for topic, result in topic_reads.items():
+        try:
+            data, _ = result.get()
+        except NoNodeError:
+            continue  # a deleted topic never completes: it stays "moving" and is named at timeout
+        topics[topic] = znodes.TopicAssignment.decode(data, znodes.topic_path(topic))
+    states = {}
+    for tp, result in state_reads.items():
+        try:
+            data, _ = result.get()
+        except NoNodeError:
+            continue
+        states[tp] = znodes.PartitionState.decode(data, znodes.partition_state_path(*tp))
+    try:
+        data, _ = reassign_read.get()
+        reassign = znodes.ReassignPartitions.decode(data)
+    except NoNodeError:
+        reassign = None
+    return progress(targets, topics, states, reassign, sizes)
+
+
+def encode_targets(targets: Mapping[TopicPartition, Sequence[int]]) -> list[list[Any]]:
+    """JSON-safe form of ``{(topic, partition): replicas}`` for trigger kwargs and XCom."""
+    return [[t, p, list(r)] for (t, p), r in sorted(targets.items())]
+
+
+def decode_targets(encoded: Sequence[Sequence[Any]]) -> dict[TopicPartition, tuple[int, ...]]:
+    return {(str(t), int(p)): tuple(int(b) for b in r) for t, p, r in encoded}
+
+
+class ReassignmentTrigger(BaseTrigger):
+    """Poll ZooKeeper until every partition in ``targets`` completed, or ``deadline`` (epoch s) passes.
+
+    Fires once: ``{"status": "complete" | "timeout" | "error", "done": n, "total": n,
+    "moving": ["t-p", ...], "bytes_done": n, "bytes_total": n, "message": str}``. The deadline is
+    checked here rather than through Airflow's trigger timeout, so the event can name the
+    partitions still moving.
+    """
+
+    def __init__(
+        self,
+        *,
+        kafka_zookeeper_conn_id: str,
+        targets: Sequence[Sequence[Any]],
+        sizes: Sequence[Sequence[Any]] = (),
+        poll_interval: float = 10.0,
+        deadline: float | None = None,
+        label: str = "reassignment",
+        echo: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        self.kafka_zookeeper_conn_id = kafka_zookeeper_conn_id
+        self.targets = [list(t) for t in targets]
+        self.sizes = [list(s) for s in sizes]
+        self.poll_interval = float(poll_interval)
+        self.deadline = deadline
+        self.label = label
+        self.echo = dict(echo or {})  # handed back in every event (e.g. which batch this was)
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            CLASSPATH,
+            {
+                "kafka_zookeeper_conn_id": self.kafka_zookeeper_conn_id,
+                "targets": self.targets,
+                "sizes": self.sizes,
+                "poll_interval": self.poll_interval,
+                "deadline": self.deadline,
+                "label": self.label,
+                "echo": self.echo,
+            },
+        )
+
+    def _check(self) -> Progress:
+        from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook
+
+        hook = KafkaZooKeeperHook(self.kafka_zookeeper_conn_id)
+        try:
+            sizes = {(str(t), int(p)): int(b) for t, p, b in self.sizes}
+            return read_progress(hook, decode_targets(self.targets), sizes)
+        finally:
+            hook.close()
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        last = None
+        while True:
+            try:
+                found = await asyncio.to_thread(self._check)
+            except Exception as exc:
+                yield TriggerEvent(
+                    {"status": "error", "message": f"{type(exc).__name__}: {exc}", "echo": self.echo}
+                )
+                return
+            described = found.describe()
+            if described != last:
+                self.log.info("%s: %s", self.label, described)
+                last = described
+            payload = {
+                "done": len(found.done),
+                "total": found.total,
+                "moving": [f"{t}-{p}" for t, p in found.moving],
+                "bytes_done": found.bytes_done,
+                "bytes_total": found.bytes_total,
+                "message": described,
+                "echo": self.echo,
+            }
+            if found.complete:
+                yield TriggerEvent({"status": "complete", **payload})
+                return
+            if self.deadline is not None and time.time() >= self.deadline:
+                yield TriggerEvent({"status": "timeout", **payload})
+                return
+            await asyncio.sleep(self.poll_interval)

@@ -1,0 +1,243 @@
+"""Pre-maintenance drain: move the replication-factor-1 partitions off brokers before they stop.
+
+Triggered by hand with a validated form. Dry-run by default: it snapshots ZooKeeper, inventories
+the broker disks for partition sizes, writes the plan (rollback.json first) and stops. With
+``dry_run`` false it then moves the partitions batch by batch, throttled, waiting for Kafka's
+completion rule in the triggerer; removes exactly the throttles it set (even when a step failed);
+inventories again and verifies ZooKeeper and the disks. Artefacts: ``<base>/<cluster>/drain/<ts>/``.
+
+Clusters come from ``kafka_zk_clusters.toml`` beside this file (or ``$KAFKA_ZK_CLUSTERS_FILE``),
+the file the daily hygiene DAG reads: ``[defaults]`` plus one ``[clusters.<name>]`` table per
+cluster with ``kafka_zookeeper_conn_id`` (default ``kafka_zk_<name>``), ``ssh_conn_id`` (default
+``kafka_zk_<name>_ssh``), ``base_path``, ``server_properties_path``, ``broker_hosts``, ``enabled``;
+``${VAR}`` in a string is replaced by the environment variable. Without the file, the
+``KAFKA_ZK_*`` environment variables below describe one cluster.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from airflow.providers.standard.operators.python import ShortCircuitOperator
+from airflow.sdk import DAG, Param, task
+
+from airflow_provider_kafka_zk.operators.drain import (
+    REPORT_FILE,
+    ClearReplicationThrottlesOperator,
+    DrainLocation,
+    ReplicaOneDrainExecuteOperator,
+    ReplicaOneDrainPlanOperator,
+    ReplicaOneDrainVerifyOperator,
+)
+from airflow_provider_kafka_zk.operators.inventory import (
+    BrokerInventoryOperator,
+    InventoryCoverageOperator,
+    ListBrokerIdsOperator,
+)
+from airflow_provider_kafka_zk.operators.snapshot import ZooKeeperSnapshotOperator, default_artefacts_base
+
+DAG_ID = "kafka_zk_pre_maintenance_drain"
+_ENV_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_ALIASES = {"zookeeper_conn_id": "kafka_zookeeper_conn_id"}  # the name the drain's first draft used
+
+
+def clusters_file() -> Path:
+    return Path(
+        os.environ.get("KAFKA_ZK_CLUSTERS_FILE") or Path(__file__).with_name("kafka_zk_clusters.toml")
+    )
+
+
+def _expand(value: Any) -> Any:
+    if isinstance(value, str):
+        return _ENV_VAR.sub(lambda m: os.environ.get(m[1], m[0]), value)
+    if isinstance(value, dict):
+        return {k: _expand(v) for k, v in value.items()}
+    return value
+
+
+def load_clusters() -> dict[str, dict[str, Any]]:
+    """Enabled cluster name -> settings ([defaults] applied, ``${VAR}`` expanded); {} without a file."""
+    path = clusters_file()
+    if not path.is_file():
+        return {}
+    with path.open("rb") as handle:
+        document = tomllib.load(handle)
+    defaults = document.get("defaults", {})
+    out = {}
+    for name, settings in (document.get("clusters") or {}).items():
+        if not isinstance(settings, dict):
+            continue
+        merged = {_ALIASES.get(k, k): v for k, v in {**defaults, **settings}.items()}
+        if merged.get("enabled", True) is False:
+            continue
+        out[name] = _expand(merged)
+    return out
+
+
+def drain_setting(params: dict[str, Any], key: str) -> Any:
+    """A per-cluster setting at run time: the cluster file's value, else the environment default."""
+    cluster = params["cluster"]
+    configured = load_clusters()
+    value = configured.get(cluster, {}).get(key)
+    if value:
+        return value
+    if key == "kafka_zookeeper_conn_id":
+        return os.environ.get("KAFKA_ZK_ZOOKEEPER_CONN_ID") or (
+            f"kafka_zk_{cluster}" if configured else "kafka_zookeeper_default"
+        )
+    if key == "ssh_conn_id":
+        return os.environ.get("KAFKA_ZK_SSH_CONN_ID") or (
+            f"kafka_zk_{cluster}_ssh" if configured else "ssh_default"
+        )
+    if key == "base_path":
+        return os.environ.get("KAFKA_ZK_ARTEFACTS_BASE") or default_artefacts_base()
+    if key == "server_properties_path":
+        return os.environ.get("KAFKA_ZK_SERVER_PROPERTIES_PATH") or None
+    return None
+
+
+class _SnapshotOperator(ZooKeeperSnapshotOperator):
+    """The snapshot operator with a templated connection id (it depends on the chosen cluster)."""
+
+    template_fields = (*ZooKeeperSnapshotOperator.template_fields, "kafka_zookeeper_conn_id")
+
+
+_CLUSTERS = sorted(load_clusters()) or [os.environ.get("KAFKA_ZK_CLUSTER", "default")]
+_S = "{{{{ drain_setting(params, '{}') }}}}".format
+_RUN_TS = "(ts_nodash or dag_run.run_after.strftime('%Y%m%dT%H%M%S'))"
+_PLAN_DIR = "{{ (ti.xcom_pull(task_ids='plan') or {}).get('plan_dir') }}"
+_READ_RETRIES = {
+    "retries": 2,
+    "retry_delay": timedelta(seconds=20),
+    "retry_exponential_backoff": 2.0,  # a multiplier in Airflow 3.3 (True would mean x1: no backoff)
+    "max_retry_delay": timedelta(minutes=5),
+}
+
+with DAG(
+    DAG_ID,
+    schedule=None,
+    catchup=False,
+    render_template_as_native_obj=True,
+    user_defined_macros={"drain_setting": drain_setting},
+    max_active_runs=1,
+    tags=["kafka", "zookeeper", "maintenance"],
+    doc_md=__doc__,
+    params={
+        "cluster": Param(_CLUSTERS[0], type="string", enum=_CLUSTERS, description="Cluster to drain"),
+        "brokers": Param(
+            type="array",
+            items={"type": "integer", "minimum": 0},
+            minItems=1,
+            description="Broker ids about to stop: their partitions in scope move elsewhere",
+        ),
+        "scope": Param(
+            "rf1", type="string", enum=["rf1", "all"], description="rf1: only single-replica partitions"
+        ),
+        "throttle_bytes_per_sec": Param(
+            50 * 1024 * 1024, type="integer", exclusiveMinimum=0, description="Replication throttle (B/s)"
+        ),
+        "max_partitions_per_batch": Param(100, type="integer", minimum=1),
+        "max_bytes_per_batch": Param(None, type=["null", "integer"], minimum=1),
+        "excluded_topics": Param([], type="array", items={"type": "string"}),
+        "dry_run": Param(True, type="boolean", description="Plan only; nothing is written to ZooKeeper"),
+        "allow_partial": Param(
+            False, type="boolean", description="Drain what can be moved even if some partitions cannot"
+        ),
+        "poll_interval_s": Param(10.0, type="number", exclusiveMinimum=0),
+        "batch_timeout_s": Param(6 * 3600, type="number", exclusiveMinimum=0),
+    },
+) as dag:
+    snapshot = _SnapshotOperator(
+        task_id="safety_snapshot",
+        cluster="{{ params.cluster }}",
+        kafka_zookeeper_conn_id=_S("kafka_zookeeper_conn_id"),
+        base_path=_S("base_path"),
+        outlets=[],
+        **_READ_RETRIES,
+    )
+    brokers = ListBrokerIdsOperator(
+        task_id="brokers", kafka_zookeeper_conn_id=_S("kafka_zookeeper_conn_id"), **_READ_RETRIES
+    )
+    _inventory_args = {
+        "cluster": "{{ params.cluster }}",
+        "base_path": _S("base_path"),
+        "ssh_conn_id": _S("ssh_conn_id"),
+        "kafka_zookeeper_conn_id": _S("kafka_zookeeper_conn_id"),
+        "server_properties_path": _S("server_properties_path"),
+        "broker_hosts": _S("broker_hosts"),
+        **_READ_RETRIES,
+    }
+    inventory = BrokerInventoryOperator.partial(task_id="inventory", **_inventory_args).expand(
+        broker_id=brokers.output
+    )
+    coverage = InventoryCoverageOperator(
+        task_id="inventory_coverage",
+        cluster="{{ params.cluster }}",
+        base_path=_S("base_path"),
+        expected_broker_ids=brokers.output,
+    )
+    plan = ReplicaOneDrainPlanOperator(
+        task_id="plan",
+        cluster="{{ params.cluster }}",
+        base_path=_S("base_path"),
+        brokers="{{ params.brokers }}",
+        snapshot_path="{{ ti.xcom_pull(task_ids='safety_snapshot')['path'] }}",
+        scope="{{ params.scope }}",
+        excluded_topics="{{ params.excluded_topics }}",
+        max_partitions_per_batch="{{ params.max_partitions_per_batch }}",
+        max_bytes_per_batch="{{ params.max_bytes_per_batch }}",
+        allow_partial="{{ params.allow_partial }}",
+        retries=1,
+    )
+    stop_if_dry_run = ShortCircuitOperator(
+        task_id="stop_if_dry_run",
+        python_callable=lambda params, **_: not params["dry_run"],
+    )
+    execute = ReplicaOneDrainExecuteOperator(
+        task_id="execute",
+        plan_dir=_PLAN_DIR,
+        kafka_zookeeper_conn_id=_S("kafka_zookeeper_conn_id"),
+        throttle_bytes_per_sec="{{ params.throttle_bytes_per_sec }}",
+        dry_run="{{ params.dry_run }}",
+        poll_interval="{{ params.poll_interval_s }}",
+        batch_timeout="{{ params.batch_timeout_s }}",
+        retries=1,
+        retry_delay=timedelta(seconds=30),
+    )
+    clear_throttles = ClearReplicationThrottlesOperator(
+        task_id="clear_throttles",
+        plan_dir=_PLAN_DIR,
+        kafka_zookeeper_conn_id=_S("kafka_zookeeper_conn_id"),
+        dry_run="{{ params.dry_run }}",
+        **_READ_RETRIES,
+    )
+    _after_ts = "{{ " + _RUN_TS + " ~ '-after' }}"
+    inventory_after = BrokerInventoryOperator.partial(
+        task_id="inventory_after", inventory_ts=_after_ts, **_inventory_args
+    ).expand(broker_id=brokers.output)
+    verify = ReplicaOneDrainVerifyOperator(
+        task_id="verify",
+        plan_dir=_PLAN_DIR,
+        kafka_zookeeper_conn_id=_S("kafka_zookeeper_conn_id"),
+        inventory_path="{{ drain_setting(params, 'base_path') ~ '/' ~ params.cluster ~ '/inventory/' ~ "
+        + _RUN_TS
+        + " ~ '-after' }}",
+        **_READ_RETRIES,
+    )
+
+    @task(task_id="report")
+    def report(plan_result: dict[str, Any], verify_result: dict[str, Any]) -> str:
+        """Put the final report in this task's log too (the artefact is ``report.txt``)."""
+        location = DrainLocation(plan_result["plan_dir"])
+        print(location.read_text(REPORT_FILE))
+        return location.path(REPORT_FILE)
+
+    snapshot >> brokers >> inventory >> coverage >> plan >> stop_if_dry_run >> execute
+    execute >> clear_throttles >> inventory_after >> verify
+    execute >> [inventory_after, verify]  # a failed execute still clears throttles, then the run fails
+    report(plan.output, verify.output)
