@@ -49,6 +49,7 @@ def get_provider_info() -> dict[str, Any]:
             {
                 "integration-name": _INTEGRATION,
                 "python-modules": [
+                    "airflow_provider_kafka_zk.operators.snapshot",
                     "airflow_provider_kafka_zk.operators.inventory",
                     "airflow_provider_kafka_zk.operators.deletion",
                     "airflow_provider_kafka_zk.operators.drain",
@@ -70,6 +71,20 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": ["airflow_provider_kafka_zk.sensors.reassignment"],
             }
         ],
+        "config": {
+            "kafka_zk": {
+                "description": "Where the provider's artefacts (snapshots, inventories, findings) go.",
+                "options": {
+                    "artefacts_base": {
+                        "description": "Local directory or fsspec URL; empty means $AIRFLOW_HOME/kafka-zk-artefacts.",
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "s3://kafka-artefacts",
+                        "default": "",
+                    }
+                },
+            }
+        },
         "connection-types": [
             {
                 "connection-type": "kafka_zookeeper",

@@ -1,21 +1,43 @@
-"""Hook for the ZooKeeper ensemble a ZooKeeper-mode Kafka cluster keeps its metadata in."""
+"""Hook for the ZooKeeper ensemble a ZooKeeper-mode Kafka cluster keeps its metadata in.
+
+Reads are typed (decoded by the core codecs, with the Stat that carries the epochs Kafka keeps
+there); writes exist only as guarded operations -- create-if-absent, set-if-version, and an atomic
+multi-op -- and every one is refused on a ``read_only`` connection. Nothing here logs znode data:
+the kazoo clients get a logger that drops kazoo's DEBUG records (they print request payloads).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import posixpath
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from airflow.sdk import BaseHook
 
+from airflow_provider_kafka_zk.hooks.zookeeper_snapshot import (
+    DEFAULT_EXCLUDE,
+    DEFAULT_INCLUDE,
+    SnapshotWalk,
+    WalkProgress,
+    ZnodeTreeWalker,
+)
 from airflow_provider_kafka_zk.kafka import znodes
+from airflow_provider_kafka_zk.kafka.snapshot import ZnodeRow
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
+    from kazoo.protocol.states import ZnodeStat
 
 log = logging.getLogger(__name__)
+
+_KAZOO_LOG = logging.getLogger("airflow_provider_kafka_zk.kazoo")
+_KAZOO_LOG.setLevel(logging.INFO)  # kazoo's DEBUG lines carry request and reply payloads
 
 DEFAULT_PORT = 2181
 
@@ -146,12 +168,140 @@ def _as_bool(value: Any, default: bool) -> bool:
     return str(value).strip().lower() in ("1", "true", "yes", "on")
 
 
+class ZnodeNotFoundError(LookupError):
+    """A znode the caller needs does not exist (the message names it, chroot included)."""
+
+    def __init__(self, path: str, where: str) -> None:
+        self.path = path
+        super().__init__(f"znode {where} does not exist")
+
+
+class ZooKeeperWriteRefusedError(PermissionError):
+    """A write was attempted through a connection marked ``read_only``."""
+
+
+class ZnodeVersionConflictError(RuntimeError):
+    """A versioned write found another version: someone else changed the znode since it was read."""
+
+    def __init__(self, path: str, where: str, expected: int, actual: int | None) -> None:
+        self.path = path
+        self.expected_version = expected
+        self.actual_version = actual
+        found = "it is gone" if actual is None else f"it is at version {actual}"
+        super().__init__(
+            f"znode {where}: expected version {expected}, but {found}; re-read it and decide again"
+        )
+
+
+class MultiOpError(RuntimeError):
+    """A multi-op was rolled back: ``index`` is the op that failed, nothing of it was applied."""
+
+    def __init__(self, index: int, op: ZnodeOp, where: str, reason: str, committed_before: int = 0) -> None:
+        self.index = index
+        self.op = op
+        self.path = op.path
+        self.reason = reason
+        self.committed_before = committed_before
+        prefix = f"{committed_before} earlier multi-op(s) were committed; " if committed_before else ""
+        super().__init__(
+            f"{prefix}multi-op rolled back: op {index} ({type(op).__name__} on {where}) failed with {reason}"
+        )
+
+
+class TargetNotEmptyError(RuntimeError):
+    """A snapshot load was pointed at a chroot that already holds znodes."""
+
+
+def _check_version(expected_version: int, what: str) -> int:
+    if isinstance(expected_version, bool) or not isinstance(expected_version, int) or expected_version < 0:
+        raise ValueError(
+            f"{what} needs the version read before (an int >= 0), not {expected_version!r}: "
+            "unversioned writes are not offered"
+        )
+    return expected_version
+
+
+@dataclass(frozen=True)
+class CreateOp:
+    """Create ``path`` (persistent) with ``data``; fails the multi-op if it exists."""
+
+    path: str
+    data: bytes | None
+
+
+@dataclass(frozen=True)
+class SetDataOp:
+    """Set ``path`` to ``data`` only if its version is still ``expected_version`` (None: null data)."""
+
+    path: str
+    data: bytes | None
+    expected_version: int
+
+    def __post_init__(self) -> None:
+        _check_version(self.expected_version, "SetDataOp")
+
+
+@dataclass(frozen=True)
+class DeleteOp:
+    """Delete ``path`` only if its version is still ``expected_version`` (and it has no children)."""
+
+    path: str
+    expected_version: int
+
+    def __post_init__(self) -> None:
+        _check_version(self.expected_version, "DeleteOp")
+
+
+@dataclass(frozen=True)
+class CheckVersionOp:
+    """Fail the multi-op unless ``path`` is at ``expected_version`` (a fence, as Kafka's controller uses)."""
+
+    path: str
+    expected_version: int
+
+    def __post_init__(self) -> None:
+        _check_version(self.expected_version, "CheckVersionOp")
+
+
+ZnodeOp: TypeAlias = CreateOp | SetDataOp | DeleteOp | CheckVersionOp
+
+
+@dataclass(frozen=True)
+class SnapshotLoadReport:
+    """What a snapshot load into a scratch chroot did, and what it could not reproduce."""
+
+    target: str
+    created: int
+    versions_replayed: int
+    ephemerals_as_persistent: tuple[tuple[str, int], ...]
+    versions_not_replayed: tuple[tuple[str, int], ...]
+    duration_s: float
+    not_reproduced: tuple[str, ...] = (
+        "czxid/mzxid/pzxid/ctime/mtime (assigned by the scratch ZooKeeper)",
+        "cversion and aversion",
+        "ACLs (everything is created world-readable/writable in the scratch chroot)",
+    )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "created": self.created,
+            "versions_replayed": self.versions_replayed,
+            "ephemerals_as_persistent": [
+                {"path": p, "owner_session": f"0x{o:x}"} for p, o in self.ephemerals_as_persistent
+            ],
+            "versions_not_replayed": [{"path": p, "version": v} for p, v in self.versions_not_replayed],
+            "not_reproduced": list(self.not_reproduced),
+            "duration_s": round(self.duration_s, 3),
+        }
+
+
 class KafkaZooKeeperHook(BaseHook):
     """ZooKeeper of one Kafka cluster, through kazoo, rooted at the cluster's chroot.
 
-    Reads are plain; writes (added by the operators that need them) go only through guarded
-    operations (create-if-absent, versioned set, multi-op) and are refused when the connection is
-    marked read-only.
+    Reads are typed; writes go only through guarded operations (create-if-absent, versioned set,
+    atomic multi-op) and are refused when the connection is marked read-only. ``chroot`` overrides
+    the connection's (a scratch chroot for forensics on the same ensemble).
     """
 
     conn_name_attr = "kafka_zookeeper_conn_id"
@@ -159,9 +309,16 @@ class KafkaZooKeeperHook(BaseHook):
     conn_type = "kafka_zookeeper"
     hook_name = "Kafka ZooKeeper"
 
-    def __init__(self, kafka_zookeeper_conn_id: str = default_conn_name, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        kafka_zookeeper_conn_id: str = default_conn_name,
+        *,
+        chroot: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.kafka_zookeeper_conn_id = kafka_zookeeper_conn_id
+        self._chroot_override = None if chroot is None else _normalise_chroot(chroot)
         self._config: ZooKeeperConnectionConfig | None = None
         self._client: KazooClient | None = None
 
@@ -170,30 +327,58 @@ class KafkaZooKeeperHook(BaseHook):
         if self._config is None:
             conn = self.get_connection(self.kafka_zookeeper_conn_id)
             extra = conn.extra_dejson if conn.extra else {}
-            self._config = ZooKeeperConnectionConfig.from_connection(
+            config = ZooKeeperConnectionConfig.from_connection(
                 conn.host, conn.port, conn.login, conn.password, extra
             )
+            if self._chroot_override is not None:
+                config = dataclasses.replace(config, chroot=self._chroot_override)
+            self._config = config
         return self._config
+
+    def _new_client(self, config: ZooKeeperConnectionConfig) -> KazooClient:
+        from kazoo.client import KazooClient
+
+        return KazooClient(**config.kazoo_kwargs(), logger=_KAZOO_LOG)
 
     def get_conn(self) -> KazooClient:
         """A started kazoo client (one per hook); raises ZooKeeperConnectionError if unreachable."""
         if self._client is None:
-            from kazoo.client import KazooClient
-            from kazoo.handlers.threading import KazooTimeoutError
-
             config = self.config
-            client = KazooClient(**config.kazoo_kwargs())
+            client = self._new_client(config)
             log.info("Connecting to ZooKeeper %s (chroot %r)", ",".join(config.hosts), config.chroot or "/")
-            try:
-                client.start(timeout=config.connect_timeout)
-            except KazooTimeoutError:
-                client.close()
-                raise ZooKeeperConnectionError(
-                    f"ZooKeeper {','.join(config.hosts)} did not answer within {config.connect_timeout:g}s "
-                    f"(connection {self.kafka_zookeeper_conn_id!r})"
-                ) from None
+            self._start(client, config)
             self._client = client
         return self._client
+
+    def _start(self, client: KazooClient, config: ZooKeeperConnectionConfig) -> None:
+        from kazoo.handlers.threading import KazooTimeoutError
+
+        try:
+            client.start(timeout=config.connect_timeout)
+        except KazooTimeoutError:
+            client.stop()  # ends kazoo's retry loop, so close() can release the sockets
+            client.close()
+            raise self._unreachable(config) from None
+
+    def _unreachable(self, config: ZooKeeperConnectionConfig) -> ZooKeeperConnectionError:
+        return ZooKeeperConnectionError(
+            f"ZooKeeper {','.join(config.hosts)} did not answer within {config.connect_timeout:g}s "
+            f"(connection {self.kafka_zookeeper_conn_id!r})"
+        )
+
+    def _restart_client(self) -> None:
+        """New session on the same client once kazoo gave up reconnecting (used by long walks).
+
+        Only ``start()``: a ``stop()`` first would queue a Close request that the new connection
+        would send, closing the new session at once. On a timeout kazoo keeps retrying.
+        """
+        from kazoo.handlers.threading import KazooTimeoutError
+
+        client = self.get_conn()
+        try:
+            client.start(timeout=self.config.connect_timeout)
+        except KazooTimeoutError:
+            raise self._unreachable(self.config) from None
 
     def close(self) -> None:
         if self._client is not None:
@@ -209,6 +394,38 @@ class KafkaZooKeeperHook(BaseHook):
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    def _where(self, path: str) -> str:
+        chroot = self.config.chroot
+        return f"{path} (chroot {chroot})" if chroot else path
+
+    def target_description(self) -> dict[str, Any]:
+        """Hosts and chroot, never credentials: what artefacts and logs may say about the target."""
+        config = self.config
+        return {"hosts": list(config.hosts), "chroot": config.chroot or "/"}
+
+    # ------------------------------------------------------------------ typed reads
+    def get_znode(self, path: str) -> tuple[bytes | None, ZnodeStat]:
+        """Raw data and Stat of ``path`` (relative to the Kafka chroot)."""
+        from kazoo.exceptions import NoNodeError
+
+        try:
+            return self.get_conn().get(path)
+        except NoNodeError:
+            raise ZnodeNotFoundError(path, self._where(path)) from None
+
+    def get_decoded(self, path: str) -> tuple[Any, ZnodeStat]:
+        """``decode_znode`` of ``path`` with its Stat; raises ZnodeFormatError on malformed data."""
+        data, stat = self.get_znode(path)
+        return znodes.decode_znode(path, data), stat
+
+    def get_children(self, path: str) -> list[str]:
+        from kazoo.exceptions import NoNodeError
+
+        try:
+            return sorted(self.get_conn().get_children(path))
+        except NoNodeError:
+            raise ZnodeNotFoundError(path, self._where(path)) from None
+
     def cluster_id(self) -> str | None:
         """The cluster id from ``/cluster/id``, or None when no broker ever started here."""
         client = self.get_conn()
@@ -217,6 +434,295 @@ class KafkaZooKeeperHook(BaseHook):
         data, _ = client.get(znodes.CLUSTER_ID)
         return znodes.ClusterId.decode(data, znodes.CLUSTER_ID).id
 
+    def list_topics(self) -> list[str]:
+        return self.get_children(znodes.BROKER_TOPICS)
+
+    def get_topic_assignment(self, topic: str) -> tuple[znodes.TopicAssignment, ZnodeStat]:
+        """``/brokers/topics/<topic>``: replicas and (2.8+) topic_id, with the znode's Stat."""
+        path = znodes.topic_path(topic)
+        data, stat = self.get_znode(path)
+        return znodes.TopicAssignment.decode(data, path), stat
+
+    def get_partition_state(self, topic: str, partition: int) -> tuple[znodes.PartitionState, ZnodeStat]:
+        """Leader/ISR of one partition; ``stat.version`` is its partition epoch."""
+        path = znodes.partition_state_path(topic, partition)
+        data, stat = self.get_znode(path)
+        return znodes.PartitionState.decode(data, path), stat
+
+    def live_broker_ids(self) -> list[int]:
+        """Brokers registered right now (ephemeral ``/brokers/ids/<id>``), ascending."""
+        from kazoo.exceptions import NoNodeError
+
+        try:
+            children = self.get_conn().get_children(znodes.BROKER_IDS)
+        except NoNodeError:
+            raise ZnodeNotFoundError(znodes.BROKER_IDS, self._where(znodes.BROKER_IDS)) from None
+        ids = []
+        for child in children:
+            try:
+                ids.append(int(child))
+            except ValueError:
+                raise znodes.ZnodeFormatError(
+                    f"{znodes.BROKER_IDS}/{child}", "a numeric broker id", repr(child)
+                ) from None
+        return sorted(ids)
+
+    def get_broker(self, broker_id: int) -> tuple[znodes.BrokerRegistration, ZnodeStat]:
+        """A live broker's registration; ``stat.czxid`` is its broker epoch (2.2+)."""
+        path = znodes.broker_path(broker_id)
+        data, stat = self.get_znode(path)
+        return znodes.BrokerRegistration.decode(data, path), stat
+
+    def get_controller(self) -> tuple[znodes.ControllerRegistration, ZnodeStat] | None:
+        """The active controller, or None while there is none (between elections)."""
+        try:
+            data, stat = self.get_znode(znodes.CONTROLLER)
+        except ZnodeNotFoundError:
+            return None
+        return znodes.ControllerRegistration.decode(data, znodes.CONTROLLER), stat
+
+    # ------------------------------------------------------------------ guarded writes
+    def _require_writable(self, what: str) -> None:
+        if self.config.read_only:
+            raise ZooKeeperWriteRefusedError(
+                f"connection {self.kafka_zookeeper_conn_id!r} is read-only: refusing to {what}"
+            )
+
+    def create_if_absent(self, path: str, data: bytes | None, *, makepath: bool = False) -> bool:
+        """Create ``path`` with ``data``; never overwrites. True if created, False if it existed."""
+        from kazoo.exceptions import NodeExistsError, NoNodeError
+
+        self._require_writable(f"create {self._where(path)}")
+        try:
+            self.get_conn().create(path, data, makepath=makepath)
+        except NodeExistsError:
+            return False
+        except NoNodeError:
+            parent = posixpath.dirname(path)
+            raise ZnodeNotFoundError(parent, self._where(parent)) from None
+        log.info("Created znode %s", self._where(path))
+        return True
+
+    def set_if_version(self, path: str, data: bytes, expected_version: int) -> ZnodeStat:
+        """Set ``path``'s data only if nobody changed it since it was read at ``expected_version``."""
+        from kazoo.exceptions import BadVersionError, NoNodeError
+
+        _check_version(expected_version, "set_if_version")
+        self._require_writable(f"set {self._where(path)}")
+        client = self.get_conn()
+        try:
+            stat = client.set(path, data, version=expected_version)
+        except BadVersionError:
+            current = client.exists(path)
+            raise ZnodeVersionConflictError(
+                path, self._where(path), expected_version, current.version if current else None
+            ) from None
+        except NoNodeError:
+            raise ZnodeVersionConflictError(path, self._where(path), expected_version, None) from None
+        log.info("Set znode %s (version %d -> %d)", self._where(path), expected_version, stat.version)
+        return stat
+
+    def multi(self, ops: Sequence[ZnodeOp]) -> list[Any]:
+        """Apply ``ops`` atomically (all or nothing); raises MultiOpError naming the failing op."""
+        self._require_writable(f"run a multi-op of {len(ops)} op(s)")
+        if not ops:
+            return []
+        results = self._submit_ops(ops).get()
+        self._raise_if_failed(ops, results, committed_before=0)
+        log.info("Committed a multi-op of %d op(s)", len(ops))
+        return results
+
+    def multi_batches(self, batches: Iterable[Sequence[ZnodeOp]], *, window: int = 8) -> int:
+        """Commit several multi-ops in order, ``window`` in flight (bulk work); returns ops applied.
+
+        Each batch is atomic on its own. On a failure the error says how many batches before it
+        were committed; batches sent after the failing one may have been committed too.
+        """
+        self._require_writable("run multi-ops")
+        in_flight: deque[tuple[Sequence[ZnodeOp], Any]] = deque()
+        committed_batches = applied = 0
+
+        def settle_one() -> None:
+            nonlocal committed_batches, applied
+            ops, result = in_flight.popleft()
+            self._raise_if_failed(ops, result.get(), committed_before=committed_batches)
+            committed_batches += 1
+            applied += len(ops)
+
+        for batch in batches:
+            if not batch:
+                continue
+            self._require_writable("run multi-ops")
+            in_flight.append((batch, self._submit_ops(batch)))
+            if len(in_flight) >= window:
+                settle_one()
+        while in_flight:
+            settle_one()
+        if applied:
+            log.info("Committed %d multi-op(s), %d op(s)", committed_batches, applied)
+        return applied
+
+    def _submit_ops(self, ops: Sequence[ZnodeOp]) -> Any:
+        from kazoo.protocol.serialization import CheckVersion, Create, Delete, SetData
+        from kazoo.security import OPEN_ACL_UNSAFE
+
+        from airflow_provider_kafka_zk.hooks._kazoo_protocol import server_path, submit_transaction
+
+        client = self.get_conn()
+        acl = client.default_acl or OPEN_ACL_UNSAFE  # what KazooClient.create uses
+        raw: list[Any] = []
+        for op in ops:
+            target = server_path(client, op.path)
+            # checked here: a malformed op would fail inside kazoo's connection thread instead
+            if not isinstance(op.path, str) or not op.path.startswith("/"):
+                raise ValueError(f"znode op path must be absolute, not {op.path!r}")
+            if getattr(op, "data", None) is not None and not isinstance(op.data, bytes):
+                raise TypeError(f"znode op data for {op.path} must be bytes or None")
+            if isinstance(op, CreateOp):
+                raw.append(Create(target, op.data, acl, 0))
+            elif isinstance(op, SetDataOp):
+                raw.append(SetData(target, op.data, op.expected_version))
+            elif isinstance(op, DeleteOp):
+                raw.append(Delete(target, op.expected_version))
+            elif isinstance(op, CheckVersionOp):
+                raw.append(CheckVersion(target, op.expected_version))
+            else:
+                raise TypeError(f"not a guarded znode op: {type(op).__name__}")
+        return submit_transaction(client, raw)
+
+    def _raise_if_failed(self, ops: Sequence[ZnodeOp], results: list[Any], *, committed_before: int) -> None:
+        from kazoo.exceptions import RolledBackError, RuntimeInconsistency
+
+        if not any(isinstance(r, Exception) for r in results):
+            return
+        for index, result in enumerate(results):
+            if isinstance(result, Exception) and not isinstance(
+                result, RolledBackError | RuntimeInconsistency
+            ):
+                op = ops[index]
+                raise MultiOpError(index, op, self._where(op.path), type(result).__name__, committed_before)
+        raise MultiOpError(0, ops[0], self._where(ops[0].path), "an unknown error", committed_before)
+
+    # ------------------------------------------------------------------ snapshot
+    def snapshot(
+        self,
+        include: Iterable[str] = DEFAULT_INCLUDE,
+        exclude: Iterable[str] = DEFAULT_EXCLUDE,
+        *,
+        method: str = "auto",
+        batch_ops: int = 500,
+        window: int = 8,
+        reconnect_timeout: float = 60.0,
+        progress: Callable[[WalkProgress], None] | None = None,
+        progress_every: float = 10.0,
+    ) -> SnapshotWalk:
+        """Every znode under ``include`` (minus ``exclude``) with data and full Stat.
+
+        See :mod:`.zookeeper_snapshot` for what ``consistent`` guarantees. Raises
+        SnapshotWalkError (never returns a partial tree) when ZooKeeper stays away longer than
+        ``reconnect_timeout`` or a znode is unreadable.
+        """
+        client = self.get_conn()
+        walker = ZnodeTreeWalker(
+            client,
+            include=include,
+            exclude=exclude,
+            method=method,
+            batch_ops=batch_ops,
+            window=window,
+            reconnect_timeout=reconnect_timeout,
+            restart_client=self._restart_client,
+            progress=progress,
+            progress_every=progress_every,
+        )
+        walk = walker.run()
+        log.info(
+            "Snapshot of %s: %d znodes in %.1fs (%.0f/s), zxid 0x%x..0x%x, %s",
+            self.config.chroot or "/",
+            walk.znodes,
+            walk.duration_s,
+            walk.rate,
+            walk.start_zxid,
+            walk.end_zxid,
+            "consistent" if walk.consistent else "fuzzy",
+        )
+        return walk
+
+    # ------------------------------------------------------------------ scratch loads
+    def load_snapshot_rows(
+        self,
+        rows: Sequence[ZnodeRow],
+        *,
+        replay_versions: bool = True,
+        max_version_replay: int = 10_000,
+        batch_ops: int = 1000,
+    ) -> SnapshotLoadReport:
+        """Recreate a snapshot's znodes under this hook's chroot, which must be empty.
+
+        For forensics on a scratch chroot: ephemerals become persistent (listed in the report),
+        data is byte-identical (null stays null), and each znode's data version is replayed with
+        versioned sets up to ``max_version_replay`` so partition epochs and fencing versions read
+        as in the source. Refuses the ZooKeeper root and any chroot that already has children.
+        """
+        started = time.monotonic()
+        config = self.config
+        if not config.chroot:
+            raise TargetNotEmptyError(
+                "refusing to load a snapshot into the ZooKeeper root: give a scratch chroot"
+            )
+        self._require_writable(f"load a snapshot into {config.chroot}")
+        self._ensure_chroot()
+        existing = self.get_children("/")
+        if existing:
+            raise TargetNotEmptyError(
+                f"scratch chroot {config.chroot} is not empty (holds {', '.join(existing[:5])}"
+                f"{', ...' if len(existing) > 5 else ''}): refusing to load a snapshot over it"
+            )
+        ordered = sorted((r for r in rows if r.path != "/"), key=lambda r: r.path)
+        ops = [CreateOp(r.path, r.data) for r in ordered]
+        created = self.multi_batches(_chunks(ops, batch_ops))
+        root = next((r for r in rows if r.path == "/"), None)
+        if root is not None and root.data:
+            self.set_if_version("/", root.data, 0)
+        replay: list[ZnodeOp] = []
+        skipped: list[tuple[str, int]] = []
+        if replay_versions:
+            for r in ordered:
+                if r.version > max_version_replay:
+                    skipped.append((r.path, r.version))
+                    continue
+                replay.extend(SetDataOp(r.path, r.data, v) for v in range(r.version))
+        replayed = self.multi_batches(_chunks(replay, batch_ops))
+        ephemerals = tuple((r.path, r.ephemeral_owner) for r in ordered if r.ephemeral_owner)
+        report = SnapshotLoadReport(
+            target=f"{','.join(config.hosts)}{config.chroot}",
+            created=created,
+            versions_replayed=replayed,
+            ephemerals_as_persistent=ephemerals,
+            versions_not_replayed=tuple(skipped),
+            duration_s=time.monotonic() - started,
+        )
+        log.info(
+            "Loaded %d znodes into %s (%d version bumps, %d ephemerals made persistent)",
+            created,
+            config.chroot,
+            replayed,
+            len(ephemerals),
+        )
+        return report
+
+    def _ensure_chroot(self) -> None:
+        """Create the chroot path itself: a chrooted session cannot create its own root."""
+        config = self.config
+        client = self._new_client(dataclasses.replace(config, chroot=""))
+        self._start(client, config)
+        try:
+            client.ensure_path(config.chroot)
+        finally:
+            client.stop()
+            client.close()
+
+    # ------------------------------------------------------------------ connection test
     def test_connection(self) -> tuple[bool, str]:
         """Connect and check that the chroot really holds a Kafka cluster (a wrong chroot is the usual mistake)."""
         try:
@@ -232,3 +738,8 @@ class KafkaZooKeeperHook(BaseHook):
             return False, f"{type(exc).__name__}: {exc}"
         finally:
             self.close()
+
+
+def _chunks(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]

@@ -1,0 +1,405 @@
+"""ZooKeeper snapshots as files: ``<base>/<cluster>/snapshots/<ts>/{znodes.parquet,manifest.json}``.
+
+``<base>`` is a local directory or any fsspec URL (``s3://...``, ``gs://...``, ``memory://...``).
+A snapshot counts only once its ``manifest.json`` exists, and the manifest is written last, each
+file first under a temporary name and then renamed: a run that crashes, or a walk that fails,
+leaves at most a directory without a manifest, which every reader here ignores (and retention
+removes once it is old). Readers verify the Parquet file's sha256 against the manifest.
+
+The Parquet file has one row per znode in :data:`ZNODE_ROW_FIELDS` order, sorted by path; ``data``
+is nullable binary (null: a znode created without data, as Kafka's containers are).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import fsspec
+import pyarrow as pa
+import pyarrow.parquet as pq
+from fsspec.implementations.local import LocalFileSystem
+
+from airflow_provider_kafka_zk import __version__
+from airflow_provider_kafka_zk.kafka import znodes
+from airflow_provider_kafka_zk.kafka.errors import ZnodeFormatError
+from airflow_provider_kafka_zk.kafka.snapshot import ZNODE_ROW_FIELDS, ZnodeRow
+
+if TYPE_CHECKING:
+    from fsspec import AbstractFileSystem
+
+    from airflow_provider_kafka_zk.hooks.zookeeper_snapshot import SnapshotWalk
+
+SNAPSHOTS_DIR = "snapshots"
+ZNODES_FILE = "znodes.parquet"
+MANIFEST_FILE = "manifest.json"
+MANIFEST_FORMAT = "kafka-zk-snapshot"
+MANIFEST_FORMAT_VERSION = 1
+PACKAGE_NAME = "airflow-provider-kafka-zk"
+
+_TS_FORMAT = "%Y%m%dT%H%M%S.%fZ"
+_TS_NAME = re.compile(r"[0-9]{8}T[0-9]{6}\.[0-9]{6}Z")
+_CLUSTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+
+PARQUET_SCHEMA = pa.schema(
+    [
+        pa.field("path", pa.string(), nullable=False),
+        pa.field("data", pa.binary(), nullable=True),
+        pa.field("czxid", pa.int64(), nullable=False),
+        pa.field("mzxid", pa.int64(), nullable=False),
+        pa.field("pzxid", pa.int64(), nullable=False),
+        pa.field("ctime", pa.int64(), nullable=False),
+        pa.field("mtime", pa.int64(), nullable=False),
+        pa.field("version", pa.int32(), nullable=False),
+        pa.field("cversion", pa.int32(), nullable=False),
+        pa.field("aversion", pa.int32(), nullable=False),
+        pa.field("ephemeral_owner", pa.int64(), nullable=False),
+        pa.field("data_length", pa.int32(), nullable=False),
+        pa.field("num_children", pa.int32(), nullable=False),
+    ]
+)
+assert tuple(PARQUET_SCHEMA.names) == ZNODE_ROW_FIELDS, "Parquet columns must follow ZnodeRow"
+
+
+class SnapshotArtefactError(RuntimeError):
+    """A snapshot artefact is missing, incomplete or not what its manifest says."""
+
+
+class SnapshotNotFoundError(SnapshotArtefactError, FileNotFoundError):
+    """No complete snapshot (a directory with a manifest) at the given place."""
+
+
+class SnapshotIntegrityError(SnapshotArtefactError):
+    """The files do not match the manifest (checksum, row count, format): do not trust them."""
+
+
+@dataclass(frozen=True, order=True)
+class SnapshotRef:
+    """One complete snapshot directory; sorts by time. ``path`` is a local path or an fsspec URL."""
+
+    taken_at: datetime
+    name: str
+    path: str
+
+
+def validate_cluster_name(cluster: str) -> str:
+    """A cluster name is one path component: letters, digits, ``.``, ``_``, ``-`` (no ``..``)."""
+    if not isinstance(cluster, str) or not _CLUSTER_NAME.fullmatch(cluster) or ".." in cluster:
+        raise ValueError(
+            f"cluster name {cluster!r} must be 1-200 characters of letters, digits, '.', '_', '-' "
+            "(it becomes a directory name)"
+        )
+    return cluster
+
+
+def snapshot_timestamp_name(when: datetime) -> str:
+    """Directory name of a snapshot taken at ``when`` (UTC, sortable, no ':' for object stores)."""
+    return when.astimezone(UTC).strftime(_TS_FORMAT)
+
+
+def _parse_name(name: str) -> datetime | None:
+    if not _TS_NAME.fullmatch(name):
+        return None
+    return datetime.strptime(name, _TS_FORMAT).replace(tzinfo=UTC)
+
+
+def _fs(url: str, storage_options: Mapping[str, Any] | None) -> tuple[AbstractFileSystem, str]:
+    fs, root = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
+    return fs, root.rstrip("/") or "/"
+
+
+def _url(fs: AbstractFileSystem, path: str) -> str:
+    return path if isinstance(fs, LocalFileSystem) else fs.unstrip_protocol(path)
+
+
+def _write_atomically(fs: AbstractFileSystem, final: str, payload: bytes) -> None:
+    """Write under a temporary name in the same directory, then rename over ``final``."""
+    directory, name = final.rsplit("/", 1)
+    temp = f"{directory}/.{name}.{uuid.uuid4().hex}.tmp"
+    try:
+        with fs.open(temp, "wb") as f:
+            f.write(payload)
+            if isinstance(fs, LocalFileSystem):
+                f.flush()
+                os.fsync(f.fileno())
+        fs.mv(temp, final)
+    except BaseException:
+        if fs.exists(temp):
+            fs.rm(temp)
+        raise
+
+
+# ------------------------------------------------------------------------------ write
+def _table(columns: Mapping[str, list[Any]]) -> pa.Table:
+    # Table.from_arrays, not pa.table(dict): the latter imports pandas (seconds) to check for it
+    arrays = [pa.array(columns[f.name], type=f.type) for f in PARQUET_SCHEMA]
+    return pa.Table.from_arrays(arrays, schema=PARQUET_SCHEMA)
+
+
+def snapshot_table(walk: SnapshotWalk) -> pa.Table:
+    """The walk's rows as an Arrow table in the snapshot schema, sorted by path."""
+    return _table(walk.columns())
+
+
+def rows_table(rows: Sequence[ZnodeRow]) -> pa.Table:
+    """Arrow table of ZnodeRows (any order in, sorted by path out)."""
+    ordered = sorted(rows, key=lambda r: r.path)
+    return _table({name: [getattr(r, name) for r in ordered] for name in ZNODE_ROW_FIELDS})
+
+
+def _cluster_id_from(walk: SnapshotWalk) -> str | None:
+    entry = walk.table.get(znodes.CLUSTER_ID)
+    if entry is None:
+        return None
+    try:
+        return znodes.ClusterId.decode(entry[0], znodes.CLUSTER_ID).id
+    except ZnodeFormatError:
+        return None  # kept raw in the snapshot; the manifest just cannot name the id
+
+
+def write_snapshot(
+    base: str,
+    cluster: str,
+    walk: SnapshotWalk,
+    *,
+    source: Mapping[str, Any] | None = None,
+    cluster_id: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> tuple[SnapshotRef, dict[str, Any]]:
+    """Publish ``walk`` under ``<base>/<cluster>/snapshots/<ts>/``; returns its ref and manifest.
+
+    ``source`` describes the ensemble without credentials (``{"hosts": [...], "chroot": ...}``,
+    as ``KafkaZooKeeperHook.target_description()`` gives it). ``<ts>`` is when the walk started.
+    """
+    validate_cluster_name(cluster)
+    fs, root = _fs(base, storage_options)
+    name = snapshot_timestamp_name(walk.started_at)
+    directory = f"{root}/{cluster}/{SNAPSHOTS_DIR}/{name}"
+    if fs.exists(f"{directory}/{MANIFEST_FILE}"):
+        raise FileExistsError(f"snapshot {_url(fs, directory)} already exists")
+    fs.makedirs(directory, exist_ok=True)
+
+    sink = io.BytesIO()
+    pq.write_table(snapshot_table(walk), sink, compression="zstd")
+    payload = sink.getvalue()
+    digest = hashlib.sha256(payload).hexdigest()
+    _write_atomically(fs, f"{directory}/{ZNODES_FILE}", payload)
+
+    finished_at = walk.started_at + timedelta(seconds=walk.duration_s)
+    manifest: dict[str, Any] = {
+        "format": MANIFEST_FORMAT,
+        "format_version": MANIFEST_FORMAT_VERSION,
+        "cluster": cluster,
+        "cluster_id": cluster_id if cluster_id is not None else _cluster_id_from(walk),
+        "snapshot": name,
+        "started_at": walk.started_at.isoformat(),
+        "finished_at": finished_at.isoformat(),
+        "duration_s": round(walk.duration_s, 3),
+        "consistent": walk.consistent,
+        "consistency": "consistent" if walk.consistent else "fuzzy",
+        "zxid": {
+            "start": walk.start_zxid,
+            "end": walk.end_zxid,
+            "consistent_at": walk.consistent_zxid,
+            "max_seen": walk.max_zxid_seen,
+        },
+        "znodes": walk.znodes,
+        "data_bytes": walk.data_bytes,
+        "gone": list(walk.gone),
+        "reread": len(walk.reread),
+        "missing_roots": list(walk.missing_roots),
+        "files": {ZNODES_FILE: {"bytes": len(payload), "sha256": digest, "rows": walk.znodes}},
+        "source": {
+            "hosts": list((source or {}).get("hosts", [])),
+            "chroot": walk.chroot or "/",
+        },
+        "include": list(walk.include),
+        "exclude": list(walk.exclude),
+        "walk": {
+            "method": walk.method,
+            "requests": walk.requests,
+            "reconnects": walk.reconnects,
+            "session_expiries": walk.session_expiries,
+        },
+        "package": {"name": PACKAGE_NAME, "version": __version__},
+    }
+    _write_atomically(fs, f"{directory}/{MANIFEST_FILE}", json.dumps(manifest, indent=2).encode("utf-8"))
+    return SnapshotRef(walk.started_at.astimezone(UTC), name, _url(fs, directory)), manifest
+
+
+# ------------------------------------------------------------------------------ read
+def read_manifest(path: str, *, storage_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The manifest of the snapshot directory ``path``; SnapshotNotFoundError when it has none."""
+    fs, directory = _fs(path, storage_options)
+    manifest_path = f"{directory}/{MANIFEST_FILE}"
+    try:
+        raw = fs.cat_file(manifest_path)
+    except FileNotFoundError:
+        raise SnapshotNotFoundError(
+            f"{_url(fs, directory)} has no {MANIFEST_FILE}: not a complete snapshot (a crashed or running write)"
+        ) from None
+    try:
+        manifest = json.loads(raw)
+    except ValueError as exc:
+        raise SnapshotIntegrityError(f"{_url(fs, manifest_path)} is not JSON: {exc}") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
+        raise SnapshotIntegrityError(f"{_url(fs, manifest_path)} is not a {MANIFEST_FORMAT} manifest")
+    if manifest.get("format_version") != MANIFEST_FORMAT_VERSION:
+        raise SnapshotIntegrityError(
+            f"{_url(fs, manifest_path)} has format_version {manifest.get('format_version')!r}; "
+            f"this package reads {MANIFEST_FORMAT_VERSION}"
+        )
+    return manifest
+
+
+def read_snapshot_table(
+    path: str, *, storage_options: Mapping[str, Any] | None = None
+) -> tuple[dict[str, Any], pa.Table]:
+    """Manifest and Arrow table of a complete snapshot, after checking sha256 and row count."""
+    manifest = read_manifest(path, storage_options=storage_options)
+    fs, directory = _fs(path, storage_options)
+    file_path = f"{directory}/{ZNODES_FILE}"
+    expected = manifest.get("files", {}).get(ZNODES_FILE, {})
+    try:
+        payload = fs.cat_file(file_path)
+    except FileNotFoundError:
+        raise SnapshotIntegrityError(f"{_url(fs, file_path)} is missing but the manifest lists it") from None
+    digest = hashlib.sha256(payload).hexdigest()
+    if digest != expected.get("sha256"):
+        raise SnapshotIntegrityError(
+            f"{_url(fs, file_path)}: sha256 {digest} does not match the manifest's {expected.get('sha256')}"
+        )
+    table = pq.read_table(io.BytesIO(payload))
+    if tuple(table.column_names) != ZNODE_ROW_FIELDS:
+        raise SnapshotIntegrityError(
+            f"{_url(fs, file_path)}: columns {table.column_names} are not ZnodeRow's"
+        )
+    if table.num_rows != manifest.get("znodes"):
+        raise SnapshotIntegrityError(
+            f"{_url(fs, file_path)}: {table.num_rows} rows, the manifest says {manifest.get('znodes')}"
+        )
+    return manifest, table
+
+
+def read_snapshot(
+    path: str, *, storage_options: Mapping[str, Any] | None = None
+) -> tuple[dict[str, Any], list[ZnodeRow]]:
+    """Manifest and rows (sorted by path) of a complete, verified snapshot."""
+    manifest, table = read_snapshot_table(path, storage_options=storage_options)
+    columns = [table.column(name).to_pylist() for name in ZNODE_ROW_FIELDS]
+    return manifest, [ZnodeRow(*values) for values in zip(*columns, strict=True)]
+
+
+# ------------------------------------------------------------------------------ lookup
+def _snapshots_root(base: str, cluster: str, storage_options: Mapping[str, Any] | None) -> tuple[Any, str]:
+    validate_cluster_name(cluster)
+    fs, root = _fs(base, storage_options)
+    return fs, f"{root}/{cluster}/{SNAPSHOTS_DIR}"
+
+
+def _scan(fs: AbstractFileSystem, directory: str) -> tuple[list[SnapshotRef], list[tuple[datetime, str]]]:
+    """(complete snapshots oldest first, incomplete timestamped directories)."""
+    if not fs.exists(directory):
+        return [], []
+    complete: list[SnapshotRef] = []
+    incomplete: list[tuple[datetime, str]] = []
+    for entry in fs.ls(directory, detail=True):
+        if entry.get("type") != "directory":
+            continue
+        full = entry["name"].rstrip("/")
+        name = full.rsplit("/", 1)[-1]
+        taken_at = _parse_name(name)
+        if taken_at is None:
+            continue
+        if fs.exists(f"{full}/{MANIFEST_FILE}"):
+            complete.append(SnapshotRef(taken_at, name, _url(fs, full)))
+        else:
+            incomplete.append((taken_at, full))
+    return sorted(complete), sorted(incomplete)
+
+
+def list_snapshots(
+    base: str, cluster: str, *, storage_options: Mapping[str, Any] | None = None
+) -> list[SnapshotRef]:
+    """Complete snapshots of ``cluster`` (those with a manifest), oldest first."""
+    fs, directory = _snapshots_root(base, cluster, storage_options)
+    return _scan(fs, directory)[0]
+
+
+def latest_snapshot(
+    base: str, cluster: str, *, storage_options: Mapping[str, Any] | None = None
+) -> SnapshotRef | None:
+    snapshots = list_snapshots(base, cluster, storage_options=storage_options)
+    return snapshots[-1] if snapshots else None
+
+
+def previous_snapshot(
+    base: str,
+    cluster: str,
+    before: SnapshotRef | str | None = None,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+) -> SnapshotRef | None:
+    """The complete snapshot just before ``before`` (a ref or directory name; default: the latest)."""
+    snapshots = list_snapshots(base, cluster, storage_options=storage_options)
+    if before is None:
+        return snapshots[-2] if len(snapshots) >= 2 else None
+    name = before.name if isinstance(before, SnapshotRef) else str(before).rstrip("/").rsplit("/", 1)[-1]
+    earlier = [s for s in snapshots if s.name < name]
+    return earlier[-1] if earlier else None
+
+
+# ------------------------------------------------------------------------------ retention
+def apply_retention(
+    base: str,
+    cluster: str,
+    *,
+    keep_last: int | None = None,
+    keep_days: float | None = None,
+    now: datetime | None = None,
+    incomplete_grace: timedelta = timedelta(days=1),
+    storage_options: Mapping[str, Any] | None = None,
+) -> list[str]:
+    """Delete old snapshots; returns the deleted directories.
+
+    A complete snapshot is kept when it is among the newest ``keep_last`` or younger than
+    ``keep_days`` (either rule keeps it); with neither rule nothing complete is deleted, and the
+    newest complete snapshot is never deleted. Directories without a manifest older than
+    ``incomplete_grace`` are leftovers of crashed writes and are deleted too. A snapshot's
+    manifest is removed first, so a reader never sees a half-deleted snapshot as complete.
+    """
+    if keep_last is not None and keep_last < 1:
+        raise ValueError("keep_last must be >= 1 (the newest complete snapshot is always kept)")
+    if keep_days is not None and keep_days < 0:
+        raise ValueError("keep_days must be >= 0")
+    now = now or datetime.now(UTC)
+    fs, directory = _snapshots_root(base, cluster, storage_options)
+    complete, incomplete = _scan(fs, directory)
+    deleted: list[str] = []
+    if complete and (keep_last is not None or keep_days is not None):
+        keep = {complete[-1].name}
+        if keep_last is not None:
+            keep.update(s.name for s in complete[-keep_last:])
+        if keep_days is not None:
+            horizon = now - timedelta(days=keep_days)
+            keep.update(s.name for s in complete if s.taken_at >= horizon)
+        for ref in complete:
+            if ref.name in keep:
+                continue
+            path = f"{directory}/{ref.name}"
+            fs.rm(f"{path}/{MANIFEST_FILE}")
+            fs.rm(path, recursive=True)
+            deleted.append(ref.path)
+    for taken_at, path in incomplete:
+        if taken_at < now - incomplete_grace:
+            fs.rm(path, recursive=True)
+            deleted.append(_url(fs, path))
+    return deleted

@@ -1,0 +1,132 @@
+"""ZooKeeper requests kazoo 2.11 does not expose, sent through kazoo's own connection.
+
+* :class:`MultiRead` (opcode 22, ZooKeeper 3.6+): many getData/getChildren in one request. The
+  Python client, not the server, limits how fast a tree can be read (one request object, one
+  async result and one callback per znode); batching hundreds of reads into one request is what
+  makes a 230k-znode walk take seconds instead of minutes (benchmarks/snapshot_benchmark.py).
+* :func:`submit_transaction`: a multi-op built from raw ops, because kazoo's ``TransactionRequest``
+  refuses ``None`` data, and Kafka's container znodes have null data (not ``b""``).
+
+Both go through ``KazooClient._call`` (kazoo's request queue), so sessions, reconnects, auth and
+TLS stay kazoo's. That is kazoo's private API: the pinned kazoo version is the tested one.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from kazoo.exceptions import EXCEPTIONS
+from kazoo.protocol.serialization import Transaction
+
+if TYPE_CHECKING:
+    from kazoo.client import KazooClient
+    from kazoo.interfaces import IAsyncResult
+
+GET_DATA = 4
+GET_CHILDREN = 8
+MULTI_READ = 22
+
+_HEADER = struct.Struct("!iBi")  # MultiHeader: type, done, err
+_INT = struct.Struct("!i")
+_STAT = struct.Struct("!qqqqiiiqiiq")
+_STAT_SIZE = _STAT.size
+_END = _HEADER.pack(-1, True, -1)
+
+StatTuple = tuple[int, int, int, int, int, int, int, int, int, int, int]
+"""ZooKeeper's Stat in wire order: czxid, mzxid, ctime, mtime, version, cversion, aversion,
+ephemeralOwner, dataLength, numChildren, pzxid (the order of ``kazoo.protocol.states.ZnodeStat``)."""
+
+
+def server_path(client: KazooClient, path: str) -> str:
+    """``path`` (relative to the client's chroot) as the server sees it."""
+    chroot = client.chroot or ""
+    if path == "/":
+        return chroot or "/"
+    return chroot + path
+
+
+class MultiRead:
+    """One multiRead request: ``ops`` are ``(GET_DATA | GET_CHILDREN, server_path)`` pairs.
+
+    The reply is one entry per op, in order: ``(data, stat)`` for a getData, a list of child names
+    for a getChildren, or a kazoo exception instance (``NoNodeError``, ``NoAuthError``...) for an op
+    that failed; a failed op does not fail the others.
+    """
+
+    type = MULTI_READ
+    __slots__ = ("ops",)
+
+    def __init__(self, ops: Sequence[tuple[int, str]]) -> None:
+        self.ops = ops
+
+    def serialize(self) -> bytes:
+        parts: list[bytes] = []
+        for kind, path in self.ops:
+            encoded = path.encode("utf-8")
+            parts.append(_HEADER.pack(kind, False, -1))
+            parts.append(_INT.pack(len(encoded)))
+            parts.append(encoded)
+            parts.append(b"\0")  # watch: false
+        parts.append(_END)
+        return b"".join(parts)
+
+    @classmethod
+    def deserialize(cls, buffer: bytes, offset: int) -> list[Any]:
+        header = _HEADER.unpack_from
+        integer = _INT.unpack_from
+        stat = _STAT.unpack_from
+        results: list[Any] = []
+        append = results.append
+        while True:
+            kind, done, _err = header(buffer, offset)
+            offset += 9
+            if done:
+                return results
+            if kind == GET_DATA:
+                (length,) = integer(buffer, offset)
+                offset += 4
+                if length < 0:
+                    data = None
+                else:
+                    data = buffer[offset : offset + length]
+                    offset += length
+                append((data, stat(buffer, offset)))
+                offset += _STAT_SIZE
+            elif kind == GET_CHILDREN:
+                (count,) = integer(buffer, offset)
+                offset += 4
+                children = []
+                for _ in range(max(count, 0)):
+                    (length,) = integer(buffer, offset)
+                    offset += 4
+                    children.append(buffer[offset : offset + length].decode("utf-8"))
+                    offset += length
+                append(children)
+            elif kind == -1:
+                (code,) = integer(buffer, offset)
+                offset += 4
+                append(EXCEPTIONS[code]())
+            else:
+                raise ValueError(f"multiRead reply holds an op of type {kind}, expected 4, 8 or -1")
+
+    def __repr__(self) -> str:  # kazoo logs requests at DEBUG: paths only, never data
+        return f"MultiRead({len(self.ops)} ops)"
+
+
+def submit_multi_read(client: KazooClient, ops: Sequence[tuple[int, str]]) -> IAsyncResult:
+    result = client.handler.async_result()
+    client._call(MultiRead(ops), result)
+    return result
+
+
+def submit_transaction(client: KazooClient, ops: Sequence[Any]) -> IAsyncResult:
+    """Queue a multi-op of raw kazoo ops (``Create``, ``SetData``, ``Delete``, ``CheckVersion``).
+
+    The paths in ``ops`` must already be server paths (:func:`server_path`). The result is kazoo's
+    per-op list: on failure every entry is an exception (``RolledBackError`` before the failing op).
+    """
+    result = client.handler.async_result()
+    client._call(Transaction(list(ops)), result)
+    return result

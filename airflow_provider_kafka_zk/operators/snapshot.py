@@ -1,0 +1,254 @@
+"""Operators that snapshot a Kafka cluster's ZooKeeper to files, and load a snapshot into a scratch chroot.
+
+Thin shells: the walk is :meth:`KafkaZooKeeperHook.snapshot`, the files are
+:mod:`airflow_provider_kafka_zk.artefacts.snapshots`. Each snapshot run updates the Asset
+``kafka-zk://<cluster>/snapshots``, so downstream DAGs (audits, drift reports) can be scheduled on it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import posixpath
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import Asset, BaseOperator
+
+from airflow_provider_kafka_zk.artefacts.snapshots import (
+    apply_retention,
+    latest_snapshot,
+    read_snapshot,
+    validate_cluster_name,
+    write_snapshot,
+)
+from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook
+from airflow_provider_kafka_zk.hooks.zookeeper_snapshot import DEFAULT_EXCLUDE, DEFAULT_INCLUDE, WalkProgress
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+log = logging.getLogger(__name__)
+
+ASSET_SCHEME = "kafka-zk"
+
+
+def snapshot_asset(cluster: str) -> Asset:
+    """The Asset a cluster's snapshots update: ``kafka-zk://<cluster>/snapshots``."""
+    return Asset(f"{ASSET_SCHEME}://{validate_cluster_name(cluster)}/snapshots")
+
+
+def default_artefacts_base() -> str:
+    """``[kafka_zk] artefacts_base`` from the Airflow config, else ``$AIRFLOW_HOME/kafka-zk-artefacts``."""
+    from airflow.sdk.configuration import conf
+
+    configured = conf.get("kafka_zk", "artefacts_base", fallback=None)
+    if configured:
+        return configured
+    home = os.environ.get("AIRFLOW_HOME") or os.path.expanduser("~/airflow")
+    return os.path.join(home, "kafka-zk-artefacts")
+
+
+def _paths(value: str | Sequence[str]) -> tuple[str, ...]:
+    """A templated include/exclude may render to ``"/a,/b"``; a list stays a list."""
+    if isinstance(value, str):
+        return tuple(p.strip() for p in value.split(",") if p.strip())
+    return tuple(value)
+
+
+class ZooKeeperSnapshotOperator(BaseOperator):
+    """Snapshot every znode of a Kafka chroot to ``<base>/<cluster>/snapshots/<ts>/``.
+
+    Pushes (as its return value) a summary: ``path``, ``znodes``, ``zxid_start``/``zxid_end``,
+    ``consistent``, ``duration_s``, ``cluster_id``, ``sha256``. A failed walk publishes nothing.
+    ``keep_last``/``keep_days`` apply retention after a successful snapshot (the newest is always
+    kept). The outlet Asset is ``kafka-zk://<cluster>/snapshots`` unless ``outlets`` are given (a
+    templated ``cluster`` cannot name an Asset at parse time: pass ``outlets`` then).
+    """
+
+    template_fields: Sequence[str] = ("cluster", "base_path", "include", "exclude")
+    ui_color = "#d6eaf8"
+
+    def __init__(
+        self,
+        *,
+        cluster: str,
+        kafka_zookeeper_conn_id: str = KafkaZooKeeperHook.default_conn_name,
+        base_path: str | None = None,
+        include: str | Sequence[str] = DEFAULT_INCLUDE,
+        exclude: str | Sequence[str] = DEFAULT_EXCLUDE,
+        keep_last: int | None = None,
+        keep_days: float | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        reconnect_timeout: float = 60.0,
+        progress_every: float = 30.0,
+        **kwargs: Any,
+    ) -> None:
+        if "outlets" not in kwargs and "{{" not in cluster:
+            kwargs["outlets"] = [snapshot_asset(cluster)]
+        super().__init__(**kwargs)
+        self.cluster = cluster
+        self.kafka_zookeeper_conn_id = kafka_zookeeper_conn_id
+        self.base_path = base_path
+        self.include = include
+        self.exclude = exclude
+        self.keep_last = keep_last
+        self.keep_days = keep_days
+        self.storage_options = dict(storage_options or {})
+        self.reconnect_timeout = reconnect_timeout
+        self.progress_every = progress_every
+
+    def _log_progress(self, progress: WalkProgress) -> None:
+        self.log.info(
+            "Snapshot walk of %s: %d znodes read in %.0fs (%d requests, %d reads queued, %d reconnects)",
+            self.cluster,
+            progress.znodes,
+            progress.elapsed_s,
+            progress.requests,
+            progress.queued,
+            progress.reconnects,
+        )
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        validate_cluster_name(self.cluster)
+        base = self.base_path or default_artefacts_base()
+        hook = KafkaZooKeeperHook(self.kafka_zookeeper_conn_id)
+        try:
+            walk = hook.snapshot(
+                _paths(self.include),
+                _paths(self.exclude),
+                reconnect_timeout=self.reconnect_timeout,
+                progress=self._log_progress,
+                progress_every=self.progress_every,
+            )
+            source = hook.target_description()
+        finally:
+            hook.close()
+        ref, manifest = write_snapshot(
+            base, self.cluster, walk, source=source, storage_options=self.storage_options
+        )
+        self.log.info(
+            "Published snapshot %s: %d znodes, zxid 0x%x..0x%x, %s",
+            ref.path,
+            walk.znodes,
+            walk.start_zxid,
+            walk.end_zxid,
+            manifest["consistency"],
+        )
+        deleted: list[str] = []
+        if self.keep_last is not None or self.keep_days is not None:
+            deleted = apply_retention(
+                base,
+                self.cluster,
+                keep_last=self.keep_last,
+                keep_days=self.keep_days,
+                storage_options=self.storage_options,
+            )
+            if deleted:
+                self.log.info("Retention removed %d old snapshot(s)", len(deleted))
+        summary = {
+            "cluster": self.cluster,
+            "cluster_id": manifest["cluster_id"],
+            "path": ref.path,
+            "snapshot": ref.name,
+            "znodes": walk.znodes,
+            "zxid_start": walk.start_zxid,
+            "zxid_end": walk.end_zxid,
+            "consistent": walk.consistent,
+            "gone": len(walk.gone),
+            "duration_s": round(walk.duration_s, 3),
+            "sha256": manifest["files"]["znodes.parquet"]["sha256"],
+            "retention_deleted": len(deleted),
+        }
+        outlet_events = context.get("outlet_events")
+        if outlet_events is not None:
+            for outlet in self.outlets:
+                if isinstance(outlet, Asset):
+                    outlet_events[outlet].extra = {
+                        k: summary[k] for k in ("path", "znodes", "zxid_end", "consistent")
+                    }
+        return summary
+
+
+class SourceClusterGuardError(RuntimeError):
+    """The load target is (inside) the ZooKeeper chroot the snapshot was taken from."""
+
+
+class ZooKeeperSnapshotLoadOperator(BaseOperator):
+    """Load a snapshot into an EMPTY scratch chroot, for forensics on a copy.
+
+    ``kafka_zookeeper_conn_id`` is the scratch ensemble's connection; ``target_chroot`` overrides
+    its chroot. The snapshot is ``snapshot_path``, or the latest one of ``cluster`` under
+    ``base_path``. Never connects to the source cluster; refuses a target that is non-empty, the
+    ZooKeeper root, or (on a shared host) the snapshot's own chroot or a chroot inside it.
+    Ephemerals are created persistent; the report (return value) lists them and what was not
+    reproduced (zxids, times, cversion, ACLs).
+    """
+
+    template_fields: Sequence[str] = ("snapshot_path", "cluster", "base_path", "target_chroot")
+    ui_color = "#fdebd0"
+
+    def __init__(
+        self,
+        *,
+        target_chroot: str,
+        kafka_zookeeper_conn_id: str = KafkaZooKeeperHook.default_conn_name,
+        snapshot_path: str | None = None,
+        cluster: str | None = None,
+        base_path: str | None = None,
+        replay_versions: bool = True,
+        storage_options: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if snapshot_path is None and cluster is None:
+            raise ValueError("give snapshot_path, or cluster (the latest snapshot of it is loaded)")
+        self.target_chroot = target_chroot
+        self.kafka_zookeeper_conn_id = kafka_zookeeper_conn_id
+        self.snapshot_path = snapshot_path
+        self.cluster = cluster
+        self.base_path = base_path
+        self.replay_versions = replay_versions
+        self.storage_options = dict(storage_options or {})
+
+    def _snapshot_path(self) -> str:
+        if self.snapshot_path:
+            return self.snapshot_path
+        assert self.cluster is not None
+        base = self.base_path or default_artefacts_base()
+        ref = latest_snapshot(base, self.cluster, storage_options=self.storage_options)
+        if ref is None:
+            raise FileNotFoundError(f"no complete snapshot of cluster {self.cluster!r} under {base}")
+        return ref.path
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        path = self._snapshot_path()
+        manifest, rows = read_snapshot(path, storage_options=self.storage_options)
+        hook = KafkaZooKeeperHook(self.kafka_zookeeper_conn_id, chroot=self.target_chroot)
+        try:
+            _refuse_source(manifest, hook.target_description())
+            report = hook.load_snapshot_rows(rows, replay_versions=self.replay_versions)
+        finally:
+            hook.close()
+        result = {"snapshot": path, "cluster": manifest.get("cluster"), **report.to_dict()}
+        self.log.info(
+            "Loaded %d znodes of %s into %s; %d ephemeral znodes were created persistent",
+            report.created,
+            path,
+            report.target,
+            len(report.ephemerals_as_persistent),
+        )
+        return result
+
+
+def _refuse_source(manifest: Mapping[str, Any], target: Mapping[str, Any]) -> None:
+    source = manifest.get("source", {})
+    shared = set(source.get("hosts", ())) & set(target.get("hosts", ()))
+    source_chroot = source.get("chroot") or "/"
+    target_chroot = target.get("chroot") or "/"
+    inside = source_chroot == "/" or posixpath.commonpath([source_chroot, target_chroot]) == source_chroot
+    if shared and inside:
+        raise SourceClusterGuardError(
+            f"refusing to load into {target_chroot} on {sorted(shared)}: that is the snapshot's source "
+            f"chroot {source_chroot} (or inside it); give a separate scratch chroot"
+        )

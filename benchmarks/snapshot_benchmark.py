@@ -1,0 +1,212 @@
+"""ZooKeeper snapshot walk (issue 3): the snapshot vs the plain sequential kazoo walk, same tree, same run.
+
+Builds a Kafka tree with the simulator (default 113,000 partitions in topics of 100 = ~230k znodes;
+``--partitions 200000`` gives ~406k) in a real, throw-away ZooKeeper, loaded with thousand-op
+transactions, then runs, each in a fresh Python process (so the peak RSS is the walk's own):
+
+* baseline: the plain sequential walk (``get`` + ``get_children`` per znode);
+* reference: the walker's pipelined mode (``get_async``/``get_children_async``, what ZooKeeper
+  servers without multiRead get);
+* snapshot: the walker as ``KafkaZooKeeperHook.snapshot`` runs it (multiRead), then the Parquet +
+  manifest artefact written to a temporary directory.
+
+Prints znodes/s, the ratio to the baseline and peak RSS. No assertions: numbers only.
+
+    python benchmarks/snapshot_benchmark.py [--partitions 113000] [--skip-baseline] [--skip-pipelined]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def _rss_mb() -> float:
+    """Peak RSS of this process. VmHWM, not ru_maxrss: Linux keeps ru_maxrss across fork+exec,
+    so a worker would report its parent's (the tree builder's) peak."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+# ------------------------------------------------------------------------------ workers
+def worker(kind: str, hosts: str, chroot: str, repeat: int) -> None:
+    """One measurement in this (fresh) process; prints one JSON line per run."""
+    from kazoo.client import KazooClient
+
+    start_rss = _rss_mb()
+    client = KazooClient(hosts=hosts + chroot, timeout=30)
+    client.start()
+    try:
+        for _ in range(repeat):
+            result: dict = {"kind": kind}
+            if kind == "baseline":
+                started = time.perf_counter()
+                znodes = 0
+                pending = ["/"]
+                while pending:
+                    path = pending.pop()
+                    client.get(path)
+                    znodes += 1
+                    prefix = "/" if path == "/" else path + "/"
+                    pending.extend(prefix + child for child in client.get_children(path))
+                result.update(znodes=znodes, seconds=time.perf_counter() - started)
+            else:
+                from airflow_provider_kafka_zk.hooks.zookeeper_snapshot import ZnodeTreeWalker
+
+                method = "pipelined" if kind == "pipelined" else "multi-read"
+                started = time.perf_counter()
+                walk = ZnodeTreeWalker(client, method=method).run()
+                result.update(
+                    znodes=walk.znodes,
+                    seconds=time.perf_counter() - started,
+                    requests=walk.requests,
+                    consistent=walk.consistent,
+                    method=walk.method,
+                    walk_rss_mb=_rss_mb(),
+                )
+                if kind == "snapshot":
+                    from airflow_provider_kafka_zk.artefacts.snapshots import write_snapshot
+
+                    with tempfile.TemporaryDirectory() as base:
+                        written = time.perf_counter()
+                        _, manifest = write_snapshot(base, "bench", walk, source={"hosts": [hosts]})
+                        result.update(
+                            write_seconds=time.perf_counter() - written,
+                            parquet_bytes=manifest["files"]["znodes.parquet"]["bytes"],
+                        )
+                del walk
+            result.update(rss_mb=_rss_mb(), start_rss_mb=start_rss)
+            print(json.dumps(result), flush=True)
+    finally:
+        client.stop()
+        client.close()
+
+
+def _run_worker(kind: str, hosts: str, chroot: str, repeat: int = 1) -> list[dict]:
+    out = subprocess.run(
+        [
+            sys.executable,
+            __file__,
+            "--worker",
+            kind,
+            "--hosts",
+            hosts,
+            "--chroot",
+            chroot,
+            "--repeat",
+            str(repeat),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+# ------------------------------------------------------------------------------ tree
+def build_tree(hosts: str, chroot: str, partitions: int, per_topic: int, brokers: int):
+    from airflow_provider_kafka_zk.testing.simulator import (
+        BrokerSpec,
+        ClusterSpec,
+        SimulatedCluster,
+        TopicSpec,
+    )
+    from airflow_provider_kafka_zk.testing.simulator.render import render_zookeeper
+    from airflow_provider_kafka_zk.testing.zk_bulk import BulkLoadedTree
+
+    spec = ClusterSpec(
+        name="bench",
+        brokers=tuple(BrokerSpec(b, rack=f"r{b % 3}") for b in range(brokers)),
+        topics=tuple(
+            TopicSpec(
+                f"topic-{t:05d}",
+                partitions=min(per_topic, partitions - t * per_topic),
+                replication_factor=3,
+                records_per_partition=0,
+            )
+            for t in range((partitions + per_topic - 1) // per_topic)
+        ),
+    )
+    records = render_zookeeper(SimulatedCluster(spec))
+    started = time.perf_counter()
+    tree = BulkLoadedTree(hosts, chroot, records)
+    print(
+        f"tree: {partitions:,} partitions in {len(spec.topics):,} topics, {brokers} brokers -> "
+        f"{len(records) + 1:,} znodes under {chroot} (loaded in {time.perf_counter() - started:.1f} s)"
+    )
+    return tree
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--partitions", type=int, default=113_000)
+    parser.add_argument("--per-topic", type=int, default=100)
+    parser.add_argument("--brokers", type=int, default=12)
+    parser.add_argument("--repeat", type=int, default=3, help="snapshot runs (the best is compared)")
+    parser.add_argument("--skip-baseline", action="store_true")
+    parser.add_argument("--skip-pipelined", action="store_true")
+    parser.add_argument("--worker", choices=["baseline", "pipelined", "snapshot"], help=argparse.SUPPRESS)
+    parser.add_argument("--hosts", help=argparse.SUPPRESS)
+    parser.add_argument("--chroot", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(args.worker, args.hosts, args.chroot, args.repeat)
+        return
+
+    from airflow_provider_kafka_zk.testing.zookeeper import ZooKeeperServer
+
+    with ZooKeeperServer() as zk:
+        chroot = "/bench"
+        with build_tree(zk.connect_string, chroot, args.partitions, args.per_topic, args.brokers):
+            results: dict[str, dict] = {}
+            if not args.skip_baseline:
+                [results["baseline"]] = _run_worker("baseline", zk.connect_string, chroot)
+            if not args.skip_pipelined:
+                [results["pipelined"]] = _run_worker("pipelined", zk.connect_string, chroot)
+            runs = _run_worker("snapshot", zk.connect_string, chroot, args.repeat)
+            results["snapshot"] = min(runs, key=lambda r: r["seconds"])
+
+    def rate(r: dict) -> float:
+        return r["znodes"] / r["seconds"]
+
+    print(f"{'walk':<44} {'znodes':>9} {'seconds':>8} {'znodes/s':>10} {'peak RSS':>9}")
+    labels = {
+        "baseline": "baseline: sequential get + get_children",
+        "pipelined": "walker, pipelined get_async (no multiRead)",
+        "snapshot": "snapshot: walker, multiRead",
+    }
+    for kind, r in results.items():
+        print(
+            f"{labels[kind]:<44} {r['znodes']:>9,} {r['seconds']:>8.2f} {rate(r):>10,.0f} {r['rss_mb']:>6.0f} MB"
+        )
+    snap = results["snapshot"]
+    times = ", ".join(f"{r['seconds']:.2f}s" for r in runs)
+    print(
+        f"snapshot runs: {times}; {snap['requests']} multiRead requests; consistent={snap['consistent']}; "
+        f"artefact write {snap['write_seconds']:.2f} s, Parquet {snap['parquet_bytes'] / 1e6:.1f} MB; "
+        f"peak RSS: {snap['start_rss_mb']:.0f} MB before the walk, {snap['walk_rss_mb']:.0f} MB after it, "
+        f"{snap['rss_mb']:.0f} MB after writing the artefact"
+    )
+    if "baseline" in results:
+        print(f"ratio snapshot / baseline: {rate(snap) / rate(results['baseline']):.1f}x (target >= 3x)")
+    if "pipelined" in results:
+        print(
+            f"ratio pipelined / baseline: {rate(results['pipelined']) / rate(results.get('baseline', snap)):.1f}x"
+        )
+
+
+if __name__ == "__main__":
+    main()
