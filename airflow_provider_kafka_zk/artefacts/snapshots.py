@@ -15,9 +15,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import re
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -32,6 +30,8 @@ from airflow_provider_kafka_zk import __version__
 from airflow_provider_kafka_zk.kafka import znodes
 from airflow_provider_kafka_zk.kafka.errors import ZnodeFormatError
 from airflow_provider_kafka_zk.kafka.snapshot import ZNODE_ROW_FIELDS, ZnodeRow
+
+from .files import write_atomically
 
 if TYPE_CHECKING:
     from fsspec import AbstractFileSystem
@@ -120,23 +120,6 @@ def _url(fs: AbstractFileSystem, path: str) -> str:
     return path if isinstance(fs, LocalFileSystem) else fs.unstrip_protocol(path)
 
 
-def _write_atomically(fs: AbstractFileSystem, final: str, payload: bytes) -> None:
-    """Write under a temporary name in the same directory, then rename over ``final``."""
-    directory, name = final.rsplit("/", 1)
-    temp = f"{directory}/.{name}.{uuid.uuid4().hex}.tmp"
-    try:
-        with fs.open(temp, "wb") as f:
-            f.write(payload)
-            if isinstance(fs, LocalFileSystem):
-                f.flush()
-                os.fsync(f.fileno())
-        fs.mv(temp, final)
-    except BaseException:
-        if fs.exists(temp):
-            fs.rm(temp)
-        raise
-
-
 # ------------------------------------------------------------------------------ write
 def _table(columns: Mapping[str, list[Any]]) -> pa.Table:
     # Table.from_arrays, not pa.table(dict): the latter imports pandas (seconds) to check for it
@@ -191,7 +174,7 @@ def write_snapshot(
     pq.write_table(snapshot_table(walk), sink, compression="zstd")
     payload = sink.getvalue()
     digest = hashlib.sha256(payload).hexdigest()
-    _write_atomically(fs, f"{directory}/{ZNODES_FILE}", payload)
+    write_atomically(fs, f"{directory}/{ZNODES_FILE}", payload)
 
     finished_at = walk.started_at + timedelta(seconds=walk.duration_s)
     manifest: dict[str, Any] = {
@@ -231,7 +214,7 @@ def write_snapshot(
         },
         "package": {"name": PACKAGE_NAME, "version": __version__},
     }
-    _write_atomically(fs, f"{directory}/{MANIFEST_FILE}", json.dumps(manifest, indent=2).encode("utf-8"))
+    write_atomically(fs, f"{directory}/{MANIFEST_FILE}", json.dumps(manifest, indent=2).encode("utf-8"))
     return SnapshotRef(walk.started_at.astimezone(UTC), name, _url(fs, directory)), manifest
 
 

@@ -21,8 +21,6 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import os
-import posixpath
 import re
 import time
 import uuid
@@ -30,11 +28,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-import fsspec
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
-from fsspec.implementations.local import LocalFileSystem
 
+from airflow_provider_kafka_zk.artefacts.files import write_url_atomically
 from airflow_provider_kafka_zk.hooks.broker_host import DEFAULT_PYTHON_INTERPRETERS
 from airflow_provider_kafka_zk.kafka import znodes
 from airflow_provider_kafka_zk.kafka.deletion import Cause, Verdict
@@ -69,30 +66,6 @@ def validate_topics(topics: Iterable[Any] | str) -> list[str]:
     if isinstance(topics, str):
         topics = [t.strip() for t in topics.split(",") if t.strip()]
     return list(dict.fromkeys(znodes.validate_topic_name(t, "topics") for t in topics))
-
-
-def _write_atomically(url: str, data: bytes) -> str:
-    """Write under a temporary name in the same directory, then rename over ``url``."""
-    fs, path = fsspec.core.url_to_fs(url)
-    parent = posixpath.dirname(path)
-    fs.makedirs(parent, exist_ok=True)
-    temp = posixpath.join(parent, f".{posixpath.basename(path)}.{uuid.uuid4().hex}.tmp")
-    try:
-        if isinstance(fs, LocalFileSystem):
-            with open(temp, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temp, path)
-        else:
-            with fs.open(temp, "wb") as handle:
-                handle.write(data)
-            fs.mv(temp, path)
-    except BaseException:
-        if fs.exists(temp):
-            fs.rm(temp)
-        raise
-    return path
 
 
 class TopicDeletionVerifyOperator(BaseOperator):
@@ -296,7 +269,7 @@ class TopicDeletionVerifyOperator(BaseOperator):
                 self._log_check(final)
         outcome, message = self._outcome(final)
         record["outcome"] = outcome
-        path = _write_atomically(f"{directory}/{VERDICTS_FILE}", json.dumps(record, indent=1).encode())
+        path = write_url_atomically(f"{directory}/{VERDICTS_FILE}", json.dumps(record, indent=1).encode())
         self.log.info("Wrote %s (outcome %s)", path, outcome)
         result = final.to_dicts() if final is not None else []
         if outcome != "deleted":
@@ -452,7 +425,7 @@ class TopicDeletionVerifyOperator(BaseOperator):
             ti = context.get("ti")
             try_number = getattr(ti, "try_number", None) or 0
             rollback = f"{directory}/rollback/znodes-{try_number}-{uuid.uuid4().hex[:8]}.json"
-            _write_atomically(
+            write_url_atomically(
                 rollback,
                 json.dumps(
                     {

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import posixpath
 import time
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,6 +25,7 @@ import pyarrow.parquet as pq
 from airflow.sdk import BaseOperator, TriggerRule
 from airflow.sdk.exceptions import AirflowFailException
 
+from airflow_provider_kafka_zk.artefacts.files import write_atomically
 from airflow_provider_kafka_zk.artefacts.snapshots import (
     latest_snapshot,
     read_snapshot,
@@ -133,17 +133,7 @@ class DrainLocation:
         """Write via a temporary name and a rename, so a reader never sees half a file."""
         data = payload.encode("utf-8") if isinstance(payload, str) else payload
         fs, root = self._fs()
-        fs.makedirs(root, exist_ok=True)
-        final = f"{root}/{name}"
-        temp = posixpath.join(root, f".{name}.{uuid.uuid4().hex}.tmp")
-        try:
-            with fs.open(temp, "wb") as handle:
-                handle.write(data)
-            fs.mv(temp, final)
-        except BaseException:
-            if fs.exists(temp):
-                fs.rm(temp)
-            raise
+        write_atomically(fs, f"{root}/{name}", data)
         return self.path(name)
 
     def read_json(self, name: str) -> Any:

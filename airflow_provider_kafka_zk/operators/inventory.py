@@ -30,10 +30,8 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import posixpath
 import re
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -44,8 +42,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from airflow.sdk import BaseOperator, TriggerRule
 from airflow.sdk.exceptions import AirflowFailException
-from fsspec.implementations.local import LocalFileSystem
 
+from airflow_provider_kafka_zk.artefacts.files import write_atomically as write_file_atomically
 from airflow_provider_kafka_zk.hooks.broker_host import (
     DEFAULT_PYTHON_INTERPRETERS,
     BrokerHostError,
@@ -199,26 +197,7 @@ class InventoryLocation:
 def write_atomically(location: InventoryLocation, relative: str, data: bytes) -> str:
     """Write ``data`` under the location via a temporary name and a rename; returns the path."""
     fs, root = location.fs_and_root
-    final = posixpath.join(root, relative)
-    parent = posixpath.dirname(final)
-    fs.makedirs(parent, exist_ok=True)
-    temporary = posixpath.join(parent, f".{posixpath.basename(final)}.tmp-{uuid.uuid4().hex}")
-    try:
-        if isinstance(fs, LocalFileSystem):
-            with open(temporary, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temporary, final)
-        else:  # object stores: the object appears whole when the move (copy) completes
-            with fs.open(temporary, "wb") as handle:
-                handle.write(data)
-            fs.mv(temporary, final)
-    except BaseException:
-        if fs.exists(temporary):
-            fs.rm(temporary)
-        raise
-    return final
+    return write_file_atomically(fs, posixpath.join(root, relative), data)
 
 
 def _parquet_bytes(table: pa.Table) -> bytes:
