@@ -53,6 +53,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_provider_kafka_zk.operators.inventory",
                     "airflow_provider_kafka_zk.operators.deletion",
                     "airflow_provider_kafka_zk.operators.drain",
+                    "airflow_provider_kafka_zk.operators.audit",
                 ],
             }
         ],

@@ -17,15 +17,13 @@ cluster with ``kafka_zookeeper_conn_id`` (default ``kafka_zk_<name>``), ``ssh_co
 from __future__ import annotations
 
 import os
-import re
-import tomllib
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 from airflow.providers.standard.operators.python import ShortCircuitOperator
 from airflow.sdk import DAG, Param, task
 
+from airflow_provider_kafka_zk.clusters import load_clusters
 from airflow_provider_kafka_zk.operators.drain import (
     REPORT_FILE,
     ClearReplicationThrottlesOperator,
@@ -42,47 +40,12 @@ from airflow_provider_kafka_zk.operators.inventory import (
 from airflow_provider_kafka_zk.operators.snapshot import ZooKeeperSnapshotOperator, default_artefacts_base
 
 DAG_ID = "kafka_zk_pre_maintenance_drain"
-_ENV_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_ALIASES = {"zookeeper_conn_id": "kafka_zookeeper_conn_id"}  # the name the drain's first draft used
-
-
-def clusters_file() -> Path:
-    return Path(
-        os.environ.get("KAFKA_ZK_CLUSTERS_FILE") or Path(__file__).with_name("kafka_zk_clusters.toml")
-    )
-
-
-def _expand(value: Any) -> Any:
-    if isinstance(value, str):
-        return _ENV_VAR.sub(lambda m: os.environ.get(m[1], m[0]), value)
-    if isinstance(value, dict):
-        return {k: _expand(v) for k, v in value.items()}
-    return value
-
-
-def load_clusters() -> dict[str, dict[str, Any]]:
-    """Enabled cluster name -> settings ([defaults] applied, ``${VAR}`` expanded); {} without a file."""
-    path = clusters_file()
-    if not path.is_file():
-        return {}
-    with path.open("rb") as handle:
-        document = tomllib.load(handle)
-    defaults = document.get("defaults", {})
-    out = {}
-    for name, settings in (document.get("clusters") or {}).items():
-        if not isinstance(settings, dict):
-            continue
-        merged = {_ALIASES.get(k, k): v for k, v in {**defaults, **settings}.items()}
-        if merged.get("enabled", True) is False:
-            continue
-        out[name] = _expand(merged)
-    return out
 
 
 def drain_setting(params: dict[str, Any], key: str) -> Any:
     """A per-cluster setting at run time: the cluster file's value, else the environment default."""
     cluster = params["cluster"]
-    configured = load_clusters()
+    configured = load_clusters(builtin_demo=False)
     value = configured.get(cluster, {}).get(key)
     if value:
         return value
@@ -107,7 +70,7 @@ class _SnapshotOperator(ZooKeeperSnapshotOperator):
     template_fields = (*ZooKeeperSnapshotOperator.template_fields, "kafka_zookeeper_conn_id")
 
 
-_CLUSTERS = sorted(load_clusters()) or [os.environ.get("KAFKA_ZK_CLUSTER", "default")]
+_CLUSTERS = sorted(load_clusters(builtin_demo=False)) or [os.environ.get("KAFKA_ZK_CLUSTER", "default")]
 _S = "{{{{ drain_setting(params, '{}') }}}}".format
 _RUN_TS = "(ts_nodash or dag_run.run_after.strftime('%Y%m%dT%H%M%S'))"
 _PLAN_DIR = "{{ (ti.xcom_pull(task_ids='plan') or {}).get('plan_dir') }}"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The main job on the built-in demo cluster, from nothing: set-up (idempotent), then start real
-# ZooKeeper and sshd on loopback, build the simulated incident cluster and show what it holds.
+# ZooKeeper and sshd on loopback, build the simulated incident cluster, show what it holds, then run
+# the daily hygiene DAG on it (airflow dags test, audit on Spark) and print the findings summary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
-exec python -m airflow_provider_kafka_zk.testing.demo "$@"
+exec python -m airflow_provider_kafka_zk.testing.demo --run-dag "$@"

@@ -2,13 +2,21 @@
 them, and a report of what a Kafka tool reading ZooKeeper and the broker disks now finds.
 
     python -m airflow_provider_kafka_zk.testing.demo [--workdir .demo] [--kafka-version 3.3.1] [--keep-running]
+        [--run-dag]
+
+``--run-dag`` then runs the daily hygiene DAG (``airflow dags test kafka_zk_daily_hygiene``: snapshot,
+inventory over SSH, the audit on Spark, the gate) against the live services, in an Airflow home under
+the workdir, and prints the findings summary. The gate fails on this cluster, as it should.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+import os
 import shutil
+import subprocess
 import sys
 import time
 from collections import Counter
@@ -25,6 +33,8 @@ from .sshd import SshServer
 from .zookeeper import ZooKeeperServer
 
 CHROOT = "/kafka_demo"
+DAG_ID = "kafka_zk_daily_hygiene"
+REPO_DAGS = Path(__file__).resolve().parents[2] / "dags"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,6 +44,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=Path(".demo"), help="where broker host roots go")
     parser.add_argument("--kafka-version", default="3.3.1", help="simulated release (2.8.x or 3.x)")
     parser.add_argument("--keep-running", action="store_true", help="keep the services up until Ctrl-C")
+    parser.add_argument(
+        "--run-dag",
+        action="store_true",
+        help=f"run the {DAG_ID} DAG on the demo cluster and print its findings",
+    )
+    parser.add_argument(
+        "--dags-folder", type=Path, default=REPO_DAGS, help="where kafka_zk_daily_hygiene.py is"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
 
@@ -62,6 +80,9 @@ def main(argv: list[str] | None = None) -> int:
                 client.close()
             disks = {b: read_broker(b, h.server_properties) for b, h in deployed.hosts.items()}
             print(report(deployed, tree, disks, time.monotonic() - started))
+            status = 0
+            if args.run_dag:
+                status = run_dag(workdir, zookeeper, sshd, addresses, args.dags_folder)
             if args.keep_running:
                 print("\nServices and broker sessions stay up; Ctrl-C stops them.")
                 try:
@@ -69,7 +90,97 @@ def main(argv: list[str] | None = None) -> int:
                         time.sleep(3600)
                 except KeyboardInterrupt:
                     pass
+    return status
+
+
+def dag_environment(
+    workdir: Path, zookeeper: ZooKeeperServer, sshd: SshServer, addresses: tuple[str, ...], dags_folder: Path
+) -> dict[str, str]:
+    """An isolated Airflow home under the workdir, the demo's connections and what spark-submit needs."""
+    venv_bin = str(Path(sys.executable).parent)
+    return {
+        **os.environ,
+        "AIRFLOW_HOME": str(workdir / "airflow"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder),
+        "PATH": f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PYSPARK_PYTHON": sys.executable,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "KAFKA_ZK_DEMO_HOSTS": str(workdir / "hosts"),
+        "KAFKA_ZK_ARTEFACTS_BASE": str(workdir / "artefacts"),
+        "AIRFLOW_CONN_KAFKA_ZK_DEMO": json.dumps(
+            {"conn_type": "kafka_zookeeper", "host": zookeeper.connect_string, "extra": {"chroot": CHROOT}}
+        ),
+        "AIRFLOW_CONN_KAFKA_ZK_DEMO_SSH": json.dumps(sshd.airflow_connection_fields(addresses[0])),
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+    }
+
+
+def run_dag(
+    workdir: Path, zookeeper: ZooKeeperServer, sshd: SshServer, addresses: tuple[str, ...], dags_folder: Path
+) -> int:
+    """``airflow dags test kafka_zk_daily_hygiene`` against the live demo; 0 when findings were produced."""
+    if not (dags_folder / "kafka_zk_daily_hygiene.py").exists():
+        print(f"\n{dags_folder}/kafka_zk_daily_hygiene.py not found: pass --dags-folder", file=sys.stderr)
+        return 2
+    env = dag_environment(workdir, zookeeper, sshd, addresses, dags_folder)
+    airflow = str(Path(sys.executable).parent / "airflow")
+    log_path = workdir / "dag-run.log"
+    print(
+        f"\nRunning the {DAG_ID} DAG (airflow dags test; Airflow home {env['AIRFLOW_HOME']}) ...", flush=True
+    )
+    started = time.monotonic()
+    with log_path.open("w") as log_file:
+        migrate = subprocess.run(
+            [airflow, "db", "migrate"], env=env, stdout=log_file, stderr=subprocess.STDOUT
+        )
+        if migrate.returncode != 0:
+            print(f"airflow db migrate failed; see {log_path}", file=sys.stderr)
+            return 1
+        result = subprocess.run(
+            [airflow, "dags", "test", DAG_ID],
+            env=env,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            timeout=1800,
+        )
+    seconds = time.monotonic() - started
+    findings_root = workdir / "artefacts" / "demo" / "findings"
+    runs = sorted(p for p in findings_root.glob("*") if (p / "summary.json").exists())
+    if not runs:
+        print(log_path.read_text()[-4000:])
+        print(
+            f"\nThe DAG produced no findings (exit {result.returncode}); full log: {log_path}",
+            file=sys.stderr,
+        )
+        return 1
+    print(findings_summary(json.loads((runs[-1] / "summary.json").read_text()), result.returncode, seconds))
+    print(f"  DAG log: {log_path}")
     return 0
+
+
+def findings_summary(summary: dict, dag_exit: int, seconds: float) -> str:
+    """The findings counts, the worst findings and where the report is."""
+    lines = [
+        f"\nDaily hygiene audit of '{summary['cluster']}' (engine {summary['engine']}, {seconds:.0f}s for the DAG run): "
+        f"{summary['findings']} findings",
+        "  by severity: " + ", ".join(f"{k} {v}" for k, v in summary["by_severity"].items()),
+        f"  coverage: {summary['coverage'].get('description', summary['coverage'].get('status'))}",
+        "  by check:",
+    ]
+    for check, counts in summary["by_check"].items():
+        lines.append(f"    {check:34s} " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    lines.append("  top findings:")
+    lines += [f"    {line}" for line in summary["top"]]
+    lines.append(f"  report: {summary['report']}")
+    if dag_exit != 0:
+        lines.append(
+            "  The DAG run FAILED at its gate, as expected here: the incident cluster has critical findings, "
+            "and the failing gate is what makes Airflow alert."
+        )
+    else:
+        lines.append("  The gate passed: nothing at or above the configured severity.")
+    return "\n".join(lines)
 
 
 def report(

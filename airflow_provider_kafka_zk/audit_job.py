@@ -1,0 +1,626 @@
+"""The cluster audit as a job: artefacts in, findings out, with no Airflow import.
+
+The Spark entry point (``spark_apps/kafka_zk_audit.py``) and the in-process path of the daily
+hygiene DAG both call :func:`run_audit`. It loads a snapshot (and the one before it), one inventory
+run (and its coverage), builds the :class:`ClusterState` and :class:`ClusterFacts`, runs the rules
+of :mod:`airflow_provider_kafka_zk.kafka.audit` with one of two engines and publishes
+``<base>/<cluster>/findings/<ts>/`` (``findings.parquet``, ``report.html``, ``summary.json`` last).
+
+Engines: ``in-process`` calls :func:`kafka.audit.audit`; ``spark`` groups the inventory rows by
+topic with the RDD API, joins them with the ZooKeeper side (broadcast), runs
+:func:`kafka.audit.audit_topic` on the executors and :func:`kafka.audit.finish` on the driver. Both
+see the same rows in the same order, so they return the same findings.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pickle
+import posixpath
+import re
+import time
+import uuid
+import zipfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import fsspec
+import pyarrow as pa
+import pyarrow.parquet as pq
+from fsspec.implementations.local import LocalFileSystem
+
+from airflow_provider_kafka_zk.artefacts.snapshots import (
+    SnapshotNotFoundError,
+    latest_snapshot,
+    previous_snapshot,
+    read_snapshot,
+    validate_cluster_name,
+)
+from airflow_provider_kafka_zk.kafka import audit as rules
+from airflow_provider_kafka_zk.kafka.audit import BrokerSettings, ClusterFacts, ReplicaDir, TopicEvidence
+from airflow_provider_kafka_zk.kafka.errors import KafkaFormatError
+from airflow_provider_kafka_zk.kafka.findings import Finding, most_severe_first
+from airflow_provider_kafka_zk.kafka.model import ClusterState, TopicState
+from airflow_provider_kafka_zk.kafka.uuid import KafkaUuid
+from airflow_provider_kafka_zk.kafka.versions import KafkaVersion
+from airflow_provider_kafka_zk.reports import build_summary, render_html
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+ENGINES = ("in-process", "spark")
+FINDINGS_DIR = "findings"
+FINDINGS_FILE = "findings.parquet"
+REPORT_FILE = "report.html"
+SUMMARY_FILE = "summary.json"
+INVENTORY_METADATA_KEY = b"kafka_zk.inventory"  # operators.inventory.SUMMARY_METADATA_KEY
+COVERAGE_FILE = "_coverage.json"
+_BROKER_FILE = re.compile(r"broker=(-?[0-9]+)\.parquet")
+
+# The inventory columns the rules read (ReplicaDir.from_inventory_row), mtime as epoch ms.
+INVENTORY_COLUMNS = (
+    "broker_id",
+    "log_dir",
+    "dir_name",
+    "kind",
+    "topic",
+    "partition",
+    "topic_id",
+    "partition_metadata_present",
+    "errors",
+    "log_bytes",
+    "total_bytes",
+)
+
+FINDINGS_SCHEMA = pa.schema(
+    [
+        ("check", pa.string()),
+        ("severity", pa.string()),
+        ("cluster", pa.string()),
+        ("summary", pa.string()),
+        ("action", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("broker_id", pa.int32()),
+        ("path", pa.string()),
+        ("evidence", pa.string()),  # JSON
+    ]
+)
+
+
+class AuditInputError(RuntimeError):
+    """An input artefact is missing or unusable; the message names it and what to run first."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Inputs
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AuditInputs:
+    """Everything one audit run reads, loaded on the driver."""
+
+    cluster: str
+    state: ClusterState
+    previous: ClusterState | None
+    facts: ClusterFacts
+    inventory_files: tuple[str, ...]
+    coverage: dict[str, Any]
+    snapshot: str
+    previous_snapshot: str | None
+    inventory: str | None
+    replica_dirs: int = 0
+    dir_rows: list[dict[str, Any]] = field(default_factory=list, repr=False)
+
+
+def _fs(url: str) -> tuple[fsspec.AbstractFileSystem, str]:
+    fs, path = fsspec.core.url_to_fs(url)
+    return fs, path.rstrip("/") or "/"
+
+
+def _url(fs: fsspec.AbstractFileSystem, path: str) -> str:
+    return path if isinstance(fs, LocalFileSystem) else fs.unstrip_protocol(path)
+
+
+def inventory_files(inventory: str) -> tuple[list[str], dict[int, str]]:
+    """The ``broker=<id>.parquet`` files of one inventory run (sorted by broker) and their broker ids."""
+    fs, root = _fs(inventory)
+    if not fs.exists(root):
+        raise AuditInputError(f"inventory {inventory} does not exist: run the broker inventory first")
+    by_broker: dict[int, str] = {}
+    for path in fs.ls(root, detail=False):
+        match = _BROKER_FILE.fullmatch(posixpath.basename(path))
+        if match:
+            by_broker[int(match[1])] = _url(fs, path)
+    return [by_broker[b] for b in sorted(by_broker)], by_broker
+
+
+def read_inventory_rows(
+    files: Sequence[str], *, rows: bool = True
+) -> tuple[list[dict[str, Any]], dict[int, dict[str, Any]], int]:
+    """Directory rows (the columns the rules need, ``mtime_ms`` as int), each broker's facts JSON, the row count.
+
+    ``rows=False`` reads only the Parquet footers (the Spark engine reads the rows on the executors).
+    """
+    out: list[dict[str, Any]] = []
+    broker_summaries: dict[int, dict[str, Any]] = {}
+    count = 0
+    for path in files:
+        fs, local = _fs(path)
+        with fs.open(local, "rb") as handle:
+            if rows:
+                table = pq.read_table(handle, columns=[*INVENTORY_COLUMNS, "mtime"])
+                metadata, num_rows = table.schema.metadata or {}, table.num_rows
+            else:
+                footer = pq.read_metadata(handle)
+                metadata, num_rows = footer.schema.to_arrow_schema().metadata or {}, footer.num_rows
+        count += num_rows
+        if INVENTORY_METADATA_KEY in metadata:
+            summary = json.loads(metadata[INVENTORY_METADATA_KEY])
+            broker_summaries[int(summary["broker_id"])] = summary
+        if rows:
+            columns = {name: table.column(name).to_pylist() for name in INVENTORY_COLUMNS}
+            columns["mtime_ms"] = table.column("mtime").cast(pa.int64()).to_pylist()
+            names = list(columns)
+            out.extend(
+                dict(zip(names, values, strict=True)) for values in zip(*columns.values(), strict=True)
+            )
+    return out, broker_summaries, count
+
+
+def read_coverage(inventory: str, inventoried: Iterable[int]) -> dict[str, Any]:
+    """``_coverage.json`` of the run, or one made up from the files when the coverage task did not write it.
+
+    ``missing`` lists every broker without an inventory (failed or never run), which is what the
+    report's "coverage partial" line needs; ``missing_unexplained`` keeps the coverage file's own
+    meaning (no failure record either).
+    """
+    fs, root = _fs(inventory)
+    path = f"{root}/{COVERAGE_FILE}"
+    done = sorted(set(inventoried))
+    if fs.exists(path):
+        record = json.loads(fs.cat_file(path))
+    else:
+        record = {
+            "status": "unknown",
+            "expected": None,
+            "inventoried": done,
+            "not_inventoried": [],
+            "failed": {},
+            "missing": [],
+            "description": f"no {COVERAGE_FILE}: {len(done)} broker file(s) found",
+        }
+    record["missing_unexplained"] = list(record.get("missing") or [])
+    record["missing"] = list(record.get("not_inventoried") or [])
+    return record
+
+
+def broker_settings(broker_id: int, summary: Mapping[str, Any]) -> BrokerSettings:
+    """The rules' view of a broker from its inventory summary (server.properties, Kafka defaults)."""
+    facts = summary.get("facts") or {}
+    defaults = BrokerSettings(broker_id)
+
+    def pick(key: str, default: Any) -> Any:
+        value = facts.get(key)
+        return default if value is None else value
+
+    return BrokerSettings(
+        broker_id=broker_id,
+        delete_topic_enable=bool(pick("delete.topic.enable", defaults.delete_topic_enable)),
+        inter_broker_protocol_version=facts.get("inter.broker.protocol.version"),
+        min_insync_replicas=int(pick("min.insync.replicas", defaults.min_insync_replicas)),
+        leader_imbalance_per_broker_percentage=int(
+            pick("leader.imbalance.per.broker.percentage", defaults.leader_imbalance_per_broker_percentage)
+        ),
+        auto_leader_rebalance_enable=bool(
+            pick("auto.leader.rebalance.enable", defaults.auto_leader_rebalance_enable)
+        ),
+        log_segment_delete_delay_ms=int(
+            pick("log.segment.delete.delay.ms", defaults.log_segment_delete_delay_ms)
+        ),
+    )
+
+
+def lowest_ibp(settings: Iterable[BrokerSettings]) -> str | None:
+    """The lowest inter.broker.protocol.version among the brokers (None when no broker says)."""
+    versions = []
+    for s in settings:
+        if s.inter_broker_protocol_version:
+            try:
+                parsed = KafkaVersion.parse(s.inter_broker_protocol_version)
+            except (KafkaFormatError, ValueError):  # a value the broker refuses: the inventory lists it
+                parsed = None
+            if parsed is not None:
+                versions.append((parsed, s.inter_broker_protocol_version))
+    return min(versions)[1] if versions else None
+
+
+def cluster_facts(
+    cluster: str,
+    state: ClusterState,
+    summaries: Mapping[int, Mapping[str, Any]],
+    inventoried: Iterable[int],
+    now_ms: int,
+) -> ClusterFacts:
+    """ClusterFacts: live brokers from ZooKeeper, inventoried brokers and settings from the inventory."""
+    settings = {b: broker_settings(b, s) for b, s in sorted(summaries.items())}
+    controller = state.controller
+    reassign = state.reassign_partitions
+    return ClusterFacts(
+        cluster=cluster,
+        now_ms=now_ms,
+        live_brokers=state.live_broker_ids,
+        inventoried=frozenset(int(b) for b in inventoried),
+        settings=settings,
+        # a registered controller on a broker that is not registered cannot act; none at all is its own finding
+        controller_live=controller is None or controller.broker_id in state.live_broker_ids,
+        reassign_znode_partitions=frozenset((e.topic, e.partition) for e in reassign.partitions)
+        if reassign is not None
+        else frozenset(),
+        ibp=lowest_ibp(settings.values()),
+    )
+
+
+def _snapshot_time_ms(manifest: Mapping[str, Any]) -> int | None:
+    started = manifest.get("started_at")
+    return int(datetime.fromisoformat(started).timestamp() * 1000) if started else None
+
+
+def load_inputs(
+    base: str,
+    cluster: str,
+    *,
+    snapshot: str | None = None,
+    previous: str | None = None,
+    inventory: str | None = None,
+    now_ms: int | None = None,
+    read_rows: bool = True,
+) -> AuditInputs:
+    """Load the artefacts of one audit; ``snapshot`` defaults to the latest, ``previous`` to the one before it.
+
+    ``previous=""`` means none. ``inventory`` is a run directory; without one, no disk is checked and
+    coverage is empty. ``read_rows=False`` leaves the directory rows to Spark.
+    """
+    validate_cluster_name(cluster)
+    if not snapshot:
+        ref = latest_snapshot(base, cluster)
+        if ref is None:
+            raise AuditInputError(
+                f"no complete snapshot of {cluster} under {base}: run the snapshot task first"
+            )
+        snapshot = ref.path
+    if previous is None:
+        ref = previous_snapshot(base, cluster, before=snapshot)
+        previous = ref.path if ref is not None else None
+    try:
+        manifest, rows = read_snapshot(snapshot)
+    except SnapshotNotFoundError as exc:
+        raise AuditInputError(str(exc)) from exc
+    state = ClusterState.from_snapshot(rows, cluster=cluster, taken_at_ms=_snapshot_time_ms(manifest))
+    previous_state = None
+    if previous:
+        previous_manifest, previous_rows = read_snapshot(previous)
+        previous_state = ClusterState.from_snapshot(
+            previous_rows, cluster=cluster, taken_at_ms=_snapshot_time_ms(previous_manifest)
+        )
+    files: list[str] = []
+    by_broker: dict[int, str] = {}
+    dir_rows: list[dict[str, Any]] = []
+    replica_dirs = 0
+    summaries: dict[int, dict[str, Any]] = {}
+    coverage: dict[str, Any] = {
+        "status": "empty",
+        "inventoried": [],
+        "missing": sorted(state.live_broker_ids),
+    }
+    if inventory:
+        files, by_broker = inventory_files(inventory)
+        dir_rows, summaries, replica_dirs = read_inventory_rows(files, rows=read_rows)
+        coverage = read_coverage(inventory, by_broker)
+    facts = cluster_facts(
+        cluster, state, summaries, by_broker, now_ms if now_ms is not None else int(time.time() * 1000)
+    )
+    return AuditInputs(
+        cluster=cluster,
+        state=state,
+        previous=previous_state,
+        facts=facts,
+        inventory_files=tuple(files),
+        coverage=coverage,
+        snapshot=snapshot,
+        previous_snapshot=previous or None,
+        inventory=inventory or None,
+        replica_dirs=replica_dirs,
+        dir_rows=dir_rows,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Engines
+# ---------------------------------------------------------------------------------------------
+
+
+def _dir_order(d: ReplicaDir) -> tuple[Any, ...]:
+    """One order for a topic's directories in both engines (evidence lists follow it)."""
+    return (d.broker_id, d.log_dir, d.name)
+
+
+def _replica_dirs(rows: Iterable[Mapping[str, Any]]) -> list[ReplicaDir]:
+    return sorted((ReplicaDir.from_inventory_row(r) for r in rows), key=_dir_order)
+
+
+def run_in_process(inputs: AuditInputs) -> list[Finding]:
+    """The whole audit in this process (small clusters, tests, the baseline)."""
+    evidence = rules.gather_evidence(inputs.state, _replica_dirs(inputs.dir_rows), inputs.previous)
+    return rules.audit(inputs.state, evidence, inputs.facts)
+
+
+@dataclass(frozen=True)
+class _ZooKeeperSide:
+    """The ZooKeeper half of a TopicEvidence, broadcast to the executors."""
+
+    state: TopicState | None
+    delete_marker: bool
+    config_znode: bool
+    previous_topic_id: KafkaUuid | None
+    previously_known: bool
+
+
+def zookeeper_side(state: ClusterState, previous: ClusterState | None) -> dict[str, _ZooKeeperSide]:
+    """Every topic name ZooKeeper knows of, with its record (as gather_evidence builds it)."""
+    evidence = rules.gather_evidence(state, (), previous)
+    return {
+        e.topic: _ZooKeeperSide(
+            e.state, e.delete_marker, e.config_znode, e.previous_topic_id, e.previously_known
+        )
+        for e in evidence
+    }
+
+
+def _audit_group(
+    topic: str,
+    rows: Iterable[Mapping[str, Any]],
+    zk_side: Mapping[str, _ZooKeeperSide],
+    facts: ClusterFacts,
+) -> tuple[str, list[dict[str, Any]]]:
+    """Executor side: one topic's evidence -> its findings as rows (plain data for the collect)."""
+    side = zk_side.get(topic) or _ZooKeeperSide(None, False, False, None, False)
+    evidence = TopicEvidence(
+        topic=topic,
+        state=side.state,
+        delete_marker=side.delete_marker,
+        config_znode=side.config_znode,
+        dirs=tuple(_replica_dirs(rows)),
+        previous_topic_id=side.previous_topic_id,
+        previously_known=side.previously_known,
+    )
+    return topic, [f.to_row() for f in rules.audit_topic(evidence, facts)]
+
+
+def inventory_dataframe(spark: SparkSession, files: Sequence[str]) -> Any:
+    """The inventory rows as a DataFrame with the columns the rules need (``mtime`` as epoch ms)."""
+    from pyspark.sql import functions as F
+
+    frame = spark.read.parquet(*files)
+    return frame.select(*INVENTORY_COLUMNS, F.unix_millis("mtime").alias("mtime_ms")).where(
+        F.col("topic").isNotNull()
+    )
+
+
+_SPARK_RESULT_SCHEMA = "group_topic string, seq int, finding binary"
+
+
+def _audit_arrow_group(
+    table: pa.Table, zk_side: Mapping[str, _ZooKeeperSide], facts: ClusterFacts
+) -> pa.Table:
+    """Executor side of applyInArrow: one topic's rows (plus its ZooKeeper marker row) -> pickled findings."""
+    rows = table.to_pylist()
+    topic = rows[0]["topic"]
+    dirs = [r for r in rows if not r["_zookeeper_only"]]
+    _, findings = _audit_group(topic, dirs, zk_side, facts)
+    return pa.table(
+        {
+            "group_topic": pa.array([topic] * len(findings), pa.string()),
+            "seq": pa.array(range(len(findings)), pa.int32()),
+            "finding": pa.array([pickle.dumps(f) for f in findings], pa.binary()),
+        }
+    )
+
+
+def run_spark(inputs: AuditInputs, spark: SparkSession, *, partitions: int | None = None) -> list[Finding]:
+    """Group the inventory rows by topic, run ``audit_topic`` on the executors, ``finish`` on the driver.
+
+    Rows travel as Arrow batches (``groupBy("topic").applyInArrow``); every topic ZooKeeper knows
+    joins the groups through one marker row, so topics without directories are audited too. The
+    ZooKeeper side and the cluster facts are broadcast.
+    """
+    from pyspark.sql import functions as F
+
+    context = spark.sparkContext
+    zk_side = zookeeper_side(inputs.state, inputs.previous)
+    zk_broadcast = context.broadcast(zk_side)
+    facts_broadcast = context.broadcast(inputs.facts)
+    slices = partitions or max(2, context.defaultParallelism * 2)
+    spark.conf.set("spark.sql.shuffle.partitions", str(slices))
+    names = spark.createDataFrame([(name,) for name in sorted(zk_side)] or [("",)], "topic string")
+    if not zk_side:
+        names = names.where(F.lit(False))
+    names = names.withColumn("_zookeeper_only", F.lit(True))
+    if inputs.inventory_files:
+        dirs = inventory_dataframe(spark, inputs.inventory_files).withColumn("_zookeeper_only", F.lit(False))
+        evidence = dirs.unionByName(names, allowMissingColumns=True)
+    else:
+        evidence = names
+
+    def audit_group(table: pa.Table) -> pa.Table:
+        return _audit_arrow_group(table, zk_broadcast.value, facts_broadcast.value)
+
+    results = evidence.groupBy("topic").applyInArrow(audit_group, _SPARK_RESULT_SCHEMA).collect()
+    topic_findings = [
+        Finding.from_row(pickle.loads(row["finding"]))  # noqa: S301 - our own executors' output, exact types
+        for row in sorted(results, key=lambda r: (r["group_topic"], r["seq"]))
+    ]
+    zk_broadcast.unpersist()
+    facts_broadcast.unpersist()
+    return rules.finish(topic_findings, inputs.state, inputs.facts)
+
+
+# ---------------------------------------------------------------------------------------------
+# Outputs
+# ---------------------------------------------------------------------------------------------
+
+
+def findings_table(findings: Sequence[Finding]) -> pa.Table:
+    rows = []
+    for f in findings:
+        row = f.to_row()
+        row["evidence"] = json.dumps(row["evidence"], sort_keys=True, default=str)
+        rows.append(row)
+    return pa.Table.from_pylist(rows, schema=FINDINGS_SCHEMA)
+
+
+def read_findings(path: str) -> list[Finding]:
+    """Findings back from a ``findings.parquet`` (or its directory)."""
+    fs, local = _fs(path)
+    if not local.endswith(".parquet"):
+        local = f"{local}/{FINDINGS_FILE}"
+    with fs.open(local, "rb") as handle:
+        table = pq.read_table(handle)
+    return [Finding.from_row({**r, "evidence": json.loads(r["evidence"] or "{}")}) for r in table.to_pylist()]
+
+
+def _write_atomically(fs: fsspec.AbstractFileSystem, final: str, payload: bytes) -> None:
+    """Temporary name in the same directory, then a rename: readers never see half a file."""
+    directory, name = final.rsplit("/", 1)
+    temp = f"{directory}/.{name}.{uuid.uuid4().hex}.tmp"
+    try:
+        with fs.open(temp, "wb") as handle:
+            handle.write(payload)
+            if isinstance(fs, LocalFileSystem):
+                handle.flush()
+                os.fsync(handle.fileno())
+        fs.mv(temp, final)
+    except BaseException:
+        if fs.exists(temp):
+            fs.rm(temp)
+        raise
+
+
+def findings_dir(base: str, cluster: str, ts: str) -> str:
+    return "/".join([base.rstrip("/"), validate_cluster_name(cluster), FINDINGS_DIR, ts])
+
+
+def write_findings(out: str, findings: Sequence[Finding], summary: Mapping[str, Any]) -> dict[str, Any]:
+    """Publish findings.parquet and report.html, then summary.json last (its presence means complete)."""
+    fs, root = _fs(out)
+    fs.makedirs(root, exist_ok=True)
+    ordered = most_severe_first(findings)
+    sink = io.BytesIO()
+    pq.write_table(findings_table(ordered), sink, compression="zstd")
+    paths = {
+        "findings_file": _url(fs, f"{root}/{FINDINGS_FILE}"),
+        "report": _url(fs, f"{root}/{REPORT_FILE}"),
+        "summary_file": _url(fs, f"{root}/{SUMMARY_FILE}"),
+        "out": _url(fs, root),
+    }
+    full = {**summary, **paths}
+    _write_atomically(fs, f"{root}/{FINDINGS_FILE}", sink.getvalue())
+    _write_atomically(fs, f"{root}/{REPORT_FILE}", render_html(ordered, full).encode("utf-8"))
+    _write_atomically(fs, f"{root}/{SUMMARY_FILE}", json.dumps(full, indent=1, default=str).encode("utf-8"))
+    return full
+
+
+def read_summary(out: str) -> dict[str, Any]:
+    """``summary.json`` of a findings directory; AuditInputError when the run did not complete."""
+    fs, root = _fs(out)
+    try:
+        return json.loads(fs.cat_file(f"{root}/{SUMMARY_FILE}"))
+    except FileNotFoundError:
+        raise AuditInputError(f"{out} has no {SUMMARY_FILE}: the audit did not complete") from None
+
+
+def run_audit(
+    base: str,
+    cluster: str,
+    *,
+    snapshot: str | None = None,
+    previous: str | None = None,
+    inventory: str | None = None,
+    out: str | None = None,
+    engine: str = "in-process",
+    spark: SparkSession | None = None,
+    now_ms: int | None = None,
+) -> dict[str, Any]:
+    """Load, audit with ``engine``, publish; returns the summary (with the artefact paths)."""
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, not {engine!r}")
+    started = time.monotonic()
+    inputs = load_inputs(
+        base,
+        cluster,
+        snapshot=snapshot,
+        previous=previous,
+        inventory=inventory,
+        now_ms=now_ms,
+        read_rows=engine != "spark",
+    )
+    if engine == "spark":
+        if spark is None:
+            from pyspark.sql import SparkSession
+
+            spark = SparkSession.builder.appName(f"kafka_zk_audit_{cluster}").getOrCreate()
+        findings = run_spark(inputs, spark)
+    else:
+        findings = run_in_process(inputs)
+    generated_at = datetime.now(UTC)
+    out = out or findings_dir(base, cluster, generated_at.strftime("%Y%m%dT%H%M%S"))
+    summary = build_summary(
+        findings,
+        cluster=cluster,
+        coverage=inputs.coverage,
+        snapshot=inputs.snapshot,
+        previous_snapshot=inputs.previous_snapshot,
+        inventory=inputs.inventory,
+        generated_at=generated_at.isoformat(),
+        engine=engine,
+    )
+    summary["duration_s"] = round(time.monotonic() - started, 3)
+    summary["replica_dirs"] = inputs.replica_dirs
+    summary["topics"] = len(inputs.state.topics)
+    return write_findings(out, findings, summary)
+
+
+# ---------------------------------------------------------------------------------------------
+# Shipping the package to Spark executors
+# ---------------------------------------------------------------------------------------------
+
+_SKIP_PARTS = {"__pycache__", "testing", "hooks", "operators", "sensors", "triggers"}
+
+
+def build_package_zip(dest_dir: str | os.PathLike[str]) -> str:
+    """Zip ``airflow_provider_kafka_zk`` (without its Airflow layers) for ``--py-files``; atomic, returns the path.
+
+    The executors need only the pure core and this driver module, never Airflow.
+    """
+    package = Path(__file__).resolve().parent
+    dest = Path(dest_dir)
+    dest.mkdir(parents=True, exist_ok=True)
+    final = dest / "airflow_provider_kafka_zk.zip"
+    temp = dest / f".{final.name}.{uuid.uuid4().hex}.tmp"
+    try:
+        with zipfile.ZipFile(temp, "w", zipfile.ZIP_DEFLATED) as archive:
+            for path in sorted(package.rglob("*")):
+                relative = path.relative_to(package.parent)
+                if path.is_dir() or _SKIP_PARTS & set(relative.parts) or path.suffix == ".pyc":
+                    continue
+                archive.write(path, relative.as_posix())
+        os.replace(temp, final)
+    finally:
+        temp.unlink(missing_ok=True)
+    return str(final)

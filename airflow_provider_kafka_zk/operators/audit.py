@@ -1,0 +1,129 @@
+"""Cluster audit as Airflow tasks: the in-process audit (small clusters) and the findings gate.
+
+The Spark path is a ``SparkSubmitOperator`` running ``spark_apps/kafka_zk_audit.py``; both paths
+call :func:`airflow_provider_kafka_zk.audit_job.run_audit` and publish the same
+``<base>/<cluster>/findings/<ts>/`` artefacts, which :class:`FindingsGateOperator` reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_provider_kafka_zk.audit_job import read_summary, run_audit
+from airflow_provider_kafka_zk.kafka.findings import Severity
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+
+class ClusterAuditOperator(BaseOperator):
+    """Run the audit rules in this worker (engine ``in-process``) and publish the findings directory.
+
+    For clusters small enough that Spark's start-up would dominate. Returns the summary
+    (counts by check and severity, coverage, artefact paths).
+    """
+
+    template_fields: Sequence[str] = ("cluster", "base_path", "snapshot", "previous", "inventory", "out")
+    ui_color = "#fdebd0"
+
+    def __init__(
+        self,
+        *,
+        cluster: str,
+        base_path: str,
+        inventory: str | None = None,
+        out: str | None = None,
+        snapshot: str | None = None,
+        previous: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.cluster = cluster
+        self.base_path = base_path
+        self.inventory = inventory
+        self.out = out
+        self.snapshot = snapshot
+        self.previous = previous
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        summary = run_audit(
+            self.base_path,
+            self.cluster,
+            snapshot=self.snapshot or None,
+            previous=self.previous,
+            inventory=self.inventory or None,
+            out=self.out or None,
+            engine="in-process",
+        )
+        self.log.info(
+            "Audit of %s: %d finding(s) %s; report %s",
+            self.cluster,
+            summary["findings"],
+            summary["by_severity"],
+            summary["report"],
+        )
+        return summary
+
+
+class FindingsGateOperator(BaseOperator):
+    """Fail when the audit found anything at or above ``fail_on``, naming the worst findings and the report.
+
+    Failing is the point: the task's ``on_failure_callback`` and Airflow's alerting fire. Findings
+    do not change on a retry, so that failure skips retries (AirflowFailException); a missing or
+    unreadable summary is an ordinary error and is retried.
+    """
+
+    template_fields: Sequence[str] = ("findings_path", "fail_on")
+    ui_color = "#f5b7b1"
+
+    def __init__(self, *, findings_path: str, fail_on: str = "critical", top: int = 5, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.findings_path = findings_path
+        self.fail_on = fail_on
+        self.top = top
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        threshold = Severity.parse(self.fail_on)
+        summary = read_summary(self.findings_path)
+        at_or_above = {
+            name: count
+            for name, count in summary["by_severity"].items()
+            if count and Severity.parse(name) >= threshold
+        }
+        coverage = summary.get("coverage", {})
+        if coverage.get("missing"):
+            self.log.warning(
+                "Coverage is %s: brokers %s were not inventoried (%s)",
+                coverage.get("status"),
+                coverage["missing"],
+                coverage.get("description", ""),
+            )
+        result = {
+            "cluster": summary["cluster"],
+            "fail_on": threshold.name.lower(),
+            "blocking": at_or_above,
+            "by_severity": summary["by_severity"],
+            "report": summary.get("report"),
+            "coverage": coverage.get("status"),
+        }
+        if not at_or_above:
+            self.log.info(
+                "Gate passed: nothing at or above %s (%s); report %s",
+                threshold.name.lower(),
+                summary["by_severity"],
+                summary.get("report"),
+            )
+            return result
+        worst = [
+            line for line in summary.get("top", []) if Severity.parse(line[1 : line.index("]")]) >= threshold
+        ][: self.top]
+        counts = ", ".join(f"{count} {name}" for name, count in at_or_above.items())
+        message = (
+            f"Kafka audit of {summary['cluster']}: {counts} finding(s) at or above {threshold.name.lower()}. "
+            f"Top: " + " | ".join(worst) + f". Report: {summary.get('report')}"
+        )
+        raise AirflowFailException(message)

@@ -1,0 +1,198 @@
+"""The audit job (driver module) on artefacts written from the simulator: inputs, facts, outputs, engines."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import zipfile
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_kafka_zk import audit_job
+from airflow_provider_kafka_zk.kafka.findings import Severity
+from airflow_provider_kafka_zk.testing.audit_artefacts import write_inventory_dirs, write_snapshot_rows
+from airflow_provider_kafka_zk.testing.simulator import healthy_cluster, incident_cluster
+from airflow_provider_kafka_zk.testing.simulator.rows import audit_dirs, cluster_rows
+
+NOW_MS = 1_763_800_000_000
+TAKEN = datetime(2026, 11, 22, 6, 0, tzinfo=UTC)
+
+
+def _facts(cluster) -> dict[int, dict]:
+    return {
+        b: {
+            "broker.id": b,
+            "inter.broker.protocol.version": str(cluster.spec.ibp),
+            "min.insync.replicas": cluster.spec.min_insync_replicas,
+            "delete.topic.enable": True,
+        }
+        for b in cluster.brokers
+    }
+
+
+def _artefacts(tmp_path: Path, cluster, inventoried=None, previous_rows=None) -> dict[str, str]:
+    base = tmp_path / "artefacts"
+    name = cluster.spec.name
+    previous = None
+    if previous_rows is not None:
+        previous = write_snapshot_rows(base, name, previous_rows, TAKEN - timedelta(days=1))
+    snapshot = write_snapshot_rows(base, name, cluster_rows(cluster), TAKEN)
+    live = set(cluster.online_broker_ids())
+    wanted = live if inventoried is None else set(inventoried)
+    facts = {b: f for b, f in _facts(cluster).items() if b in wanted}
+    inventory = write_inventory_dirs(
+        base,
+        name,
+        "20261122T060000",
+        audit_dirs(cluster),
+        broker_facts=facts,
+        expected=sorted(cluster.brokers),
+    )
+    return {
+        "base": str(base),
+        "cluster": name,
+        "snapshot": str(snapshot),
+        "previous": str(previous) if previous else None,
+        "inventory": str(inventory),
+    }
+
+
+@pytest.fixture(scope="module")
+def incident(tmp_path_factory):
+    return _artefacts(tmp_path_factory.mktemp("incident"), incident_cluster())
+
+
+def test_inputs_build_the_facts_from_zookeeper_and_the_inventory(incident):
+    inputs = audit_job.load_inputs(
+        incident["base"], incident["cluster"], inventory=incident["inventory"], now_ms=NOW_MS
+    )
+    cluster = incident_cluster()
+    assert inputs.snapshot == incident["snapshot"] and inputs.previous_snapshot is None
+    assert inputs.facts.live_brokers == frozenset(cluster.online_broker_ids())
+    assert inputs.facts.inventoried == frozenset(cluster.online_broker_ids())
+    assert inputs.facts.ibp == str(cluster.spec.ibp)
+    assert inputs.facts.settings[0].min_insync_replicas == cluster.spec.min_insync_replicas
+    assert inputs.facts.reassign_znode_partitions == frozenset((t, p) for t, p, _ in cluster.reassignment)
+    assert inputs.coverage["status"] == "partial" and inputs.coverage["missing"] == [3, 4]
+    assert (
+        len(inputs.dir_rows)
+        == inputs.replica_dirs
+        == sum(1 for d in audit_dirs(cluster) if d.broker_id in inputs.facts.inventoried)
+    )
+
+
+def test_in_process_run_publishes_findings_report_and_summary(incident, tmp_path):
+    out = tmp_path / "findings"
+    summary = audit_job.run_audit(
+        incident["base"],
+        incident["cluster"],
+        inventory=incident["inventory"],
+        out=str(out),
+        engine="in-process",
+        now_ms=NOW_MS,
+    )
+    assert sorted(p.name for p in out.iterdir()) == ["findings.parquet", "report.html", "summary.json"]
+    on_disk = json.loads((out / "summary.json").read_text())
+    assert on_disk == json.loads(json.dumps(summary, default=str))
+    assert on_disk["by_check"]["topic-id-mismatch"] == {"critical": 1}
+    assert on_disk["by_severity"]["critical"] >= 3
+    assert on_disk["coverage"]["status"] == "partial"
+    assert on_disk["report"] == str(out / "report.html")
+    findings = audit_job.read_findings(str(out))
+    assert len(findings) == on_disk["findings"]
+    assert findings[0].severity is Severity.CRITICAL  # worst first
+    mismatch = next(f for f in findings if f.check == "topic-id-mismatch")
+    assert mismatch.topic == "clickstream" and mismatch.evidence["replicas"]
+    html = (out / "report.html").read_text()
+    assert "topic-id-mismatch" in html and "Coverage PARTIAL" in html
+
+
+def test_previous_snapshot_is_found_and_used(tmp_path):
+    cluster = incident_cluster()
+    before = healthy_cluster(name="demo")
+    paths = _artefacts(tmp_path, cluster, previous_rows=cluster_rows(before))
+    inputs = audit_job.load_inputs(
+        paths["base"], paths["cluster"], inventory=paths["inventory"], now_ms=NOW_MS
+    )
+    assert inputs.previous_snapshot == paths["previous"] and inputs.previous is not None
+    none = audit_job.load_inputs(paths["base"], paths["cluster"], previous="", now_ms=NOW_MS)
+    assert none.previous is None and none.previous_snapshot is None
+
+
+def test_missing_inputs_are_named(tmp_path):
+    with pytest.raises(audit_job.AuditInputError, match="no complete snapshot of demo"):
+        audit_job.load_inputs(str(tmp_path), "demo")
+    paths = _artefacts(tmp_path, incident_cluster())
+    with pytest.raises(audit_job.AuditInputError, match="run the broker inventory first"):
+        audit_job.load_inputs(paths["base"], "demo", inventory=str(tmp_path / "nope"))
+    with pytest.raises(ValueError, match="engine must be one of"):
+        audit_job.run_audit(paths["base"], "demo", engine="dask")
+
+
+def test_no_temporary_files_survive_a_failed_write(tmp_path, monkeypatch):
+    def boom(*_args, **_kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(audit_job, "render_html", boom)
+    with pytest.raises(RuntimeError, match="disk full"):
+        audit_job.write_findings(str(tmp_path / "out"), [], {"cluster": "c"})
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["findings.parquet"]  # no summary: incomplete
+
+
+def test_package_zip_holds_the_core_and_no_airflow_layers(tmp_path):
+    path = audit_job.build_package_zip(tmp_path)
+    names = zipfile.ZipFile(path).namelist()
+    assert "airflow_provider_kafka_zk/kafka/audit.py" in names
+    assert "airflow_provider_kafka_zk/audit_job.py" in names
+    assert not [n for n in names if "/operators/" in n or "/hooks/" in n or n.endswith(".pyc")]
+    assert [p.name for p in tmp_path.iterdir()] == ["airflow_provider_kafka_zk.zip"]
+
+
+def test_driver_module_imports_no_airflow():
+    code = (
+        "import sys, airflow_provider_kafka_zk.audit_job; "
+        "assert not [m for m in sys.modules if m == 'airflow' or m.startswith('airflow.')], 'airflow imported'"
+    )
+    import subprocess
+
+    subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ})
+
+
+@pytest.fixture(scope="module")
+def spark():
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("test_audit_job")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+        .config("spark.sql.shuffle.partitions", "4")
+        .getOrCreate()
+    )
+    yield session
+    session.stop()
+
+
+@pytest.mark.parametrize("scenario", ["incident", "incident-partial", "healthy-with-previous"])
+def test_spark_and_in_process_engines_give_identical_findings(spark, tmp_path, scenario):
+    if scenario == "healthy-with-previous":
+        cluster = healthy_cluster()
+        paths = _artefacts(tmp_path, cluster, previous_rows=cluster_rows(healthy_cluster(seed=3)))
+    else:
+        cluster = incident_cluster()
+        paths = _artefacts(
+            tmp_path, cluster, inventoried={0, 1, 5} if scenario == "incident-partial" else None
+        )
+    inputs = audit_job.load_inputs(
+        paths["base"], paths["cluster"], inventory=paths["inventory"], now_ms=NOW_MS
+    )
+    in_process = audit_job.run_in_process(inputs)
+    on_spark = audit_job.run_spark(inputs, spark)
+    assert in_process  # something to compare
+    assert [f.to_row() for f in on_spark] == [f.to_row() for f in in_process]
