@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from airflow_provider_kafka_zk.kafka.logdir import DirKind
@@ -465,20 +465,23 @@ class SimulatedCluster:
         )
 
     def _delete_live_replicas(self, topic_name: str, leave_delete_dirs: bool) -> None:
+        self._delete_dirs(
+            lambda d: d.topic == topic_name and d.kind is DirKind.NORMAL and self.brokers[d.broker_id].online,
+            leave_delete_dirs,
+        )
+
+    def _delete_dirs(self, selected: Callable[[ReplicaDir], bool], leave_delete_dirs: bool) -> None:
+        """StopReplica(delete): the broker renames the dir ``<t>-<p>.<32hex>-delete``, removed after the delay."""
         kept: list[ReplicaDir] = []
         for d in self.dirs:
-            if d.topic == topic_name and d.kind is DirKind.NORMAL and self.brokers[d.broker_id].online:
-                if leave_delete_dirs:
-                    kept.append(
-                        replace(
-                            d,
-                            kind=DirKind.DELETE,
-                            unique_id=self.rng.randbytes(16).hex(),
-                            mtime_ms=self.clock_ms,
-                        )
+            if not selected(d):
+                kept.append(d)
+            elif leave_delete_dirs:
+                kept.append(
+                    replace(
+                        d, kind=DirKind.DELETE, unique_id=self.rng.randbytes(16).hex(), mtime_ms=self.clock_ms
                     )
-                continue
-            kept.append(d)
+                )
         self.dirs = kept
 
     def leave_leftover_dirs(
@@ -589,26 +592,15 @@ class SimulatedCluster:
         if leader not in (-1, previous_leader):
             self._leader_epoch_started(topic_name, partition, leader, part.leader_epoch)
         removed = set(part.removing)
-        kept: list[ReplicaDir] = []
-        for d in self.dirs:
-            if (
+        self._delete_dirs(
+            lambda d: (
                 d.topic == topic_name
                 and d.partition == partition
                 and d.kind is DirKind.NORMAL
                 and d.broker_id in removed
-            ):
-                if keep_delete_dirs:
-                    kept.append(
-                        replace(
-                            d,
-                            kind=DirKind.DELETE,
-                            unique_id=self.rng.randbytes(16).hex(),
-                            mtime_ms=self.clock_ms,
-                        )
-                    )
-                continue
-            kept.append(d)
-        self.dirs = kept
+            ),
+            keep_delete_dirs,
+        )
         part.replicas = target
         part.adding, part.removing = [], []
         topic.znode_version += 1

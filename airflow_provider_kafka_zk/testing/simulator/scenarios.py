@@ -10,6 +10,15 @@ from .spec import BrokerSpec, ClusterSpec, TopicSpec
 
 DAY_MS = 86_400_000
 
+CONSUMER_OFFSETS = TopicSpec(
+    "__consumer_offsets",
+    partitions=10,
+    replication_factor=3,
+    records_per_partition=20,
+    config={"cleanup.policy": "compact", "compression.type": "producer", "segment.bytes": "104857600"},
+)
+"""The group coordinator's topic, with the configs a real broker gives it (golden 3.3.1 dump)."""
+
 
 def _brokers(count: int, racks: int, first_address: int = 2) -> tuple[BrokerSpec, ...]:
     """Brokers 0..count-1, one loopback host each (127.0.0.2, .3, ...), racks r1..rN round-robin."""
@@ -32,17 +41,7 @@ def healthy_cluster(name: str = "healthy", kafka_version: str = "3.3.1", seed: i
         topics=(
             TopicSpec("orders", partitions=6, replication_factor=3, config={"min.insync.replicas": "2"}),
             TopicSpec("payments.v1-events", partitions=4, replication_factor=3, records_per_partition=400),
-            TopicSpec(
-                "__consumer_offsets",
-                partitions=10,
-                replication_factor=3,
-                records_per_partition=20,
-                config={
-                    "cleanup.policy": "compact",
-                    "compression.type": "producer",
-                    "segment.bytes": "104857600",
-                },
-            ),
+            CONSUMER_OFFSETS,
         ),
     )
     return SimulatedCluster(spec)
@@ -104,17 +103,7 @@ def incident_cluster(name: str = "demo", kafka_version: str = "3.3.1", seed: int
                 records_per_batch=5,
                 assignment={p: (4, (p % 3), 5) for p in range(4)},
             ),
-            TopicSpec(
-                "__consumer_offsets",
-                partitions=10,
-                replication_factor=3,
-                records_per_partition=20,
-                config={
-                    "cleanup.policy": "compact",
-                    "compression.type": "producer",
-                    "segment.bytes": "104857600",
-                },
-            ),
+            CONSUMER_OFFSETS,
         ),
     )
     cluster = SimulatedCluster(spec)
