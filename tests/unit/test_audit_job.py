@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import zipfile
@@ -177,6 +178,9 @@ def spark():
     )
     yield session
     session.stop()
+    # py4j logs "Closing down clientserver connection" from an atexit hook, after pytest closed its
+    # capture streams ("--- Logging error ---"); that message is noise, not a failure.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
 @pytest.mark.parametrize("scenario", ["incident", "incident-partial", "healthy-with-previous"])
