@@ -394,7 +394,8 @@ class KafkaZooKeeperHook(BaseHook):
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _where(self, path: str) -> str:
+    def describe_path(self, path: str) -> str:
+        """``path`` as an operator reads it in a log line: with the chroot it lives under."""
         chroot = self.config.chroot
         return f"{path} (chroot {chroot})" if chroot else path
 
@@ -411,7 +412,7 @@ class KafkaZooKeeperHook(BaseHook):
         try:
             return self.get_conn().get(path)
         except NoNodeError:
-            raise ZnodeNotFoundError(path, self._where(path)) from None
+            raise ZnodeNotFoundError(path, self.describe_path(path)) from None
 
     def get_decoded(self, path: str) -> tuple[Any, ZnodeStat]:
         """``decode_znode`` of ``path`` with its Stat; raises ZnodeFormatError on malformed data."""
@@ -424,7 +425,7 @@ class KafkaZooKeeperHook(BaseHook):
         try:
             return sorted(self.get_conn().get_children(path))
         except NoNodeError:
-            raise ZnodeNotFoundError(path, self._where(path)) from None
+            raise ZnodeNotFoundError(path, self.describe_path(path)) from None
 
     def cluster_id(self) -> str | None:
         """The cluster id from ``/cluster/id``, or None when no broker ever started here."""
@@ -456,7 +457,7 @@ class KafkaZooKeeperHook(BaseHook):
         try:
             children = self.get_conn().get_children(znodes.BROKER_IDS)
         except NoNodeError:
-            raise ZnodeNotFoundError(znodes.BROKER_IDS, self._where(znodes.BROKER_IDS)) from None
+            raise ZnodeNotFoundError(znodes.BROKER_IDS, self.describe_path(znodes.BROKER_IDS)) from None
         ids = []
         for child in children:
             try:
@@ -492,34 +493,41 @@ class KafkaZooKeeperHook(BaseHook):
         """Create ``path`` with ``data``; never overwrites. True if created, False if it existed."""
         from kazoo.exceptions import NodeExistsError, NoNodeError
 
-        self._require_writable(f"create {self._where(path)}")
+        self._require_writable(f"create {self.describe_path(path)}")
         try:
             self.get_conn().create(path, data, makepath=makepath)
         except NodeExistsError:
             return False
         except NoNodeError:
             parent = posixpath.dirname(path)
-            raise ZnodeNotFoundError(parent, self._where(parent)) from None
-        log.info("Created znode %s", self._where(path))
+            raise ZnodeNotFoundError(parent, self.describe_path(parent)) from None
+        log.info("Created znode %s", self.describe_path(path))
         return True
+
+    def create_sequential(self, prefix: str, data: bytes) -> str:
+        """Create ``<prefix><10-digit seq>`` (Kafka's notification znodes); returns the path created."""
+        self._require_writable(f"create a sequential znode under {self.describe_path(prefix)}")
+        path = self.get_conn().create(prefix, data, sequence=True)
+        log.info("Created znode %s", self.describe_path(path))
+        return path
 
     def set_if_version(self, path: str, data: bytes, expected_version: int) -> ZnodeStat:
         """Set ``path``'s data only if nobody changed it since it was read at ``expected_version``."""
         from kazoo.exceptions import BadVersionError, NoNodeError
 
         _check_version(expected_version, "set_if_version")
-        self._require_writable(f"set {self._where(path)}")
+        self._require_writable(f"set {self.describe_path(path)}")
         client = self.get_conn()
         try:
             stat = client.set(path, data, version=expected_version)
         except BadVersionError:
             current = client.exists(path)
             raise ZnodeVersionConflictError(
-                path, self._where(path), expected_version, current.version if current else None
+                path, self.describe_path(path), expected_version, current.version if current else None
             ) from None
         except NoNodeError:
-            raise ZnodeVersionConflictError(path, self._where(path), expected_version, None) from None
-        log.info("Set znode %s (version %d -> %d)", self._where(path), expected_version, stat.version)
+            raise ZnodeVersionConflictError(path, self.describe_path(path), expected_version, None) from None
+        log.info("Set znode %s (version %d -> %d)", self.describe_path(path), expected_version, stat.version)
         return stat
 
     def multi(self, ops: Sequence[ZnodeOp]) -> list[Any]:
@@ -600,8 +608,10 @@ class KafkaZooKeeperHook(BaseHook):
                 result, RolledBackError | RuntimeInconsistency
             ):
                 op = ops[index]
-                raise MultiOpError(index, op, self._where(op.path), type(result).__name__, committed_before)
-        raise MultiOpError(0, ops[0], self._where(ops[0].path), "an unknown error", committed_before)
+                raise MultiOpError(
+                    index, op, self.describe_path(op.path), type(result).__name__, committed_before
+                )
+        raise MultiOpError(0, ops[0], self.describe_path(ops[0].path), "an unknown error", committed_before)
 
     # ------------------------------------------------------------------ snapshot
     def snapshot(

@@ -35,7 +35,6 @@ from airflow_provider_kafka_zk.hooks.zookeeper import (
     KafkaZooKeeperHook,
     ZnodeNotFoundError,
     ZnodeVersionConflictError,
-    ZooKeeperWriteRefusedError,
 )
 from airflow_provider_kafka_zk.kafka import znodes
 from airflow_provider_kafka_zk.kafka.drain import (
@@ -264,15 +263,8 @@ def _read_reassign(hook: KafkaZooKeeperHook) -> tuple[znodes.ReassignPartitions 
 
 def notify_config_change(hook: KafkaZooKeeperHook, entity_type: str, entity_name: str) -> str:
     """``/config/changes/config_change_<seq>`` (sequential, version 2 ``entity_path``), as Kafka writes it."""
-    if hook.config.read_only:
-        raise ZooKeeperWriteRefusedError(
-            f"connection {hook.kafka_zookeeper_conn_id!r} is read-only: refusing to create a config change notification"
-        )
     note = znodes.ConfigChangeNotification(0, entity_type, entity_name)
-    path = hook.get_conn().create(
-        f"{znodes.CONFIG_CHANGES}/{znodes.CONFIG_CHANGE_PREFIX}", note.encode(), sequence=True
-    )
-    return path
+    return hook.create_sequential(f"{znodes.CONFIG_CHANGES}/{znodes.CONFIG_CHANGE_PREFIX}", note.encode())
 
 
 def update_config(
@@ -628,7 +620,7 @@ class ReplicaOneDrainExecuteOperator(BaseOperator):
         if found.complete:
             self.log.info("%s: already complete (%d partitions), skipping", label, found.total)
             return "done"
-        where = hook._where(znodes.REASSIGN_PARTITIONS)
+        where = hook.describe_path(znodes.REASSIGN_PARTITIONS)
         in_flight = reassignments_in_flight(topics.values(), reassign)
         if reassign is not None:
             if same_request(reassign, targets):
