@@ -419,6 +419,24 @@ class KafkaZooKeeperHook(BaseHook):
         data, stat = self.get_znode(path)
         return znodes.decode_znode(path, data), stat
 
+    def get_many(
+        self, paths: Iterable[str], *, window: int = 1000
+    ) -> dict[str, tuple[bytes | None, ZnodeStat]]:
+        """Pipelined reads, ``window`` requests in flight; znodes that do not exist (any more) are left out."""
+        from kazoo.exceptions import NoNodeError
+
+        client = self.get_conn()
+        paths = list(paths)
+        out: dict[str, tuple[bytes | None, ZnodeStat]] = {}
+        for start in range(0, len(paths), window):
+            pending = [(p, client.get_async(p)) for p in paths[start : start + window]]
+            for path, result in pending:
+                try:
+                    out[path] = result.get()
+                except NoNodeError:
+                    continue
+        return out
+
     def get_children(self, path: str) -> list[str]:
         from kazoo.exceptions import NoNodeError
 

@@ -218,38 +218,22 @@ def inventory_dirs(url: str) -> dict[int, set[TopicPartition]]:
 
 
 def _read_all_topics(hook: KafkaZooKeeperHook) -> dict[str, znodes.TopicAssignment]:
-    """Every topic znode, pipelined (the in-flight check must look at all of them)."""
-    from kazoo.exceptions import NoNodeError
-
-    client = hook.get_conn()
-    names = client.get_children(znodes.BROKER_TOPICS)
-    out: dict[str, znodes.TopicAssignment] = {}
-    for start in range(0, len(names), 1000):
-        window = [(t, client.get_async(znodes.topic_path(t))) for t in names[start : start + 1000]]
-        for topic, result in window:
-            try:
-                data, _ = result.get()
-            except NoNodeError:
-                continue  # deleted meanwhile
-            out[topic] = znodes.TopicAssignment.decode(data, znodes.topic_path(topic))
-    return out
+    """Every topic znode (the in-flight check must look at all of them); deleted meanwhile: left out."""
+    names = hook.get_children(znodes.BROKER_TOPICS)
+    found = hook.get_many(znodes.topic_path(t) for t in names)
+    return {
+        t: znodes.TopicAssignment.decode(found[path][0], path)
+        for t in names
+        if (path := znodes.topic_path(t)) in found
+    }
 
 
 def _read_states(
     hook: KafkaZooKeeperHook, partitions: Iterable[TopicPartition]
 ) -> dict[TopicPartition, znodes.PartitionState]:
-    from kazoo.exceptions import NoNodeError
-
-    client = hook.get_conn()
-    reads = [(tp, client.get_async(znodes.partition_state_path(*tp))) for tp in partitions]
-    out = {}
-    for tp, result in reads:
-        try:
-            data, _ = result.get()
-        except NoNodeError:
-            continue
-        out[tp] = znodes.PartitionState.decode(data, znodes.partition_state_path(*tp))
-    return out
+    paths = {tp: znodes.partition_state_path(*tp) for tp in partitions}
+    found = hook.get_many(paths.values())
+    return {tp: znodes.PartitionState.decode(found[p][0], p) for tp, p in paths.items() if p in found}
 
 
 def _read_reassign(hook: KafkaZooKeeperHook) -> tuple[znodes.ReassignPartitions | None, int | None]:

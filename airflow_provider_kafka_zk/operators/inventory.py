@@ -286,19 +286,14 @@ class ListBrokerIdsOperator(BaseOperator):
             assigned: set[int] = set()
             if self.include_assigned and client.exists(znodes.BROKER_TOPICS):
                 topics = client.get_children(znodes.BROKER_TOPICS)
-                for start in range(0, len(topics), 1000):  # pipelined reads, a window at a time
-                    window = [
-                        (t, client.get_async(znodes.topic_path(t))) for t in topics[start : start + 1000]
-                    ]
-                    for topic, result in window:
-                        try:
-                            data, _ = result.get()
-                            assignment = znodes.TopicAssignment.decode(data, znodes.topic_path(topic))
-                        except Exception as exc:
-                            log.warning("Skipping topic %r: %s", topic, exc)
-                            continue
-                        for replicas in assignment.partitions.values():
-                            assigned.update(replicas)
+                for path, (data, _) in hook.get_many(znodes.topic_path(t) for t in topics).items():
+                    try:
+                        assignment = znodes.TopicAssignment.decode(data, path)
+                    except Exception as exc:
+                        log.warning("Skipping %s: %s", path, exc)
+                        continue
+                    for replicas in assignment.partitions.values():
+                        assigned.update(replicas)
         brokers = sorted(registered | assigned | {int(b) for b in self.extra_broker_ids})
         log.info(
             "Brokers to inventory: %s (registered %s; only in assignments %s)",
