@@ -8,6 +8,15 @@ removes once it is old). Readers verify the Parquet file's sha256 against the ma
 
 The Parquet file has one row per znode in :data:`ZNODE_ROW_FIELDS` order, sorted by path; ``data``
 is nullable binary (null: a znode created without data, as Kafka's containers are).
+
+Credentials are not stored in clear unless asked (``write_snapshot(redact=False)``): the data of
+every znode under :data:`~airflow_provider_kafka_zk.kafka.safety.REDACTED_PREFIXES` (SCRAM
+credentials, delegation tokens) is replaced by ``b"redacted:sha256:<hex digest>"``; its Stat is
+kept (``data_length`` is the original's), null and empty data stay as they are, and the manifest's
+``redacted`` entry says how many rows were replaced.
+
+Snapshots dated more than :data:`FUTURE_SKEW` after now (a skewed clock, a hand-made directory)
+are never chosen as the latest or previous one and never deleted by retention; each is warned about.
 """
 
 from __future__ import annotations
@@ -15,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -29,6 +39,7 @@ from fsspec.implementations.local import LocalFileSystem
 from airflow_provider_kafka_zk import __version__
 from airflow_provider_kafka_zk.kafka import znodes
 from airflow_provider_kafka_zk.kafka.errors import ZnodeFormatError
+from airflow_provider_kafka_zk.kafka.safety import REDACTED_PREFIXES, is_redacted_path
 from airflow_provider_kafka_zk.kafka.snapshot import ZNODE_ROW_FIELDS, ZnodeRow
 
 from .files import write_atomically
@@ -38,12 +49,21 @@ if TYPE_CHECKING:
 
     from airflow_provider_kafka_zk.hooks.zookeeper_snapshot import SnapshotWalk
 
+log = logging.getLogger(__name__)
+
 SNAPSHOTS_DIR = "snapshots"
 ZNODES_FILE = "znodes.parquet"
 MANIFEST_FILE = "manifest.json"
 MANIFEST_FORMAT = "kafka-zk-snapshot"
 MANIFEST_FORMAT_VERSION = 1
 PACKAGE_NAME = "airflow-provider-kafka-zk"
+
+FUTURE_SKEW = timedelta(minutes=5)
+"""A snapshot dated later than now + this is "from the future": never latest, never deleted."""
+
+REDACTED_DATA_PREFIX = b"redacted:sha256:"
+"""What a redacted znode's data starts with; the hex sha256 of the original data follows."""
+REDACTION_HOW = "data replaced by its sha256; Stat kept"
 
 _TS_FORMAT = "%Y%m%dT%H%M%S.%fZ"
 _TS_NAME = re.compile(r"[0-9]{8}T[0-9]{6}\.[0-9]{6}Z")
@@ -128,7 +148,7 @@ def _table(columns: Mapping[str, list[Any]]) -> pa.Table:
 
 
 def snapshot_table(walk: SnapshotWalk) -> pa.Table:
-    """The walk's rows as an Arrow table in the snapshot schema, sorted by path."""
+    """The walk's rows as an Arrow table in the snapshot schema, sorted by path (not redacted)."""
     return _table(walk.columns())
 
 
@@ -136,6 +156,44 @@ def rows_table(rows: Sequence[ZnodeRow]) -> pa.Table:
     """Arrow table of ZnodeRows (any order in, sorted by path out)."""
     ordered = sorted(rows, key=lambda r: r.path)
     return _table({name: [getattr(r, name) for r in ordered] for name in ZNODE_ROW_FIELDS})
+
+
+def redacted_data(data: bytes | None) -> bytes | None:
+    """``b"redacted:sha256:<hex>"`` of ``data``; None and empty data are returned as they are."""
+    if not data:
+        return data
+    return REDACTED_DATA_PREFIX + hashlib.sha256(data).hexdigest().encode("ascii")
+
+
+def is_redacted_row(row: ZnodeRow) -> bool:
+    """Whether ``row``'s data is a redaction digest, not the znode's real data.
+
+    A loader must not write such data back as if it were a credential or a token.
+    """
+    return (
+        isinstance(row.data, bytes)
+        and row.data.startswith(REDACTED_DATA_PREFIX)
+        and is_redacted_path(row.path)
+    )
+
+
+def _redact(columns: dict[str, list[Any]]) -> int:
+    """Redact ``columns["data"]`` in place (a walk's fresh lists); returns the rows replaced."""
+    data = columns["data"]
+    replaced = 0
+    for index, path in enumerate(columns["path"]):
+        if data[index] and is_redacted_path(path):
+            data[index] = redacted_data(data[index])
+            replaced += 1
+    return replaced
+
+
+def _sensitive_with_data(columns: Mapping[str, list[Any]]) -> int:
+    return sum(
+        1
+        for path, data in zip(columns["path"], columns["data"], strict=True)
+        if data and is_redacted_path(path)
+    )
 
 
 def _cluster_id_from(walk: SnapshotWalk) -> str | None:
@@ -155,12 +213,15 @@ def write_snapshot(
     *,
     source: Mapping[str, Any] | None = None,
     cluster_id: str | None = None,
+    redact: bool = True,
     storage_options: Mapping[str, Any] | None = None,
 ) -> tuple[SnapshotRef, dict[str, Any]]:
     """Publish ``walk`` under ``<base>/<cluster>/snapshots/<ts>/``; returns its ref and manifest.
 
     ``source`` describes the ensemble without credentials (``{"hosts": [...], "chroot": ...}``,
     as ``KafkaZooKeeperHook.target_description()`` gives it). ``<ts>`` is when the walk started.
+    ``redact`` (default) stores credentials and tokens as digests (see the module docstring);
+    ``redact=False`` stores them in clear and the manifest says so. ``walk`` is not changed.
     """
     validate_cluster_name(cluster)
     fs, root = _fs(base, storage_options)
@@ -170,8 +231,25 @@ def write_snapshot(
         raise FileExistsError(f"snapshot {_url(fs, directory)} already exists")
     fs.makedirs(directory, exist_ok=True)
 
+    columns = walk.columns()
+    redacted: dict[str, Any]
+    if redact:
+        redacted = {
+            "enabled": True,
+            "count": _redact(columns),
+            "prefixes": list(REDACTED_PREFIXES),
+            "how": REDACTION_HOW,
+        }
+    else:
+        redacted = {
+            "enabled": False,
+            "count": 0,
+            "prefixes": [],
+            "how": "not redacted: credentials and tokens stored in clear (include_sensitive)",
+            "in_clear": _sensitive_with_data(columns),
+        }
     sink = io.BytesIO()
-    pq.write_table(snapshot_table(walk), sink, compression="zstd")
+    pq.write_table(_table(columns), sink, compression="zstd")
     payload = sink.getvalue()
     digest = hashlib.sha256(payload).hexdigest()
     write_atomically(fs, f"{directory}/{ZNODES_FILE}", payload)
@@ -199,6 +277,7 @@ def write_snapshot(
         "gone": list(walk.gone),
         "reread": len(walk.reread),
         "missing_roots": list(walk.missing_roots),
+        "redacted": redacted,
         "files": {ZNODES_FILE: {"bytes": len(payload), "sha256": digest, "rows": walk.znodes}},
         "source": {
             "hosts": list((source or {}).get("hosts", [])),
@@ -312,15 +391,60 @@ def _scan(fs: AbstractFileSystem, directory: str) -> tuple[list[SnapshotRef], li
 def list_snapshots(
     base: str, cluster: str, *, storage_options: Mapping[str, Any] | None = None
 ) -> list[SnapshotRef]:
-    """Complete snapshots of ``cluster`` (those with a manifest), oldest first."""
+    """Complete snapshots of ``cluster`` (those with a manifest), oldest first.
+
+    Future-dated ones are listed too (this is an inventory); :func:`latest_snapshot`,
+    :func:`previous_snapshot` and :func:`apply_retention` leave them out.
+    """
     fs, directory = _snapshots_root(base, cluster, storage_options)
     return _scan(fs, directory)[0]
 
 
+def split_future(
+    snapshots: Sequence[SnapshotRef], now: datetime | None = None, skew: timedelta = FUTURE_SKEW
+) -> tuple[list[SnapshotRef], list[SnapshotRef]]:
+    """(snapshots dated at most ``skew`` after ``now``, those dated later), order kept."""
+    horizon = (now or datetime.now(UTC)) + skew
+    present = [s for s in snapshots if s.taken_at <= horizon]
+    future = [s for s in snapshots if s.taken_at > horizon]
+    return present, future
+
+
+def _warn_future(future: Sequence[SnapshotRef], now: datetime | None, skew: timedelta, what: str) -> None:
+    if future:
+        log.warning(
+            "%d snapshot(s) dated in the future (more than %s after %s), %s: %s. A clock is skewed or "
+            "the directory was made by hand; move it away once understood",
+            len(future),
+            skew,
+            (now or datetime.now(UTC)).isoformat(),
+            what,
+            ", ".join(s.path for s in future),
+        )
+
+
+def _present_snapshots(
+    base: str,
+    cluster: str,
+    now: datetime | None,
+    skew: timedelta,
+    storage_options: Mapping[str, Any] | None,
+) -> list[SnapshotRef]:
+    present, future = split_future(list_snapshots(base, cluster, storage_options=storage_options), now, skew)
+    _warn_future(future, now, skew, "ignored as a plan or comparison base")
+    return present
+
+
 def latest_snapshot(
-    base: str, cluster: str, *, storage_options: Mapping[str, Any] | None = None
+    base: str,
+    cluster: str,
+    *,
+    now: datetime | None = None,
+    future_skew: timedelta = FUTURE_SKEW,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> SnapshotRef | None:
-    snapshots = list_snapshots(base, cluster, storage_options=storage_options)
+    """The newest complete snapshot not dated after ``now + future_skew`` (future ones: a warning)."""
+    snapshots = _present_snapshots(base, cluster, now, future_skew, storage_options)
     return snapshots[-1] if snapshots else None
 
 
@@ -329,15 +453,24 @@ def previous_snapshot(
     cluster: str,
     before: SnapshotRef | str | None = None,
     *,
+    now: datetime | None = None,
+    future_skew: timedelta = FUTURE_SKEW,
     storage_options: Mapping[str, Any] | None = None,
 ) -> SnapshotRef | None:
-    """The complete snapshot just before ``before`` (a ref or directory name; default: the latest)."""
-    snapshots = list_snapshots(base, cluster, storage_options=storage_options)
+    """The complete snapshot just before ``before`` (a ref or directory name; default: the latest).
+
+    Future-dated snapshots (see :func:`latest_snapshot`) are never returned.
+    """
+    snapshots = _present_snapshots(base, cluster, now, future_skew, storage_options)
     if before is None:
         return snapshots[-2] if len(snapshots) >= 2 else None
-    name = before.name if isinstance(before, SnapshotRef) else str(before).rstrip("/").rsplit("/", 1)[-1]
+    name = before.name if isinstance(before, SnapshotRef) else _name_of(str(before))
     earlier = [s for s in snapshots if s.name < name]
     return earlier[-1] if earlier else None
+
+
+def _name_of(name_or_path: str) -> str:
+    return name_or_path.rstrip("/").rsplit("/", 1)[-1]
 
 
 # ------------------------------------------------------------------------------ retention
@@ -348,27 +481,37 @@ def apply_retention(
     keep_last: int | None = None,
     keep_days: float | None = None,
     now: datetime | None = None,
+    protect: Sequence[str] = (),
+    future_skew: timedelta = FUTURE_SKEW,
     incomplete_grace: timedelta = timedelta(days=1),
     storage_options: Mapping[str, Any] | None = None,
 ) -> list[str]:
     """Delete old snapshots; returns the deleted directories.
 
     A complete snapshot is kept when it is among the newest ``keep_last`` or younger than
-    ``keep_days`` (either rule keeps it); with neither rule nothing complete is deleted, and the
-    newest complete snapshot is never deleted. Directories without a manifest older than
-    ``incomplete_grace`` are leftovers of crashed writes and are deleted too. A snapshot's
-    manifest is removed first, so a reader never sees a half-deleted snapshot as complete.
+    ``keep_days`` (either rule keeps it); with neither rule nothing complete is deleted. Never
+    deleted: the newest complete snapshot not in the future, every snapshot named in ``protect``
+    (directory names or paths: the operator passes the one it just wrote), and every snapshot or
+    leftover dated more than ``future_skew`` after ``now`` -- those are warned about and do not
+    count towards ``keep_last``. Directories without a manifest older than ``incomplete_grace``
+    are leftovers of crashed writes and are deleted too. A snapshot's manifest is removed first,
+    so a reader never sees a half-deleted snapshot as complete.
     """
     if keep_last is not None and keep_last < 1:
         raise ValueError("keep_last must be >= 1 (the newest complete snapshot is always kept)")
     if keep_days is not None and keep_days < 0:
         raise ValueError("keep_days must be >= 0")
+    if isinstance(protect, str):
+        protect = [protect]
     now = now or datetime.now(UTC)
+    protected = {_name_of(p) for p in protect}
     fs, directory = _snapshots_root(base, cluster, storage_options)
     complete, incomplete = _scan(fs, directory)
+    complete, future = split_future(complete, now, future_skew)
+    _warn_future(future, now, future_skew, "kept and not counted by retention")
     deleted: list[str] = []
     if complete and (keep_last is not None or keep_days is not None):
-        keep = {complete[-1].name}
+        keep = {complete[-1].name} | protected
         if keep_last is not None:
             keep.update(s.name for s in complete[-keep_last:])
         if keep_days is not None:
@@ -382,7 +525,11 @@ def apply_retention(
             fs.rm(path, recursive=True)
             deleted.append(ref.path)
     for taken_at, path in incomplete:
-        if taken_at < now - incomplete_grace:
+        if _name_of(path) in protected:
+            continue
+        if taken_at > now + future_skew:
+            log.warning("Incomplete snapshot directory %s is dated in the future; left alone", _url(fs, path))
+        elif taken_at < now - incomplete_grace:
             fs.rm(path, recursive=True)
             deleted.append(_url(fs, path))
     return deleted

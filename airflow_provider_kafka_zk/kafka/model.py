@@ -22,6 +22,7 @@ from typing import Final, Literal, TypeAlias
 
 from . import znodes as zk
 from .errors import KafkaFormatError, describe
+from .safety import is_redacted_path
 from .snapshot import ZnodeRow
 from .uuid import KafkaUuid
 
@@ -369,6 +370,7 @@ class ClusterState:
 # --------------------------------------------------------------------------------------------
 
 _TOPIC_CONFIG_PATH = re.compile(r"/config/topics/([^/]+)")
+_REDACTED_DATA = b"redacted:sha256:"  # artefacts.snapshots.REDACTED_DATA_PREFIX
 
 
 class _Builder:
@@ -408,6 +410,8 @@ class _Builder:
             return
         self.seen.add(path)
         self.last_zxid = max(self.last_zxid, row.czxid, row.mzxid, row.pzxid)
+        if row.data and row.data.startswith(_REDACTED_DATA) and is_redacted_path(path):
+            return  # a snapshot kept only the digest of this credential or token: nothing to decode
         try:
             decoded = zk.decode_znode(path, row.data)
         except zk.InvalidTopicNameError as exc:

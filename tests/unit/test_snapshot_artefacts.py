@@ -3,7 +3,10 @@ atomic publication (no manifest, no snapshot), checksum verification, lookup and
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
+import posixpath
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -238,3 +241,291 @@ def test_retention_by_age_and_crash_leftovers(base):
     assert list_snapshots(base, "c1") == [refs[1], refs[0]]
     with pytest.raises(ValueError, match="keep_last"):
         apply_retention(base, "c1", keep_last=0)
+
+
+# ------------------------------------------------------------------------------ future-dated snapshots
+def _future_snapshot(base, cluster, name="29990101T000000.000000Z"):
+    """A hand-made (or clock-skewed) complete snapshot dated far in the future."""
+    fs, root = fsspec.core.url_to_fs(base)
+    ref, _ = write_snapshot(base, cluster, make_walk(NOW - timedelta(days=100)))
+    source = f"{fsspec.core.url_to_fs(ref.path)[1]}"
+    future = f"{root}/{cluster}/snapshots/{name}"
+    fs.makedirs(future, exist_ok=True)
+    for file in (ZNODES_FILE, MANIFEST_FILE):
+        fs.pipe_file(f"{future}/{file}", fs.cat_file(f"{source}/{file}"))
+    fs.rm(source, recursive=True)
+    return future
+
+
+def test_retention_never_deletes_the_snapshot_just_written_because_of_a_future_one(base, caplog):
+    older = [write_snapshot(base, "c1", make_walk(NOW - timedelta(days=d)))[0] for d in (3, 2, 1)]
+    future = _future_snapshot(base, "c1")
+    just_written, _ = write_snapshot(base, "c1", make_walk(NOW))
+    fs, _ = fsspec.core.url_to_fs(base)
+    with caplog.at_level("WARNING", logger="airflow_provider_kafka_zk.artefacts.snapshots"):
+        deleted = apply_retention(base, "c1", keep_last=1, now=NOW + timedelta(seconds=1))
+    assert sorted(deleted) == sorted(r.path for r in older)  # older ones follow keep_last
+    assert fs.exists(future) and fs.exists(f"{future}/{MANIFEST_FILE}")  # never deleted either
+    assert [s.name for s in list_snapshots(base, "c1")] == [just_written.name, "29990101T000000.000000Z"]
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any("29990101T000000.000000Z" in m and "future" in m for m in warnings), warnings
+
+
+def test_retention_keep_last_counts_only_snapshots_not_in_the_future(base):
+    refs = [write_snapshot(base, "c1", make_walk(NOW - timedelta(days=d)))[0] for d in (3, 2, 1, 0)]
+    _future_snapshot(base, "c1")
+    deleted = apply_retention(base, "c1", keep_last=2, now=NOW)
+    assert sorted(deleted) == sorted([refs[0].path, refs[1].path])
+    assert [s.name for s in list_snapshots(base, "c1")][:2] == [refs[2].name, refs[3].name]
+
+
+def test_retention_tolerates_small_clock_skew(base):
+    # a snapshot a minute "ahead" of now (another worker's clock) is a normal snapshot
+    ahead, _ = write_snapshot(base, "c1", make_walk(NOW + timedelta(minutes=1)))
+    old, _ = write_snapshot(base, "c1", make_walk(NOW - timedelta(days=1)))
+    assert apply_retention(base, "c1", keep_last=1, now=NOW) == [old.path]
+    assert latest_snapshot(base, "c1", now=NOW) == ahead
+
+
+def test_retention_never_deletes_protected_snapshots(base):
+    refs = [write_snapshot(base, "c1", make_walk(NOW - timedelta(days=d)))[0] for d in (5, 4, 0)]
+    deleted = apply_retention(base, "c1", keep_last=1, now=NOW, protect=[refs[0].name])
+    assert deleted == [refs[1].path]
+    # a path is accepted as well as a name
+    deleted = apply_retention(base, "c1", keep_days=0, now=NOW + timedelta(days=1), protect=[refs[0].path])
+    assert deleted == []
+    assert list_snapshots(base, "c1") == [refs[0], refs[2]]
+
+
+def test_latest_and_previous_ignore_future_snapshots_with_a_warning(base, caplog):
+    first, _ = write_snapshot(base, "c1", make_walk(NOW - timedelta(days=1)))
+    second, _ = write_snapshot(base, "c1", make_walk(NOW))
+    _future_snapshot(base, "c1")
+    with caplog.at_level("WARNING", logger="airflow_provider_kafka_zk.artefacts.snapshots"):
+        assert latest_snapshot(base, "c1", now=NOW) == second
+        assert previous_snapshot(base, "c1", now=NOW) == first
+        assert previous_snapshot(base, "c1", before="29990101T000000.000000Z", now=NOW) == second
+    assert sum("29990101T000000.000000Z" in r.getMessage() for r in caplog.records) >= 3
+    # without `now` the real clock is used: 2999 is still the future
+    assert latest_snapshot(base, "c1") == second
+
+
+def test_only_future_snapshots_means_no_latest(base):
+    _future_snapshot(base, "c1")
+    assert latest_snapshot(base, "c1", now=NOW) is None
+    assert apply_retention(base, "c1", keep_last=1, now=NOW) == []
+
+
+def test_hand_made_folder_without_microseconds_is_never_touched(base):
+    fs, root = fsspec.core.url_to_fs(base)
+    ref, _ = write_snapshot(base, "c1", make_walk(NOW))
+    odd = f"{root}/c1/snapshots/29990101T000000Z"
+    fs.makedirs(odd, exist_ok=True)
+    fs.pipe_file(f"{odd}/{MANIFEST_FILE}", b"{}")
+    assert apply_retention(base, "c1", keep_last=1, now=NOW) == []
+    assert latest_snapshot(base, "c1", now=NOW) == ref and fs.exists(f"{odd}/{MANIFEST_FILE}")
+
+
+# ------------------------------------------------------------------------------ redaction
+SCRAM = (
+    b'{"version":1,"config":{"SCRAM-SHA-512":"salt=c2VjcmV0LXNhbHQ=,stored_key=U1RPUkVELUtFWS1BTElDRQ==,'
+    b'server_key=U0VSVkVSLUtFWS1BTElDRQ==,iterations=4096"}}'
+)
+TOKEN = b'{"version":1,"owner":"User:alice","hmac":"VE9LRU4tSE1BQy1TRUNSRVQ=","tokenId":"tok1"}'
+
+
+def _sensitive_walk(started_at=NOW):
+    return make_walk(
+        started_at,
+        extra={
+            "/config": (None, _stat(13, children=1)),
+            "/config/users": (None, _stat(14, children=1)),
+            "/config/users/alice": (SCRAM, _stat(15, version=2, data=SCRAM)),
+            "/delegation_token": (None, _stat(16, children=1)),
+            "/delegation_token/tokens": (b"", _stat(17, children=1)),
+            "/delegation_token/tokens/tok1": (TOKEN, _stat(18, data=TOKEN)),
+            "/delegation_token/tokens/none": (None, _stat(19)),
+        },
+    )
+
+
+def test_sensitive_znodes_are_redacted_by_default(base):
+    from airflow_provider_kafka_zk.artefacts.snapshots import is_redacted_row
+    from airflow_provider_kafka_zk.kafka.safety import REDACTED_PREFIXES
+
+    walk = _sensitive_walk()
+    ref, manifest = write_snapshot(base, "c1", walk)
+    fs, directory = fsspec.core.url_to_fs(ref.path)
+    raw = fs.cat_file(f"{directory}/{ZNODES_FILE}")
+    assert b"c2VjcmV0LXNhbHQ" not in raw and b"VE9LRU4tSE1BQy1TRUNSRVQ" not in raw
+    _, rows = read_snapshot(ref.path)
+    by_path = {r.path: r for r in rows}
+    original = {r.path: r for r in walk.rows}
+    alice, tok = by_path["/config/users/alice"], by_path["/delegation_token/tokens/tok1"]
+    assert alice.data == b"redacted:sha256:" + hashlib.sha256(SCRAM).hexdigest().encode()
+    assert tok.data == b"redacted:sha256:" + hashlib.sha256(TOKEN).hexdigest().encode()
+    for path in ("/config/users/alice", "/delegation_token/tokens/tok1"):
+        stat_fields = [f for f in ZNODE_ROW_FIELDS if f not in ("path", "data")]
+        assert [getattr(by_path[path], f) for f in stat_fields] == [
+            getattr(original[path], f) for f in stat_fields
+        ]
+    assert alice.data_length == len(SCRAM)  # the Stat is the original's
+    assert by_path["/delegation_token/tokens/none"].data is None  # None stays None
+    assert by_path["/delegation_token/tokens"].data == b""  # nothing to hide in no data
+    assert is_redacted_row(alice) and is_redacted_row(tok)
+    assert not is_redacted_row(by_path["/delegation_token/tokens"])
+    assert not is_redacted_row(by_path["/brokers/ids/1"])
+    assert manifest["redacted"] == {
+        "enabled": True,
+        "count": 2,
+        "prefixes": list(REDACTED_PREFIXES),
+        "how": "data replaced by its sha256; Stat kept",
+    }
+    assert read_manifest(ref.path)["redacted"]["count"] == 2
+    assert walk.table["/config/users/alice"][0] == SCRAM  # the walk itself is not changed
+
+
+def test_manifest_records_redaction_when_nothing_was_redacted(base):
+    _, manifest = write_snapshot(base, "c1", make_walk())
+    assert manifest["redacted"]["enabled"] is True and manifest["redacted"]["count"] == 0
+
+
+def test_sensitive_znodes_are_kept_in_clear_on_request(base):
+    from airflow_provider_kafka_zk.artefacts.snapshots import is_redacted_row
+
+    walk = _sensitive_walk()
+    ref, manifest = write_snapshot(base, "c1", walk, redact=False)
+    _, rows = read_snapshot(ref.path)
+    assert rows == walk.rows
+    assert not any(is_redacted_row(r) for r in rows)
+    assert manifest["redacted"]["enabled"] is False and manifest["redacted"]["count"] == 0
+    assert manifest["redacted"]["in_clear"] == 2
+
+
+def test_the_model_does_not_report_redacted_credentials_as_malformed(base):
+    from airflow_provider_kafka_zk.artefacts.snapshots import REDACTED_DATA_PREFIX
+    from airflow_provider_kafka_zk.kafka import model
+    from airflow_provider_kafka_zk.kafka.model import ClusterState
+
+    ref, _ = write_snapshot(base, "c1", _sensitive_walk())
+    _, rows = read_snapshot(ref.path)
+    state = ClusterState.from_snapshot(rows, cluster="c1")
+    assert state.findings_at("/config/users") == () and state.findings_at("/delegation_token") == ()
+    assert state.cluster_id == "Aq3vV0uFT7-3LgbUgPnNqg"
+    # a real, malformed user config is still a finding
+    bad = [r if r.path != "/config/users/alice" else dataclasses.replace(r, data=b"{broken") for r in rows]
+    assert ClusterState.from_snapshot(bad, cluster="c1").findings_at("/config/users/alice")
+    assert model._REDACTED_DATA == REDACTED_DATA_PREFIX  # the model skips exactly what is written
+
+
+# ------------------------------------------------------------------------------ artefact store checks
+def test_store_check_on_a_writable_local_directory(tmp_path):
+    from airflow_provider_kafka_zk.artefacts.store import check_store_writable
+
+    target = tmp_path / "new" / "store"
+    check = check_store_writable(str(target), min_free_bytes=1)
+    assert target.is_dir() and list(target.iterdir()) == []  # created; the probe is gone
+    assert check.url == str(target) and check.local and check.free_bytes is not None
+    assert check.free_bytes >= 1 and check.probe_bytes > 0
+    assert check.to_dict()["free_bytes"] == check.free_bytes
+
+
+def test_store_check_refuses_a_file_where_a_directory_is_expected(tmp_path):
+    from airflow_provider_kafka_zk.artefacts.store import ArtefactStoreError, check_store_writable
+
+    blocker = tmp_path / "blocker"
+    blocker.write_bytes(b"not a directory")
+    with pytest.raises(ArtefactStoreError, match="not a directory") as info:
+        check_store_writable(str(blocker / "artefacts"))
+    assert isinstance(info.value, OSError) and str(blocker / "artefacts") in str(info.value)
+    assert info.value.url == str(blocker / "artefacts")
+
+
+def test_store_check_refuses_too_little_free_space(tmp_path):
+    import shutil
+
+    from airflow_provider_kafka_zk.artefacts.store import ArtefactStoreError, check_store_writable
+
+    free = shutil.disk_usage(tmp_path).free
+    with pytest.raises(ArtefactStoreError, match="free") as info:
+        check_store_writable(str(tmp_path / "a"), min_free_bytes=free + 1024**4)
+    assert info.value.reason == "no_space" and str(tmp_path / "a") in str(info.value)
+    assert not any((tmp_path / "a").glob(".*probe*"))
+
+
+def test_store_check_on_a_remote_store_says_free_space_is_unknown():
+    from airflow_provider_kafka_zk.artefacts.store import check_store_writable
+
+    url = f"memory://store-{uuid.uuid4().hex}/artefacts"
+    check = check_store_writable(url, min_free_bytes=10 * 1024**5)  # not checkable: no failure
+    assert not check.local and check.free_bytes is None and "unknown" in check.free_space
+    fs, root = fsspec.core.url_to_fs(url)
+    assert fs.exists(root) and fs.ls(root) == []
+
+
+@pytest.mark.parametrize(
+    ("error", "reason", "text"),
+    [
+        (PermissionError(13, "Permission denied"), "permission_denied", "permission denied"),
+        (OSError(30, "Read-only file system"), "read_only", "read-only"),
+        (OSError(28, "No space left on device"), "no_space", "no space"),
+    ],
+)
+def test_store_check_names_why_a_write_fails(monkeypatch, error, reason, text):
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    from airflow_provider_kafka_zk.artefacts.store import ArtefactStoreError, check_store_writable
+
+    def refuse(self, path, mode="rb", **kwargs):
+        raise error
+
+    monkeypatch.setattr(MemoryFileSystem, "_open", refuse)
+    url = f"memory://store-{uuid.uuid4().hex}"
+    with pytest.raises(ArtefactStoreError, match=text) as info:
+        check_store_writable(url)
+    assert info.value.reason == reason and url in str(info.value)
+
+
+def test_store_check_detects_a_read_back_mismatch(monkeypatch):
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    from airflow_provider_kafka_zk.artefacts.store import ArtefactStoreError, check_store_writable
+
+    real = MemoryFileSystem.cat_file
+
+    def corrupt(self, path, *args, **kwargs):
+        return real(self, path, *args, **kwargs)[:-1] + b"\x00"
+
+    monkeypatch.setattr(MemoryFileSystem, "cat_file", corrupt)
+    with pytest.raises(ArtefactStoreError, match="read back") as info:
+        check_store_writable(f"memory://store-{uuid.uuid4().hex}")
+    assert info.value.reason == "mismatch"
+
+
+def test_write_and_verify(tmp_path, monkeypatch):
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    from airflow_provider_kafka_zk.artefacts.store import ArtefactStoreError, write_and_verify
+
+    target = tmp_path / "rollback" / "plan.json"
+    assert write_and_verify(str(target), b'{"undo": []}') == str(target)
+    assert target.read_bytes() == b'{"undo": []}' and list(target.parent.iterdir()) == [target]
+
+    url = f"memory://store-{uuid.uuid4().hex}/rollback/plan.json"
+    written = write_and_verify(url, b"payload")
+    assert written.startswith("memory://") and written.endswith("/rollback/plan.json")
+    fs, path = fsspec.core.url_to_fs(written)
+    assert fs.cat_file(path) == b"payload" and fs.ls(posixpath.dirname(path), detail=False) == [path]
+    real = MemoryFileSystem.cat_file
+    monkeypatch.setattr(MemoryFileSystem, "cat_file", lambda self, p, *a, **k: real(self, p, *a, **k) + b"!")
+    with pytest.raises(ArtefactStoreError, match="read back") as info:
+        write_and_verify(url, b"payload 2")
+    assert info.value.reason == "mismatch" and url in str(info.value)
+
+
+def test_write_and_verify_names_a_failed_write(tmp_path):
+    from airflow_provider_kafka_zk.artefacts.store import ArtefactStoreError, write_and_verify
+
+    (tmp_path / "blocker").write_bytes(b"x")
+    with pytest.raises(ArtefactStoreError, match="not a directory"):
+        write_and_verify(str(tmp_path / "blocker" / "plan.json"), b"payload")
