@@ -185,7 +185,13 @@ class StrictSSHHook(SSHHook):
     connection and the known_hosts files, and an unknown host key is rejected.
     """
 
-    def __init__(self, *args: Any, known_hosts: Sequence[str] = (), **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, known_hosts: Sequence[str] = (), connection: Any = None, **kwargs: Any
+    ) -> None:
+        # ``connection``: the Airflow connection already fetched on the task's own thread. SSHHook
+        # would fetch it again in __init__, which fails in a worker thread of a running task (the
+        # task's channel to the API server is not thread-safe) for connections stored in the DB.
+        self._preloaded_connection = connection
         super().__init__(*args, **kwargs)
         if self.no_host_key_check or self.allow_host_key_change:
             raise HostKeyPolicyError(
@@ -194,6 +200,12 @@ class StrictSSHHook(SSHHook):
                 "give host_key or a known_hosts file instead"
             )
         self.known_hosts_files = tuple(known_hosts)
+
+    def get_connection(self, conn_id: str) -> Any:  # type: ignore[override]
+        preloaded = self._preloaded_connection
+        if preloaded is not None and conn_id == self.ssh_conn_id:
+            return preloaded
+        return super().get_connection(conn_id)
 
     def load_trusted_host_keys(self, keys: paramiko.HostKeys) -> None:
         """The connection's host_key first, then its known_hosts files, then the system files.
@@ -331,27 +343,32 @@ class BrokerHostHook(BaseHook):
         """Registered brokers' hosts and the cluster id, read once (None without a ZK connection)."""
         if not self.kafka_zookeeper_conn_id:
             return None
-        from kazoo.exceptions import NoNodeError
-
-        from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook
+        from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook, ZnodeNotFoundError
 
         hosts: dict[int, tuple[str, ...]] = {}
         with KafkaZooKeeperHook(self.kafka_zookeeper_conn_id) as zookeeper:
-            client = zookeeper.get_conn()
             cluster_id = zookeeper.cluster_id()
-            children = client.get_children(znodes.BROKER_IDS) if client.exists(znodes.BROKER_IDS) else []
+            children = (
+                zookeeper.get_children(znodes.BROKER_IDS) if zookeeper.exists(znodes.BROKER_IDS) else []
+            )
             for child in children:
                 path = f"{znodes.BROKER_IDS}/{child}"
                 try:
-                    data, _ = client.get(path)
+                    data, _ = zookeeper.get_znode(path)
                     registration = znodes.BrokerRegistration.decode(data, path)
-                except NoNodeError:
+                except ZnodeNotFoundError:
                     continue  # the broker went away between the listing and the read
                 except (znodes.ZnodeFormatError, ValueError) as exc:
                     log.warning("Skipping undecodable broker registration %s: %s", path, exc)
                     continue
                 hosts[registration.broker_id] = _registration_hosts(registration)
         return ZooKeeperView(cluster_id=cluster_id, registered_hosts=hosts)
+
+    def resolve_connections(self) -> None:
+        """Read the SSH template and the ZooKeeper view now, on this thread (before any worker pool)."""
+        self._template  # noqa: B018 - cached_property: resolved once, here
+        self._ssh_extra  # noqa: B018
+        self.zookeeper_view  # noqa: B018
 
     def resolve(self, broker_id: int) -> BrokerAddress:
         """The broker's host: ``broker_hosts`` first, else its ZooKeeper registration."""
@@ -393,6 +410,7 @@ class BrokerHostHook(BaseHook):
             cmd_timeout=self.command_timeout,
             conn_retry_attempts=1,
             known_hosts=known_hosts,
+            connection=self._template,
         )
 
     def connect(self, address: BrokerAddress) -> paramiko.SSHClient:

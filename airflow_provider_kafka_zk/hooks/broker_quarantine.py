@@ -1,116 +1,546 @@
 """Move leftover partition directories into a quarantine directory on the same broker host.
 
 Never a delete: each directory is renamed into ``<quarantine>/<ts>/<name>`` on the *same
-filesystem* (checked by device number on the host, so the move is an atomic rename and cannot
-half-copy), and a ``quarantine-listing.json`` beside them says what came from where. The default
-quarantine is ``<log dir>/../kafka-quarantine`` -- outside the log dir, where Kafka would take any
-directory for a partition and refuse to start on it.
+filesystem* (device numbers of the open source and destination directories compared on the host,
+so the move is an atomic rename and cannot half-copy), and a listing file beside them says what
+came from where. The default quarantine is ``<log dir>/../kafka-quarantine`` -- outside the log
+dir, where Kafka would take any directory for a partition and refuse to start on it.
 
 One SSH command per broker host through :class:`BrokerHostHook` (strict host keys): a constant
 ``sh -c`` line built with ``shlex.quote``; the paths travel as JSON on stdin and never reach a shell.
 A dry run performs every check on the host and moves nothing. Re-running is safe: a directory
 already in the quarantine is reported ``already_moved``.
+
+Guards, each enforced twice (here before connecting, raising :class:`QuarantinePathError`, and
+again by the script on the host, answering ``refused``):
+
+* paths: the log dir and the quarantine root are absolute and already normalised (no ``.``/``..``,
+  no empty component, no trailing slash); the quarantine root lies outside every log dir of the
+  broker and contains none; a directory name is one plain component.
+* no symlink anywhere: every component of the log dir, the quarantine root, ``<ts>`` and the
+  listing is checked with ``lstat`` and opened ``O_NOFOLLOW|O_DIRECTORY`` relative to its parent's
+  file descriptor; the move is ``rename(name, name, src_dir_fd, dst_dir_fd)`` between those
+  descriptors, so a symlink swapped in after the check is not followed either. Missing quarantine
+  directories are created one component at a time (``mkdir(name, 0o750, dir_fd=parent)``).
+* same filesystem: ``st_dev`` of the source and destination directory descriptors must match.
+* listings are created ``O_CREAT|O_EXCL|O_NOFOLLOW`` (never followed, never overwritten): a retry
+  writes ``quarantine-listing.<n>.json``, the next free name.
+* a hard time limit on the host (``signal.alarm`` and ``RLIMIT_CPU`` from the request): the script
+  prints ``{"t": "fatal", "kind": "timeout"}`` and exits, and this side raises
+  :class:`BrokerHostTimeoutError`; the read loop here enforces the limit too and closes the channel.
+* an orphan live-named directory (``normal``/``future``: one a running broker may hold open) moves
+  only when the broker is not running: the caller says so (``broker_running=False``) and the host
+  shows no Kafka broker process in ``/proc``; ``allow_running_broker_orphans=True`` overrides.
+  ``-delete`` (and ``-stray``) directories, which Kafka closed before renaming, may move under a
+  running broker.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
+import os
 import shlex
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_kafka_zk.hooks.broker_host import BrokerHostCommandError, BrokerHostHook
+from airflow_provider_kafka_zk.hooks.broker_host import (
+    BrokerAddress,
+    BrokerHostCommandError,
+    BrokerHostHook,
+    BrokerHostTimeoutError,
+    RemotePythonMissingError,
+)
+from airflow_provider_kafka_zk.kafka.inventory import KAFKA_MAIN_CLASSES
 
 log = logging.getLogger(__name__)
 
 LISTING_FILE = "quarantine-listing.json"
 QUARANTINE_DIR_NAME = "kafka-quarantine"
+KINDS = ("delete", "normal", "future", "stray")
+# Kinds a running broker has closed before renaming (LogManager closes -delete and -stray logs).
+KINDS_SAFE_UNDER_RUNNING_BROKER = ("delete", "stray")
+# In the script's text, hence in /proc/<pid>/cmdline of the remote python3 while it runs.
+SCRIPT_MARKER = "kafka-zk-quarantine-remote"
+DEFAULT_TIMEOUT_S = 300.0
+_GRACE_S = 10.0  # the host's own alarm fires first; this side gives up this much later
+_STDERR_KEEP = 16 << 10
 
-# Python 3.6+ stdlib only; reads {"dry_run", "ts", "moves": [...]} from stdin, one JSON line per move.
+# Python 3.6+ stdlib only. Reads one JSON request from stdin:
+#   {"dry_run", "ts", "limit_s", "log_dirs", "broker_running", "allow_running_broker_orphans",
+#    "main_classes", "moves": [{"log_dir", "name", "quarantine", "kind"}],
+#    "_test_sleep_s" (tests only: sleep that long before the first move)}
+# and writes one JSON line per move, one per listing, then {"t": "end"}; or {"t": "fatal", ...}.
 _REMOTE = r"""
-import json, os, sys, time
-req = json.loads(sys.stdin.read())
-out = sys.stdout
+# kafka-zk-quarantine-remote: moves leftover Kafka partition directories into a quarantine.
+import errno, json, os, re, signal, stat, sys, time
+
+STATE = {"fatal": False, "orphaned": False, "limit": 60, "groups": {}}
+O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+O_LISTING = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+LISTING = "quarantine-listing.json"
+SUFFIXED = [(k, re.compile(r"\S+-\S+\.\S+-" + k + r"\Z", re.ASCII)) for k in ("delete", "future", "stray")]
+SAFE_KINDS = ("delete", "stray")
+
+
 def emit(rec):
-    out.write(json.dumps(rec) + "\n"); out.flush()
-def device(path):
-    while not os.path.lexists(path):
-        path = os.path.dirname(path)
-    return os.stat(path).st_dev
-listings = {}
-for m in req["moves"]:
-    name, log_dir = m["name"], m["log_dir"]
-    rec = {"t": "move", "name": name, "log_dir": log_dir}
-    if not name or "/" in name or name in (".", "..") or not os.path.isabs(log_dir):
-        rec.update(status="refused", detail="not a plain directory name in an absolute log dir"); emit(rec); continue
-    src = os.path.join(log_dir, name)
-    qroot = m.get("quarantine") or os.path.join(os.path.dirname(os.path.normpath(log_dir)), "kafka-quarantine")
-    ddir = os.path.join(qroot, req["ts"])
-    dst = os.path.join(ddir, name)
-    rec.update(source=src, destination=dst)
-    if not os.path.lexists(src):
-        rec.update(status="already_moved" if os.path.isdir(dst) else "gone",
-                   detail="found in the quarantine" if os.path.isdir(dst) else "no longer on disk")
-        emit(rec)
-        if rec["status"] == "already_moved":
-            listings.setdefault(ddir, [])
-        continue
-    if os.path.islink(src) or not os.path.isdir(src):
-        rec.update(status="refused", detail="not a directory (or a symlink)"); emit(rec); continue
-    if os.path.lexists(dst):
-        rec.update(status="refused", detail="the destination already exists"); emit(rec); continue
-    if device(ddir) != os.stat(src).st_dev:
-        rec.update(status="refused", detail="the quarantine is on another filesystem: a move would copy"); emit(rec); continue
-    size = 0
-    files = []
-    for base, _, names in os.walk(src):
-        for f in names:
+    if STATE["orphaned"]:
+        return
+    try:
+        sys.stdout.write(json.dumps(rec, sort_keys=True) + "\n")
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        STATE["orphaned"] = True  # the reader is gone: nothing more is moved
+
+
+class Refused(Exception):
+    pass
+
+
+def path_rule(path):
+    if not isinstance(path, str) or not path:
+        return "must be a non-empty string"
+    if "\0" in path:
+        return "must not contain a NUL byte"
+    if not path.startswith("/"):
+        return "must be absolute"
+    if path != "/" and path.endswith("/"):
+        return "must not end with a slash"
+    if "//" in path:
+        return "must not contain an empty component"
+    if any(c in (".", "..") for c in path.split("/")):
+        return "must not contain . or .. components"
+    if os.path.normpath(path) != path:
+        return "must be normalised"
+    return None
+
+
+def name_rule(name):
+    if not isinstance(name, str) or not name or name in (".", "..") or "/" in name or "\0" in name:
+        return "must be one plain path component"
+    return None
+
+
+def within(child, parent):
+    return parent == "/" or child == parent or child.startswith(parent + "/")
+
+
+def join(parent, name):
+    return parent.rstrip("/") + "/" + name
+
+
+def kind_of(name):
+    for kind, pattern in SUFFIXED:
+        if pattern.match(name):
+            return kind
+    return "normal"
+
+
+def close_all(fds):
+    while fds:
+        try:
+            os.close(fds.pop())
+        except OSError:
+            pass
+
+
+def open_child(parent_fd, name, shown, create, fds):
+    # lstat first (a clear refusal), then O_NOFOLLOW|O_DIRECTORY (a swap after the lstat is not
+    # followed either), then the opened inode must be the lstat'ed one.
+    try:
+        st = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        if not create:
+            return None
+        try:
+            os.mkdir(name, 0o750, dir_fd=parent_fd)
+        except FileExistsError:
+            pass
+        st = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
+    if stat.S_ISLNK(st.st_mode):
+        raise Refused("%s is a symlink" % shown)
+    if not stat.S_ISDIR(st.st_mode):
+        raise Refused("%s is not a directory" % shown)
+    try:
+        fd = os.open(name, O_DIR, dir_fd=parent_fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise Refused("%s was replaced by a symlink or a non-directory" % shown)
+        raise
+    fds.append(fd)
+    opened = os.fstat(fd)
+    if (opened.st_dev, opened.st_ino) != (st.st_dev, st.st_ino):
+        raise Refused("%s changed while it was being opened" % shown)
+    return fd
+
+
+def open_path(path, fds):
+    # (fd of the deepest existing directory, its path, components still missing); each checked.
+    fd = os.open("/", O_DIR)
+    fds.append(fd)
+    shown = ""
+    components = [c for c in path.split("/") if c]
+    for i, component in enumerate(components):
+        child = open_child(fd, component, shown + "/" + component, False, fds)
+        if child is None:
+            return fd, shown or "/", components[i:]
+        fd, shown = child, shown + "/" + component
+    return fd, shown or "/", []
+
+
+def create_path(fd, shown, missing, fds):
+    # mkdir(name, 0o750, dir_fd=parent) one component at a time, each opened as it is checked
+    for component in missing:
+        shown = join(shown, component)
+        fd = open_child(fd, component, shown, True, fds)
+    return fd
+
+
+def tree(dir_fd):
+    size, names = 0, []
+    for top, _, files, top_fd in os.fwalk(".", dir_fd=dir_fd):  # never follows symlinks
+        for f in files:
             try:
-                size += os.lstat(os.path.join(base, f)).st_size
+                size += os.stat(f, dir_fd=top_fd, follow_symlinks=False).st_size
             except OSError:
                 pass
-            files.append(os.path.relpath(os.path.join(base, f), src))
-    rec.update(bytes=size, files=len(files))
-    if req["dry_run"]:
-        rec.update(status="would_move"); emit(rec); continue
+            names.append(os.path.normpath(os.path.join(top, f)))
+    return size, sorted(names)
+
+
+def listing_symlinks(ts_fd, shown):
+    for entry in os.listdir(ts_fd):
+        if entry.startswith("quarantine-listing"):
+            st = os.stat(entry, dir_fd=ts_fd, follow_symlinks=False)
+            if stat.S_ISLNK(st.st_mode) or not stat.S_ISREG(st.st_mode):
+                raise Refused("%s is a symlink or not a regular file" % join(shown, entry))
+
+
+def broker_processes(main_classes):
+    # (pids, None), or (None, why it cannot tell). Exact argv match, as the inventory does.
+    me = os.getpid()
+    wanted = set(c.encode() for c in main_classes)
     try:
-        os.makedirs(ddir, mode=0o750, exist_ok=True)
-        if os.stat(ddir).st_dev != os.stat(src).st_dev:
-            raise OSError("the quarantine is on another filesystem")
-        os.rename(src, dst)
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
     except OSError as exc:
-        rec.update(status="failed", detail="%s: %s" % (type(exc).__name__, exc)); emit(rec); continue
-    rec.update(status="moved", moved_at_ms=int(time.time() * 1000), file_names=sorted(files))
-    listings.setdefault(ddir, []).append(rec)
-    emit(rec)
-for ddir, entries in listings.items():
-    path = os.path.join(ddir, "quarantine-listing.json")
-    old = []
-    if os.path.exists(path):
-        with open(path) as f:
-            old = json.load(f)
-    names = {e["name"] for e in entries}
-    merged = [e for e in old if e["name"] not in names] + entries
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(merged, f, indent=1, sort_keys=True)
-        f.flush(); os.fsync(f.fileno())
-    os.replace(tmp, path)
-    emit({"t": "listing", "path": path, "entries": sorted(e["name"] for e in merged)})
-emit({"t": "end"})
+        return None, "cannot list /proc (%s)" % exc
+    if "1" not in pids:
+        return None, "/proc hides other users' processes"
+    found = []
+    for pid in pids:
+        if int(pid) == me:
+            continue
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                args = f.read().split(b"\0")
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.ESRCH):
+                continue  # exited meanwhile
+            return None, "cannot read /proc/%s/cmdline (%s)" % (pid, exc)
+        if wanted.intersection(args):
+            found.append(int(pid))
+    return found, None
+
+
+LIVENESS = {}
+
+
+def running_broker_refusal(req):
+    # None when an orphan live-named directory may move; else why not.
+    if "why" not in LIVENESS:
+        why = []
+        caller = req.get("broker_running")
+        if caller is True:
+            why.append("the caller says the broker is running")
+        elif caller is not False:
+            why.append("the caller cannot tell whether the broker is running")
+        pids, unknown = broker_processes(req.get("main_classes") or ["kafka" + ".Kafka"])
+        if unknown:
+            why.append("cannot tell whether a Kafka broker runs on this host: " + unknown)
+        elif pids:
+            why.append("a Kafka broker process runs on this host (pid %s)" % ", ".join(map(str, pids)))
+        LIVENESS["why"] = "; ".join(why) or None
+    return LIVENESS["why"]
+
+
+def write_listing(group):
+    data = (json.dumps(group["entries"], indent=1, sort_keys=True) + "\n").encode()
+    for n in range(1000):
+        name = LISTING if n == 0 else "quarantine-listing.%d.json" % n
+        try:
+            fd = os.open(name, O_LISTING, 0o640, dir_fd=group["fd"])
+        except FileExistsError:
+            continue  # never overwrite, never follow: the next free name
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.fsync(group["fd"])
+        return join(group["path"], name)
+    raise OSError("no free listing name in %s" % group["path"])
+
+
+def flush_listings():
+    for key in sorted(STATE["groups"]):
+        group = STATE["groups"][key]
+        if group["written"] or not group["entries"]:
+            continue
+        group["written"] = True
+        rec = {"t": "listing", "ts": group["ts"], "entries": sorted(e["name"] for e in group["entries"])}
+        try:
+            rec["path"] = write_listing(group)
+        except OSError as exc:
+            rec.update(path=join(group["path"], LISTING), error="%s: %s" % (type(exc).__name__, exc))
+        emit(rec)
+
+
+def on_limit(signum, frame):
+    if STATE["fatal"]:
+        os._exit(124)
+    STATE["fatal"] = True
+    signal.alarm(5)  # the last listings must not hang either
+    try:
+        flush_listings()  # what already moved stays documented
+    except BaseException:
+        pass
+    emit({"t": "fatal", "kind": "timeout", "limit_s": STATE["limit"], "signal": signum,
+          "detail": "the quarantine script ran past its limit of %ss and stopped" % STATE["limit"]})
+    os._exit(124)
+
+
+def group_for(ts_fd, ddir, ts):
+    group = STATE["groups"].get(ddir)
+    if group is None:
+        group = STATE["groups"][ddir] = {"fd": os.dup(ts_fd), "path": ddir, "ts": ts, "entries": [],
+                                         "written": False}
+    return group
+
+
+def quarantine_root(req, log_dir, m):
+    if m.get("quarantine"):
+        return m["quarantine"]
+    return join(os.path.dirname(log_dir), "kafka-quarantine")
+
+
+def check_move(req, m, log_dirs):
+    # (rec, None) when the request is acceptable, else (rec, why refused); no I/O.
+    name, log_dir = m.get("name"), m.get("log_dir")
+    rec = {"t": "move", "name": name, "log_dir": log_dir}
+    why = name_rule(name)
+    if why:
+        return rec, "directory name %r %s" % (name, why)
+    why = path_rule(log_dir)
+    if why:
+        return rec, "log dir %r %s" % (log_dir, why)
+    if log_dir not in log_dirs:
+        return rec, "log dir %s is not one of the broker's log dirs" % log_dir
+    kind = kind_of(name)
+    rec["kind"] = kind
+    if m.get("kind") is not None and m.get("kind") != kind:
+        return rec, "the name says kind %s, the caller said %s" % (kind, m.get("kind"))
+    root = quarantine_root(req, log_dir, m)
+    rec["quarantine"] = root
+    why = path_rule(root)
+    if why:
+        return rec, "quarantine %r %s" % (root, why)
+    for other in log_dirs:
+        if within(root, other):
+            return rec, "quarantine %s lies inside log dir %s" % (root, other)
+        if within(other, root):
+            return rec, "quarantine %s contains log dir %s" % (root, other)
+    ddir = join(root, req["ts"])
+    rec.update(source=join(log_dir, name), destination=join(ddir, name))
+    return rec, None
+
+
+def move_one(req, m, log_dirs):
+    rec, why = check_move(req, m, log_dirs)
+    if why:
+        rec.update(status="refused", detail=why)
+        return rec
+    name, log_dir, ts = rec["name"], rec["log_dir"], req["ts"]
+    root = rec["quarantine"]
+    ddir = join(root, ts)
+    fds = []
+    try:
+        log_fd, _, missing = open_path(log_dir, fds)
+        src_st = None
+        if not missing:
+            try:
+                src_st = os.stat(name, dir_fd=log_fd, follow_symlinks=False)
+            except FileNotFoundError:
+                pass
+        if src_st is None:
+            root_fd, _, missing = open_path(root, fds)
+            ts_fd = None if missing else open_child(root_fd, ts, ddir, False, fds)
+            dst_fd = None if ts_fd is None else open_child(ts_fd, name, rec["destination"], False, fds)
+            if dst_fd is None:
+                rec.update(status="gone", detail="no longer on disk")
+                return rec
+            size, files = tree(dst_fd)
+            rec.update(status="already_moved", detail="found in the quarantine", bytes=size, files=len(files))
+            if not req["dry_run"]:
+                group_for(ts_fd, ddir, ts)["entries"].append(
+                    dict(rec, file_names=files, moved_at=None, moved_at_ms=None))
+            return rec
+        if stat.S_ISLNK(src_st.st_mode) or not stat.S_ISDIR(src_st.st_mode):
+            rec.update(status="refused", detail="not a directory (or a symlink)")
+            return rec
+        if rec["kind"] not in SAFE_KINDS and not req.get("allow_running_broker_orphans"):
+            why = running_broker_refusal(req)
+            if why:
+                rec.update(status="refused", detail="%s: a live-named (%s) directory may still be open "
+                           "in the broker; stop the broker first, or pass allow_running_broker_orphans"
+                           % (why, rec["kind"]))
+                return rec
+        src_fd = open_child(log_fd, name, rec["source"], False, fds)
+        if src_fd is None:
+            rec.update(status="gone", detail="no longer on disk")
+            return rec
+        src_dev = os.fstat(src_fd).st_dev
+        if src_dev != os.fstat(log_fd).st_dev:
+            rec.update(status="refused", detail="the directory is a mount point: a move would copy")
+            return rec
+        # Everything is checked against what exists before anything is created.
+        root_fd, root_shown, missing = open_path(root, fds)
+        ts_fd = None if missing else open_child(root_fd, ts, ddir, False, fds)
+        dest_fd = root_fd if ts_fd is None else ts_fd
+        if os.fstat(dest_fd).st_dev != src_dev:
+            rec.update(status="refused", detail="the quarantine is on another filesystem: a move would copy")
+            return rec
+        if ts_fd is not None:
+            listing_symlinks(ts_fd, ddir)
+            try:
+                os.stat(name, dir_fd=ts_fd, follow_symlinks=False)
+                rec.update(status="refused", detail="the destination already exists")
+                return rec
+            except FileNotFoundError:
+                pass
+        size, files = tree(src_fd)
+        rec.update(bytes=size, files=len(files))
+        if req["dry_run"]:
+            rec.update(status="would_move")
+            return rec
+        if STATE["orphaned"]:
+            rec.update(status="refused", detail="the caller went away")
+            return rec
+        if ts_fd is None:
+            ts_fd = create_path(root_fd, root_shown, missing + [ts], fds)
+            if os.fstat(ts_fd).st_dev != src_dev:
+                rec.update(status="refused", detail="the quarantine is on another filesystem: a move would copy")
+                return rec
+        now = os.stat(name, dir_fd=log_fd, follow_symlinks=False)
+        if (now.st_dev, now.st_ino) != (src_st.st_dev, src_st.st_ino) or stat.S_ISLNK(now.st_mode):
+            rec.update(status="refused", detail="the directory changed while it was checked")
+            return rec
+        # Between descriptors: a symlink swapped into either path since the checks is not followed.
+        # (rename(2) could still replace an *empty* directory created at the destination meanwhile.)
+        os.rename(name, name, src_dir_fd=log_fd, dst_dir_fd=ts_fd)
+        moved_at = time.time()
+        for fd in (log_fd, ts_fd):
+            try:
+                os.fsync(fd)
+            except OSError:
+                pass
+        rec.update(status="moved", moved_at_ms=int(moved_at * 1000),
+                   moved_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(moved_at)))
+        group_for(ts_fd, ddir, ts)["entries"].append(dict(rec, file_names=files))
+        return rec
+    except Refused as exc:
+        rec.update(status="refused", detail=str(exc))
+        return rec
+    except OSError as exc:
+        rec.update(status="failed", detail="%s: %s" % (type(exc).__name__, exc))
+        return rec
+    finally:
+        close_all(fds)
+
+
+def main():
+    signal.signal(signal.SIGALRM, on_limit)
+    signal.alarm(60)  # until the request names the limit
+    try:
+        req = json.loads(sys.stdin.read())
+        limit = int(req.get("limit_s") or 300)
+        if limit < 1:
+            raise ValueError("limit_s must be at least 1")
+        ts = req.get("ts")
+    except (ValueError, TypeError, AttributeError) as exc:
+        emit({"t": "fatal", "kind": "bad_request", "detail": "%s: %s" % (type(exc).__name__, exc)})
+        return 2
+    STATE["limit"] = limit
+    signal.alarm(limit)
+    if hasattr(signal, "SIGXCPU"):
+        signal.signal(signal.SIGXCPU, on_limit)
+    try:
+        import resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
+        new_soft, new_hard = limit + 1, limit + 3
+        if hard != resource.RLIM_INFINITY:
+            new_soft, new_hard = min(new_soft, hard), min(new_hard, hard)
+        resource.setrlimit(resource.RLIMIT_CPU, (new_soft, new_hard))
+    except (ImportError, ValueError, OSError):
+        pass
+    moves = req.get("moves") or []
+    request_why = name_rule(ts)
+    request_why = "quarantine timestamp %r %s" % (ts, request_why) if request_why else None
+    log_dirs = req.get("log_dirs")
+    if not isinstance(log_dirs, list) or not log_dirs:
+        # an older caller: at least every move's own log dir counts
+        log_dirs = [m.get("log_dir") for m in moves if isinstance(m, dict)]
+    for d in log_dirs:
+        why = path_rule(d)
+        if why and not request_why:
+            request_why = "log dir %r %s" % (d, why)
+    if req.get("_test_sleep_s"):
+        time.sleep(float(req["_test_sleep_s"]))  # tests only: exercises the time limit
+    for m in moves:
+        if not isinstance(m, dict):
+            m = {}
+        if request_why:
+            rec, _ = check_move({"ts": "-"}, m, [])
+            rec.update(status="refused", detail=request_why)
+        else:
+            rec = move_one(req, m, log_dirs)
+        emit(rec)
+    flush_listings()
+    signal.alarm(0)
+    emit({"t": "end"})
+    return 0
+
+
+sys.exit(main())
 """
+
+
+class QuarantinePathError(ValueError):
+    """A path (or name) given for a quarantine move breaks a rule: raised before connecting."""
+
+    def __init__(self, what: str, path: Any, rule: str) -> None:
+        self.what = what
+        self.path = path
+        self.rule = rule
+        super().__init__(f"{what} {path!r} refused: {rule}")
 
 
 @dataclass(frozen=True)
 class QuarantineMove:
-    """One directory to move: ``<log_dir>/<name>`` into ``<quarantine or default>/<ts>/<name>``."""
+    """One directory to move: ``<log_dir>/<name>`` into ``<quarantine or default>/<ts>/<name>``.
+
+    ``kind`` is what the directory's name says (``LeftoverDirectory.kind``): delete, normal, future
+    or stray; the host checks it against the name and refuses on a mismatch.
+    """
 
     log_dir: str
     name: str
     quarantine: str | None = None
+    kind: str = "normal"
 
 
 def remote_command(interpreters: Sequence[str]) -> str:
@@ -123,62 +553,130 @@ def remote_command(interpreters: Sequence[str]) -> str:
     return "sh -c " + shlex.quote(inner)
 
 
+# ---------------------------------------------------------------------------------------------
+# Validation on the Airflow side (the script repeats it on the host)
+# ---------------------------------------------------------------------------------------------
+
+
+def path_rule(path: Any) -> str | None:
+    """Why ``path`` is not an absolute, already-normalised path; None when it is."""
+    if not isinstance(path, str) or not path:
+        return "must be a non-empty string"
+    if "\0" in path:
+        return "must not contain a NUL byte"
+    if not path.startswith("/"):
+        return "must be absolute"
+    if path != "/" and path.endswith("/"):
+        return "must not end with a slash"
+    if "//" in path:
+        return "must not contain an empty component"
+    if any(c in (".", "..") for c in path.split("/")):
+        return "must not contain . or .. components"
+    if os.path.normpath(path) != path:
+        return "must be normalised"
+    return None
+
+
+def _name_rule(name: Any) -> str | None:
+    if not isinstance(name, str) or not name or name in (".", "..") or "/" in name or "\0" in name:
+        return "must be one plain path component"
+    return None
+
+
+def _within(child: str, parent: str) -> bool:
+    return parent == "/" or child == parent or child.startswith(parent + "/")
+
+
+def default_quarantine(log_dir: str) -> str:
+    """``<log dir>/../kafka-quarantine``."""
+    return os.path.dirname(log_dir).rstrip("/") + "/" + QUARANTINE_DIR_NAME
+
+
+def validate_request(moves: Sequence[QuarantineMove], log_dirs: Sequence[str], ts: str) -> None:
+    """Raise :class:`QuarantinePathError` for the first rule a move breaks; no I/O."""
+    why = _name_rule(ts)
+    if why:
+        raise QuarantinePathError("quarantine timestamp", ts, why)
+    if isinstance(log_dirs, str) or not log_dirs:
+        raise QuarantinePathError("log_dirs", log_dirs, "must list every log dir of the broker")
+    for log_dir in log_dirs:
+        why = path_rule(log_dir)
+        if why:
+            raise QuarantinePathError("log dir", log_dir, why)
+    for move in moves:
+        why = _name_rule(move.name)
+        if why:
+            raise QuarantinePathError("directory name", move.name, why)
+        why = path_rule(move.log_dir)
+        if why:
+            raise QuarantinePathError("log dir", move.log_dir, why)
+        if move.log_dir not in log_dirs:
+            raise QuarantinePathError("log dir", move.log_dir, "is not one of the broker's log dirs")
+        if move.kind not in KINDS:
+            raise QuarantinePathError("kind", move.kind, f"must be one of {list(KINDS)}")
+        root = move.quarantine or default_quarantine(move.log_dir)
+        why = path_rule(root)
+        if why:
+            raise QuarantinePathError("quarantine", root, why)
+        for log_dir in log_dirs:
+            if _within(root, log_dir):
+                raise QuarantinePathError("quarantine", root, f"lies inside log dir {log_dir}")
+            if _within(log_dir, root):
+                raise QuarantinePathError("quarantine", root, f"contains log dir {log_dir}")
+
+
+# ---------------------------------------------------------------------------------------------
+# The call
+# ---------------------------------------------------------------------------------------------
+
+
 def quarantine_directories(
     hook: BrokerHostHook,
     broker_id: int,
     moves: Sequence[QuarantineMove],
     *,
+    log_dirs: Sequence[str],
     ts: str,
     dry_run: bool = True,
-    timeout: float = 300.0,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    broker_running: bool | None = None,
+    allow_running_broker_orphans: bool = False,
+    _test_sleep_s: float | None = None,
 ) -> dict[str, Any]:
     """Check (dry run) or carry out ``moves`` on broker ``broker_id``'s host; one SSH command.
+
+    :param log_dirs: every log dir of the broker (the quarantine must lie outside all of them).
+    :param timeout: hard limit (s) for the command, enforced on the host (alarm and CPU limit) and
+        here; past it :class:`BrokerHostTimeoutError` is raised.
+    :param broker_running: whether the broker is running (registered), None when unknown. Orphan
+        live-named directories move only when this is False and the host shows no broker process.
+    :param allow_running_broker_orphans: move those anyway (explicit opt-in).
+    :param _test_sleep_s: tests only: the script sleeps this long before the first move.
+    :raises QuarantinePathError: a path breaks a rule (before any connection).
 
     Returns ``{"broker_id", "host", "dry_run", "results": [...], "listings": [...]}``; each result
     has a ``status``: would_move, moved, already_moved, gone, refused or failed.
     """
-    if not ts or "/" in ts or ts in (".", ".."):
-        raise ValueError(f"quarantine timestamp must be one path component, not {ts!r}")
-    address = hook.resolve(broker_id)
-    request = {
+    validate_request(moves, log_dirs, ts)
+    if broker_running is not None and not isinstance(broker_running, bool):
+        raise TypeError(f"broker_running must be True, False or None, not {broker_running!r}")
+    limit_s = max(1, math.ceil(float(timeout)))
+    request: dict[str, Any] = {
         "dry_run": bool(dry_run),
         "ts": ts,
-        "moves": [{"log_dir": m.log_dir, "name": m.name, "quarantine": m.quarantine} for m in moves],
+        "limit_s": limit_s,
+        "log_dirs": list(log_dirs),
+        "broker_running": broker_running,
+        "allow_running_broker_orphans": bool(allow_running_broker_orphans),
+        "main_classes": list(KAFKA_MAIN_CLASSES),
+        "moves": [
+            {"log_dir": m.log_dir, "name": m.name, "quarantine": m.quarantine, "kind": m.kind} for m in moves
+        ],
     }
-    client = hook.connect(address)
-    try:
-        channel = client.get_transport().open_session(timeout=30)
-        channel.settimeout(timeout)
-        channel.exec_command(remote_command(hook.python_interpreters))
-        channel.sendall(json.dumps(request).encode())
-        channel.shutdown_write()
-        started = time.monotonic()
-        stdout, stderr = bytearray(), bytearray()
-        while True:
-            if channel.recv_stderr_ready():
-                stderr += channel.recv_stderr(1 << 16)
-            chunk = channel.recv(1 << 16)
-            if not chunk:
-                break
-            stdout += chunk
-            if time.monotonic() - started > timeout:
-                raise BrokerHostCommandError(
-                    broker_id, address.host, address.port, f"quarantine command ran past {timeout:g}s"
-                )
-        while channel.recv_stderr_ready():
-            stderr += channel.recv_stderr(1 << 16)
-        status = channel.recv_exit_status()
-        channel.close()
-    finally:
-        client.close()
-    records = [json.loads(line) for line in stdout.decode().splitlines() if line.startswith("{")]
-    if status != 0 or not records or records[-1].get("t") != "end":
-        raise BrokerHostCommandError(
-            broker_id,
-            address.host,
-            address.port,
-            f"quarantine command failed (exit {status}): {bytes(stderr[-1000:]).decode('utf-8', 'replace')}",
-        )
+    if _test_sleep_s is not None:
+        request["_test_sleep_s"] = float(_test_sleep_s)
+    address = hook.resolve(broker_id)
+    records = run_remote(hook, address, request, limit_s)
     results = [{k: v for k, v in r.items() if k != "t"} for r in records if r.get("t") == "move"]
     listings = [{k: v for k, v in r.items() if k != "t"} for r in records if r.get("t") == "listing"]
     for result in results:
@@ -191,6 +689,15 @@ def quarantine_directories(
             result.get("destination", "-"),
             f" ({result['detail']})" if result.get("detail") else "",
         )
+    for listing in listings:
+        if listing.get("error"):
+            log.error(
+                "Broker %d (%s): listing %s not written: %s",
+                broker_id,
+                address.host,
+                listing["path"],
+                listing["error"],
+            )
     return {
         "broker_id": broker_id,
         "host": address.host,
@@ -198,3 +705,104 @@ def quarantine_directories(
         "results": results,
         "listings": listings,
     }
+
+
+def run_remote(
+    hook: BrokerHostHook, address: BrokerAddress, request: dict[str, Any], limit_s: int
+) -> list[dict[str, Any]]:
+    """Send ``request`` to the script on the host and return its records (``end`` included).
+
+    The read loop enforces ``limit_s`` (plus a grace for the host's own alarm to report first)
+    with channel timeouts, and always closes the channel and the connection.
+    """
+    broker_id = address.broker_id
+    where = (broker_id, address.host, address.port)
+    started = time.monotonic()
+    deadline = started + limit_s + _GRACE_S
+    records: list[dict[str, Any]] = []
+    stderr = bytearray()
+    buffer = b""
+    status: int | None = None
+    client = hook.connect(address)
+    channel = None
+    try:
+        transport = client.get_transport()
+        if transport is None:
+            raise BrokerHostCommandError(*where, "SSH transport closed")
+        channel = transport.open_session(timeout=max(1.0, min(30.0, float(limit_s))))
+        channel.settimeout(max(1.0, float(limit_s)))
+        channel.exec_command(remote_command(hook.python_interpreters))
+        channel.sendall(json.dumps(request).encode())
+        channel.shutdown_write()
+        channel.settimeout(0.5)
+        while True:
+            while channel.recv_stderr_ready():
+                stderr += channel.recv_stderr(1 << 16)
+                del stderr[:-_STDERR_KEEP]
+            if time.monotonic() > deadline:
+                raise _timeout(address, limit_s, records, "no answer from the host in time; channel closed")
+            try:
+                chunk = channel.recv(1 << 16)
+            except TimeoutError:
+                continue
+            if not chunk:
+                break
+            buffer += chunk
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                if line.startswith(b"{"):
+                    records.append(_record(line, where))
+        while not channel.exit_status_ready() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if channel.exit_status_ready():
+            status = channel.recv_exit_status()
+        while channel.recv_stderr_ready():
+            stderr += channel.recv_stderr(1 << 16)
+    finally:
+        if channel is not None:
+            channel.close()
+        client.close()
+    if buffer.startswith(b"{"):
+        records.append(_record(buffer, where))
+    fatal = next((r for r in records if r.get("t") == "fatal"), None)
+    if fatal is not None and fatal.get("kind") == "timeout":
+        raise _timeout(address, limit_s, records, "the host's alarm stopped the script")
+    tail = bytes(stderr[-1000:]).decode("utf-8", "replace").strip()
+    if status == 127 and not records:
+        raise RemotePythonMissingError(
+            *where, f"no Python 3 on the host (tried {list(hook.python_interpreters)}): {tail}"
+        )
+    if fatal is not None:
+        raise BrokerHostCommandError(*where, f"quarantine script refused the request: {fatal.get('detail')}")
+    if status != 0 or not records or records[-1].get("t") != "end":
+        if time.monotonic() - started >= limit_s:
+            raise _timeout(address, limit_s, records, f"the script ended without finishing (exit {status})")
+        raise BrokerHostCommandError(*where, f"quarantine command failed (exit {status}): {tail}")
+    return records
+
+
+def _record(line: bytes, where: tuple[int, str, int]) -> dict[str, Any]:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        raise BrokerHostCommandError(
+            *where, f"not a quarantine record: {line[:80].decode('utf-8', 'replace')!r}"
+        ) from None
+    if not isinstance(record, dict):
+        raise BrokerHostCommandError(*where, f"not a quarantine record: {line[:80]!r}")
+    return record
+
+
+def _timeout(
+    address: BrokerAddress, limit_s: int, records: Sequence[dict[str, Any]], how: str
+) -> BrokerHostTimeoutError:
+    moved = [r.get("source", r.get("name")) for r in records if r.get("status") == "moved"]
+    error = BrokerHostTimeoutError(
+        address.broker_id,
+        address.host,
+        address.port,
+        f"the quarantine command on host {address.host} ran past its time limit of {limit_s}s ({how}); "
+        + (f"moved before the limit: {', '.join(map(str, moved))}" if moved else "nothing was moved"),
+    )
+    error.records = list(records)  # type: ignore[attr-defined]
+    return error

@@ -2,21 +2,25 @@
 
 Reads are typed (decoded by the core codecs, with the Stat that carries the epochs Kafka keeps
 there); writes exist only as guarded operations -- create-if-absent, set-if-version, and an atomic
-multi-op -- and every one is refused on a ``read_only`` connection. Nothing here logs znode data:
-the kazoo clients get a logger that drops kazoo's DEBUG records (they print request payloads).
+multi-op -- and every one is refused on a ``read_only`` connection and outside a maintenance
+session (:mod:`airflow_provider_kafka_zk.maintenance`): the session is bound to the hook as its
+*write gate*, which fences every write with the cluster's maintenance lease (a CheckVersion op in
+the same multi-op), gives created znodes the ACL Kafka uses there, and logs every change. Nothing
+here logs znode data: the kazoo clients get a logger that drops kazoo's DEBUG records.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
 import posixpath
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 from airflow.sdk import BaseHook
 
@@ -68,6 +72,15 @@ class ZooKeeperConnectionConfig:
     session_timeout: float = 30.0
     connect_timeout: float = 15.0
     read_only: bool = False
+
+    @property
+    def identity(self) -> str:
+        """Who this connection authenticates as, for error messages (never the password)."""
+        if self.auth_scheme == "none":
+            return "an unauthenticated session (world:anyone)"
+        if self.auth_scheme == "sasl":
+            return f"SASL {self.sasl_mechanism} principal {self.login!r}"
+        return f"digest user {self.login!r}"
 
     @property
     def connect_string(self) -> str:
@@ -180,6 +193,37 @@ class ZooKeeperWriteRefusedError(PermissionError):
     """A write was attempted through a connection marked ``read_only``."""
 
 
+class WriteOutsideSessionError(ZooKeeperWriteRefusedError):
+    """A write was attempted without a maintenance session bound to the hook (a programming error)."""
+
+
+class ZooKeeperAuthError(PermissionError):
+    """ZooKeeper refused a request on ACL or authentication grounds; names the znode and the identity."""
+
+    def __init__(self, path: str | None, where: str, identity: str, reason: str) -> None:
+        self.path = path
+        self.identity = identity
+        target = f"znode {where}" if path else where
+        super().__init__(
+            f"ZooKeeper refused access to {target} for {identity} ({reason}): the credentials of the "
+            "kafka_zookeeper connection lack the permission, or the ACL was set by another principal; "
+            "check the connection's login/auth_scheme and `getAcl` of that path"
+        )
+
+
+class WriteGate(Protocol):
+    """What a maintenance session provides to the hook for every write (see ``bind_gate``)."""
+
+    def fence_ops(self) -> list[ZnodeOp]:
+        """Ops prepended to every multi-op: the lease check that makes a stolen lease fail the write."""
+
+    def acl_for(self, path: str) -> list[Any]:
+        """kazoo ACL list for a znode about to be created at ``path``."""
+
+    def after_write(self, changes: list[dict[str, Any]]) -> None:
+        """Record what was just committed (the run's change log)."""
+
+
 class ZnodeVersionConflictError(RuntimeError):
     """A versioned write found another version: someone else changed the znode since it was read."""
 
@@ -208,6 +252,26 @@ class MultiOpError(RuntimeError):
         )
 
 
+class MaintenanceFenceError(RuntimeError):
+    """The lease check in front of a write failed: this run no longer holds the maintenance lease."""
+
+
+class _Unchrooted:
+    """A transaction's async result with created paths made chroot-relative again (as kazoo does)."""
+
+    def __init__(self, result: Any, chroot: str) -> None:
+        self._result = result
+        self._chroot = chroot
+
+    def get(self) -> list[Any]:
+        out = []
+        for item in self._result.get():
+            if isinstance(item, str) and item.startswith(self._chroot + "/"):
+                item = item[len(self._chroot) :]
+            out.append(item)
+        return out
+
+
 class TargetNotEmptyError(RuntimeError):
     """A snapshot load was pointed at a chroot that already holds znodes."""
 
@@ -223,10 +287,14 @@ def _check_version(expected_version: int, what: str) -> int:
 
 @dataclass(frozen=True)
 class CreateOp:
-    """Create ``path`` (persistent) with ``data``; fails the multi-op if it exists."""
+    """Create ``path`` (persistent) with ``data``; fails the multi-op if it exists.
+
+    ``sequential`` appends ZooKeeper's 10-digit sequence number (Kafka's notification znodes).
+    """
 
     path: str
     data: bytes | None
+    sequential: bool = False
 
 
 @dataclass(frozen=True)
@@ -321,6 +389,7 @@ class KafkaZooKeeperHook(BaseHook):
         self._chroot_override = None if chroot is None else _normalise_chroot(chroot)
         self._config: ZooKeeperConnectionConfig | None = None
         self._client: KazooClient | None = None
+        self._gate: WriteGate | None = None
 
     @property
     def config(self) -> ZooKeeperConnectionConfig:
@@ -405,14 +474,43 @@ class KafkaZooKeeperHook(BaseHook):
         return {"hosts": list(config.hosts), "chroot": config.chroot or "/"}
 
     # ------------------------------------------------------------------ typed reads
-    def get_znode(self, path: str) -> tuple[bytes | None, ZnodeStat]:
-        """Raw data and Stat of ``path`` (relative to the Kafka chroot)."""
-        from kazoo.exceptions import NoNodeError
+    def auth_error(self, path: str | None, exc: BaseException) -> ZooKeeperAuthError:
+        """The typed error for kazoo's NoAuthError/AuthFailedError on ``path`` (None: the session)."""
+        where = self.describe_path(path) if path else f"the ensemble {','.join(self.config.hosts)}"
+        reason = "authentication failed" if type(exc).__name__ == "AuthFailedError" else "no permission"
+        return ZooKeeperAuthError(path, where, self.config.identity, reason)
+
+    @contextlib.contextmanager
+    def auth_errors(self, what: str) -> Iterator[None]:
+        """Turn kazoo's NoAuthError/AuthFailedError inside the block into ZooKeeperAuthError naming ``what``."""
+        from kazoo.exceptions import AuthFailedError, NoAuthError
 
         try:
-            return self.get_conn().get(path)
+            yield
+        except (NoAuthError, AuthFailedError) as exc:
+            raise self.auth_error(what, exc) from None
+
+    def _read(self, path: str, call: Callable[[], Any]) -> Any:
+        from kazoo.exceptions import AuthFailedError, NoAuthError, NoNodeError
+
+        try:
+            return call()
         except NoNodeError:
             raise ZnodeNotFoundError(path, self.describe_path(path)) from None
+        except (NoAuthError, AuthFailedError) as exc:
+            raise self.auth_error(path, exc) from None
+
+    def get_znode(self, path: str) -> tuple[bytes | None, ZnodeStat]:
+        """Raw data and Stat of ``path`` (relative to the Kafka chroot)."""
+        return self._read(path, lambda: self.get_conn().get(path))
+
+    def exists(self, path: str) -> ZnodeStat | None:
+        """The Stat of ``path``, or None when it does not exist."""
+        return self._read(path, lambda: self.get_conn().exists(path))
+
+    def get_acl(self, path: str) -> tuple[list[Any], ZnodeStat]:
+        """``path``'s ACL (kazoo ``ACL`` entries) and Stat."""
+        return self._read(path, lambda: self.get_conn().get_acls(path))
 
     def get_decoded(self, path: str) -> tuple[Any, ZnodeStat]:
         """``decode_znode`` of ``path`` with its Stat; raises ZnodeFormatError on malformed data."""
@@ -423,7 +521,7 @@ class KafkaZooKeeperHook(BaseHook):
         self, paths: Iterable[str], *, window: int = 1000
     ) -> dict[str, tuple[bytes | None, ZnodeStat]]:
         """Pipelined reads, ``window`` requests in flight; znodes that do not exist (any more) are left out."""
-        from kazoo.exceptions import NoNodeError
+        from kazoo.exceptions import AuthFailedError, NoAuthError, NoNodeError
 
         client = self.get_conn()
         paths = list(paths)
@@ -435,22 +533,19 @@ class KafkaZooKeeperHook(BaseHook):
                     out[path] = result.get()
                 except NoNodeError:
                     continue
+                except (NoAuthError, AuthFailedError) as exc:
+                    raise self.auth_error(path, exc) from None
         return out
 
     def get_children(self, path: str) -> list[str]:
-        from kazoo.exceptions import NoNodeError
-
-        try:
-            return sorted(self.get_conn().get_children(path))
-        except NoNodeError:
-            raise ZnodeNotFoundError(path, self.describe_path(path)) from None
+        return sorted(self._read(path, lambda: self.get_conn().get_children(path)))
 
     def cluster_id(self) -> str | None:
         """The cluster id from ``/cluster/id``, or None when no broker ever started here."""
-        client = self.get_conn()
-        if not client.exists(znodes.CLUSTER_ID):
+        try:
+            data, _ = self.get_znode(znodes.CLUSTER_ID)
+        except ZnodeNotFoundError:
             return None
-        data, _ = client.get(znodes.CLUSTER_ID)
         return znodes.ClusterId.decode(data, znodes.CLUSTER_ID).id
 
     def list_topics(self) -> list[str]:
@@ -470,14 +565,8 @@ class KafkaZooKeeperHook(BaseHook):
 
     def live_broker_ids(self) -> list[int]:
         """Brokers registered right now (ephemeral ``/brokers/ids/<id>``), ascending."""
-        from kazoo.exceptions import NoNodeError
-
-        try:
-            children = self.get_conn().get_children(znodes.BROKER_IDS)
-        except NoNodeError:
-            raise ZnodeNotFoundError(znodes.BROKER_IDS, self.describe_path(znodes.BROKER_IDS)) from None
         ids = []
-        for child in children:
+        for child in self.get_children(znodes.BROKER_IDS):
             try:
                 ids.append(int(child))
             except ValueError:
@@ -501,85 +590,122 @@ class KafkaZooKeeperHook(BaseHook):
         return znodes.ControllerRegistration.decode(data, znodes.CONTROLLER), stat
 
     # ------------------------------------------------------------------ guarded writes
-    def _require_writable(self, what: str) -> None:
+    def bind_gate(self, gate: WriteGate) -> None:
+        """Let ``gate`` (a maintenance session) authorise, fence and record this hook's writes."""
+        if self._gate is not None and self._gate is not gate:
+            raise RuntimeError("another maintenance session is already bound to this hook")
+        self._gate = gate
+
+    def unbind_gate(self, gate: WriteGate) -> None:
+        if self._gate is gate:
+            self._gate = None
+
+    def _require_writable(self, what: str) -> WriteGate:
         if self.config.read_only:
             raise ZooKeeperWriteRefusedError(
                 f"connection {self.kafka_zookeeper_conn_id!r} is read-only: refusing to {what}"
             )
+        if self._gate is None:
+            raise WriteOutsideSessionError(
+                f"refusing to {what}: writes happen only inside a maintenance session "
+                "(airflow_provider_kafka_zk.maintenance), which pins the cluster and holds its lease"
+            )
+        return self._gate
 
     def create_if_absent(self, path: str, data: bytes | None, *, makepath: bool = False) -> bool:
-        """Create ``path`` with ``data``; never overwrites. True if created, False if it existed."""
-        from kazoo.exceptions import NodeExistsError, NoNodeError
+        """Create ``path`` with ``data``; never overwrites. True if created, False if it existed.
 
+        ``makepath`` creates missing parents first (each with the ACL Kafka uses there).
+        """
         self._require_writable(f"create {self.describe_path(path)}")
-        try:
-            self.get_conn().create(path, data, makepath=makepath)
-        except NodeExistsError:
-            return False
-        except NoNodeError:
+        if makepath:
+            missing = []
             parent = posixpath.dirname(path)
-            raise ZnodeNotFoundError(parent, self.describe_path(parent)) from None
-        log.info("Created znode %s", self.describe_path(path))
-        return True
+            while parent not in ("/", "") and self.exists(parent) is None:
+                missing.append(parent)
+                parent = posixpath.dirname(parent)
+            for ancestor in reversed(missing):
+                self._create_one(ancestor, None, allow_existing=True)
+        return self._create_one(path, data, allow_existing=True) is not None
+
+    def _create_one(
+        self, path: str, data: bytes | None, *, allow_existing: bool, sequential: bool = False
+    ) -> str | None:
+        try:
+            results = self.multi([CreateOp(path, data, sequential)])
+        except MultiOpError as exc:
+            if exc.path == path and exc.reason == "NodeExistsError" and allow_existing:
+                return None
+            if exc.path == path and exc.reason == "NoNodeError":
+                parent = posixpath.dirname(path)
+                raise ZnodeNotFoundError(parent, self.describe_path(parent)) from None
+            raise
+        return results[0]
 
     def create_sequential(self, prefix: str, data: bytes) -> str:
         """Create ``<prefix><10-digit seq>`` (Kafka's notification znodes); returns the path created."""
         self._require_writable(f"create a sequential znode under {self.describe_path(prefix)}")
-        path = self.get_conn().create(prefix, data, sequence=True)
-        log.info("Created znode %s", self.describe_path(path))
-        return path
+        created = self._create_one(prefix, data, allow_existing=False, sequential=True)
+        assert created is not None
+        return created
 
     def set_if_version(self, path: str, data: bytes, expected_version: int) -> ZnodeStat:
         """Set ``path``'s data only if nobody changed it since it was read at ``expected_version``."""
-        from kazoo.exceptions import BadVersionError, NoNodeError
-
         _check_version(expected_version, "set_if_version")
         self._require_writable(f"set {self.describe_path(path)}")
-        client = self.get_conn()
         try:
-            stat = client.set(path, data, version=expected_version)
-        except BadVersionError:
-            current = client.exists(path)
-            raise ZnodeVersionConflictError(
-                path, self.describe_path(path), expected_version, current.version if current else None
-            ) from None
-        except NoNodeError:
-            raise ZnodeVersionConflictError(path, self.describe_path(path), expected_version, None) from None
-        log.info("Set znode %s (version %d -> %d)", self.describe_path(path), expected_version, stat.version)
-        return stat
+            results = self.multi([SetDataOp(path, data, expected_version)])
+        except MultiOpError as exc:
+            if exc.path == path and exc.reason in ("BadVersionError", "NoNodeError"):
+                current = self.exists(path)
+                raise ZnodeVersionConflictError(
+                    path, self.describe_path(path), expected_version, current.version if current else None
+                ) from None
+            raise
+        return results[0]
 
     def multi(self, ops: Sequence[ZnodeOp]) -> list[Any]:
-        """Apply ``ops`` atomically (all or nothing); raises MultiOpError naming the failing op."""
-        self._require_writable(f"run a multi-op of {len(ops)} op(s)")
+        """Apply ``ops`` atomically (all or nothing), fenced by the session's lease.
+
+        Returns one result per op in ``ops`` (created path, new Stat, True); raises MultiOpError
+        naming the failing op, MaintenanceLeaseLostError-like errors from the gate's fence.
+        """
+        gate = self._require_writable(f"run a multi-op of {len(ops)} op(s)")
         if not ops:
             return []
-        results = self._submit_ops(ops).get()
-        self._raise_if_failed(ops, results, committed_before=0)
-        log.info("Committed a multi-op of %d op(s)", len(ops))
+        fence = list(gate.fence_ops())
+        results = self._submit_ops([*fence, *ops], gate).get()
+        self._raise_if_failed([*fence, *ops], results, committed_before=0, fenced=len(fence))
+        results = results[len(fence) :]
+        gate.after_write(self._describe_ops(ops, results))
         return results
 
     def multi_batches(self, batches: Iterable[Sequence[ZnodeOp]], *, window: int = 8) -> int:
         """Commit several multi-ops in order, ``window`` in flight (bulk work); returns ops applied.
 
-        Each batch is atomic on its own. On a failure the error says how many batches before it
-        were committed; batches sent after the failing one may have been committed too.
+        Each batch is atomic on its own (and fenced). On a failure the error says how many batches
+        before it were committed; batches sent after the failing one may have been committed too.
         """
-        self._require_writable("run multi-ops")
-        in_flight: deque[tuple[Sequence[ZnodeOp], Any]] = deque()
+        gate = self._require_writable("run multi-ops")
+        in_flight: deque[tuple[Sequence[ZnodeOp], int, Any]] = deque()
         committed_batches = applied = 0
 
         def settle_one() -> None:
             nonlocal committed_batches, applied
-            ops, result = in_flight.popleft()
-            self._raise_if_failed(ops, result.get(), committed_before=committed_batches)
+            ops, fenced, result = in_flight.popleft()
+            results = result.get()
+            self._raise_if_failed(ops, results, committed_before=committed_batches, fenced=fenced)
             committed_batches += 1
-            applied += len(ops)
+            applied += len(ops) - fenced
+            gate.after_write(self._describe_ops(ops[fenced:], results[fenced:]))
 
         for batch in batches:
             if not batch:
                 continue
             self._require_writable("run multi-ops")
-            in_flight.append((batch, self._submit_ops(batch)))
+            fence = list(gate.fence_ops())
+            ops = [*fence, *batch]
+            in_flight.append((ops, len(fence), self._submit_ops(ops, gate)))
             if len(in_flight) >= window:
                 settle_one()
         while in_flight:
@@ -588,24 +714,41 @@ class KafkaZooKeeperHook(BaseHook):
             log.info("Committed %d multi-op(s), %d op(s)", committed_batches, applied)
         return applied
 
-    def _submit_ops(self, ops: Sequence[ZnodeOp]) -> Any:
+    def _describe_ops(self, ops: Sequence[ZnodeOp], results: Sequence[Any]) -> list[dict[str, Any]]:
+        out = []
+        for op, result in zip(ops, results, strict=False):
+            entry: dict[str, Any] = {"op": type(op).__name__, "path": op.path}
+            if isinstance(op, CreateOp):
+                entry["path"] = result if isinstance(result, str) else op.path
+            if isinstance(op, SetDataOp | DeleteOp | CheckVersionOp):
+                entry["expected_version"] = op.expected_version
+            if isinstance(op, SetDataOp) and hasattr(result, "version"):
+                entry["new_version"] = result.version
+            if isinstance(op, CreateOp | SetDataOp):
+                entry["bytes"] = None if op.data is None else len(op.data)
+            if not isinstance(op, CheckVersionOp) and len(ops) <= 20:
+                log.info("ZooKeeper write: %s %s", entry["op"], self.describe_path(entry["path"]))
+            out.append(entry)
+        if len(ops) > 20:
+            log.info("ZooKeeper write: multi-op of %d op(s) committed", len(ops))
+        return out
+
+    def _submit_ops(self, ops: Sequence[ZnodeOp], gate: WriteGate) -> Any:
         from kazoo.protocol.serialization import CheckVersion, Create, Delete, SetData
-        from kazoo.security import OPEN_ACL_UNSAFE
 
         from airflow_provider_kafka_zk.hooks._kazoo_protocol import server_path, submit_transaction
 
         client = self.get_conn()
-        acl = client.default_acl or OPEN_ACL_UNSAFE  # what KazooClient.create uses
         raw: list[Any] = []
         for op in ops:
-            target = server_path(client, op.path)
             # checked here: a malformed op would fail inside kazoo's connection thread instead
             if not isinstance(op.path, str) or not op.path.startswith("/"):
                 raise ValueError(f"znode op path must be absolute, not {op.path!r}")
             if getattr(op, "data", None) is not None and not isinstance(op.data, bytes):
                 raise TypeError(f"znode op data for {op.path} must be bytes or None")
+            target = server_path(client, op.path)
             if isinstance(op, CreateOp):
-                raw.append(Create(target, op.data, acl, 0))
+                raw.append(Create(target, op.data, gate.acl_for(op.path), 2 if op.sequential else 0))
             elif isinstance(op, SetDataOp):
                 raw.append(SetData(target, op.data, op.expected_version))
             elif isinstance(op, DeleteOp):
@@ -614,10 +757,16 @@ class KafkaZooKeeperHook(BaseHook):
                 raw.append(CheckVersion(target, op.expected_version))
             else:
                 raise TypeError(f"not a guarded znode op: {type(op).__name__}")
-        return submit_transaction(client, raw)
+        chroot = client.chroot or ""
+        result = submit_transaction(client, raw)
+        if not chroot:
+            return result
+        return _Unchrooted(result, chroot)
 
-    def _raise_if_failed(self, ops: Sequence[ZnodeOp], results: list[Any], *, committed_before: int) -> None:
-        from kazoo.exceptions import RolledBackError, RuntimeInconsistency
+    def _raise_if_failed(
+        self, ops: Sequence[ZnodeOp], results: list[Any], *, committed_before: int, fenced: int = 0
+    ) -> None:
+        from kazoo.exceptions import AuthFailedError, NoAuthError, RolledBackError, RuntimeInconsistency
 
         if not any(isinstance(r, Exception) for r in results):
             return
@@ -626,8 +775,15 @@ class KafkaZooKeeperHook(BaseHook):
                 result, RolledBackError | RuntimeInconsistency
             ):
                 op = ops[index]
+                if isinstance(result, NoAuthError | AuthFailedError):
+                    raise self.auth_error(op.path, result)
+                if index < fenced:
+                    raise MaintenanceFenceError(
+                        f"the maintenance lease {self.describe_path(op.path)} is no longer this run's "
+                        f"({type(result).__name__}): another writer took it; nothing of this write was applied"
+                    )
                 raise MultiOpError(
-                    index, op, self.describe_path(op.path), type(result).__name__, committed_before
+                    index - fenced, op, self.describe_path(op.path), type(result).__name__, committed_before
                 )
         raise MultiOpError(0, ops[0], self.describe_path(ops[0].path), "an unknown error", committed_before)
 
@@ -648,8 +804,11 @@ class KafkaZooKeeperHook(BaseHook):
 
         See :mod:`.zookeeper_snapshot` for what ``consistent`` guarantees. Raises
         SnapshotWalkError (never returns a partial tree) when ZooKeeper stays away longer than
-        ``reconnect_timeout`` or a znode is unreadable.
+        ``reconnect_timeout``; ZooKeeperAuthError naming the znode and the identity when the ACL
+        of a znode under ``include`` refuses the connection's credentials.
         """
+        from airflow_provider_kafka_zk.hooks.zookeeper_snapshot import SnapshotAccessError
+
         client = self.get_conn()
         walker = ZnodeTreeWalker(
             client,
@@ -663,7 +822,11 @@ class KafkaZooKeeperHook(BaseHook):
             progress=progress,
             progress_every=progress_every,
         )
-        walk = walker.run()
+        try:
+            with self.auth_errors("the snapshot's subtrees " + ", ".join(walker.include)):
+                walk = walker.run()
+        except SnapshotAccessError as exc:  # the walker's own type for a NoAuth reply: name the znode
+            raise self.auth_error(exc.path, exc) from exc
         log.info(
             "Snapshot of %s: %d znodes in %.1fs (%.0f/s), zxid 0x%x..0x%x, %s",
             self.config.chroot or "/",

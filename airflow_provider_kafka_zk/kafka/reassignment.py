@@ -7,6 +7,7 @@ I/O around these functions, so a dry run and a real run make the same decisions.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -216,3 +217,22 @@ def _list(partitions: Sequence[TopicPartition], limit: int = 10) -> str:
     names = [f"{t}-{p}" for t, p in partitions[:limit]]
     more = f" and {len(partitions) - limit} more" if len(partitions) > limit else ""
     return ", ".join(names) + more
+
+
+def throttle_cleanup_commands(
+    entities: Mapping[str, Mapping[str, str]], bootstrap: str = "<broker-host:port>"
+) -> list[str]:
+    """The ``kafka-configs`` commands that remove throttle keys by hand (``entities``: "topics/<t>" or
+    "brokers/<id>" -> {key: value this run set}); for the message of a step that had to leave them.
+    """
+    commands = []
+    for key in sorted(entities):
+        keys = sorted(entities[key])
+        if not keys:
+            continue
+        entity_type, name = key.split("/", 1)
+        commands.append(
+            f"kafka-configs.sh --bootstrap-server {shlex.quote(bootstrap)} --alter --entity-type {entity_type} "
+            f"--entity-name {shlex.quote(name)} --delete-config {','.join(keys)}"
+        )
+    return commands

@@ -35,6 +35,11 @@ from airflow_provider_kafka_zk.artefacts.files import write_url_atomically
 from airflow_provider_kafka_zk.hooks.broker_host import DEFAULT_PYTHON_INTERPRETERS
 from airflow_provider_kafka_zk.kafka import znodes
 from airflow_provider_kafka_zk.kafka.deletion import Cause, Verdict
+from airflow_provider_kafka_zk.maintenance import (
+    ClusterIdentityError,
+    MaintenanceRefusedError,
+    parse_safety_flags,
+)
 from airflow_provider_kafka_zk.triggers.deletion import (
     DeletionCheck,
     TopicDeletionTrigger,
@@ -83,7 +88,12 @@ class TopicDeletionVerifyOperator(BaseOperator):
 
     ``cleanup=True`` handles INCOMPLETE topics' leftovers: directories are moved into a quarantine
     on the same broker host, ``/config/topics/<t>`` is removed when the topic and its marker are
-    gone (content saved first). Only a dry run unless ``dry_run=False``.
+    gone (content saved first). Only a dry run unless ``dry_run=False``. The cleanup runs in a
+    maintenance session: the cluster and every broker host it touches are pinned first (ZooKeeper
+    ``/cluster/id`` against each meta.properties), the lease is taken, the list of moves is written
+    and read back. A live-named (orphan) directory moves only when its broker is not running, unless
+    ``allow_running_broker_orphans``. ``cleanup``, ``dry_run`` and ``allow_running_broker_orphans``
+    accept only booleans or true/false text.
     """
 
     template_fields: Sequence[str] = (
@@ -97,6 +107,9 @@ class TopicDeletionVerifyOperator(BaseOperator):
         "server_properties_path",
         "expected_broker_ids",
         "quarantine_dir",
+        "cleanup",
+        "dry_run",
+        "allow_running_broker_orphans",
     )
     ui_color = "#fde8e8"
 
@@ -118,9 +131,10 @@ class TopicDeletionVerifyOperator(BaseOperator):
         poll_interval: float = 30.0,
         wait_timeout: float | timedelta = timedelta(hours=1),
         deferrable: bool = True,
-        cleanup: bool = False,
-        dry_run: bool = True,
+        cleanup: bool | str = False,
+        dry_run: bool | str = True,
         quarantine_dir: str | None = None,
+        allow_running_broker_orphans: bool | str = False,
         fail_when_unsuccessful: bool = True,
         run_ts: str | None = None,
         **kwargs: Any,
@@ -144,6 +158,7 @@ class TopicDeletionVerifyOperator(BaseOperator):
         self.cleanup = cleanup
         self.dry_run = dry_run
         self.quarantine_dir = quarantine_dir
+        self.allow_running_broker_orphans = allow_running_broker_orphans
         self.fail_when_unsuccessful = fail_when_unsuccessful
         self.run_ts = run_ts
 
@@ -190,7 +205,19 @@ class TopicDeletionVerifyOperator(BaseOperator):
         with KafkaZooKeeperHook(self.kafka_zookeeper_conn_id) as hook:
             return pending_deletion_topics(hook)
 
+    def _flag(self, name: str) -> bool:
+        return self._parsed_flags()[name]
+
+    def _parsed_flags(self) -> dict[str, bool]:
+        """``cleanup`` and ``dry_run`` parsed strictly (a real boolean or true/false text), else refuse."""
+        return parse_safety_flags(
+            cleanup=self.cleanup,
+            dry_run=self.dry_run,
+            allow_running_broker_orphans=self.allow_running_broker_orphans,
+        )
+
     def execute(self, context: Context) -> list[dict[str, Any]]:
+        self._parsed_flags()  # before any I/O: a typo in a safety switch refuses here
         topics = self._resolve_topics()
         # A marker is proof that someone asked, so marker topics count as requested too.
         settings = self._settings(requested=True)
@@ -217,6 +244,7 @@ class TopicDeletionVerifyOperator(BaseOperator):
         return self._conclude(context, topics, settings, check, completed_by="poll")
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> list[dict[str, Any]]:
+        self._parsed_flags()
         if event.get("status") == "error":
             raise TopicDeletionNotSettledError(f"could not check the deletions: {event.get('message')}")
         topics = [v["topic"] for v in event.get("verdicts", ())]
@@ -261,16 +289,36 @@ class TopicDeletionVerifyOperator(BaseOperator):
             "verdicts": verdicts,
         }
         final = check
-        if self.cleanup and check is not None:
-            record["cleanup"] = self._cleanup(context, check, settings, ts, directory)
-            if not self.dry_run and record["cleanup"]["actions_taken"]:
+        refused: MaintenanceRefusedError | None = None
+        if self._flag("cleanup") and check is not None:
+            try:
+                record["cleanup"] = self._cleanup(context, check, settings, ts, directory)
+            except MaintenanceRefusedError as exc:
+                # Nothing was changed: the verdicts are still worth keeping, with why cleanup refused.
+                refused = exc
+                record["cleanup"] = {
+                    "refused": str(exc),
+                    "actions_taken": 0,
+                    "dry_run": self._flag("dry_run"),
+                }
+                self.log.error("Cleanup refused, nothing changed: %s", exc)
+            if not self._flag("dry_run") and record["cleanup"]["actions_taken"]:
                 final = run_check(settings, topics)
                 record["verdicts_after_cleanup"] = final.to_dicts()
                 self._log_check(final)
         outcome, message = self._outcome(final)
         record["outcome"] = outcome
-        path = write_url_atomically(f"{directory}/{VERDICTS_FILE}", json.dumps(record, indent=1).encode())
+        try:
+            path = write_url_atomically(f"{directory}/{VERDICTS_FILE}", json.dumps(record, indent=1).encode())
+        except OSError as exc:
+            if refused is None:
+                raise
+            # the store is what refused the cleanup: say that, not the second failure
+            self.log.error("Could not write %s/%s either: %s", directory, VERDICTS_FILE, exc)
+            raise refused from exc
         self.log.info("Wrote %s (outcome %s)", path, outcome)
+        if refused is not None:
+            raise refused
         result = final.to_dicts() if final is not None else []
         if outcome != "deleted":
             ti = context.get("ti")
@@ -301,152 +349,206 @@ class TopicDeletionVerifyOperator(BaseOperator):
         ts: str,
         directory: str,
     ) -> dict[str, Any]:
-        """Quarantine leftover dirs and remove leftover config znodes of INCOMPLETE topics."""
-        from airflow_provider_kafka_zk.hooks.broker_quarantine import QuarantineMove, quarantine_directories
+        """Quarantine leftover dirs and remove leftover config znodes of INCOMPLETE topics.
 
-        mode = "dry run" if self.dry_run else "ACTING"
+        Everything happens inside one maintenance session: the cluster and every broker host to be
+        touched are pinned first (ZooKeeper ``/cluster/id`` = each meta.properties' ``cluster.id``),
+        the artefact store is checked, the lease taken, and the list of moves written and read back
+        before the first directory moves.
+        """
+        from airflow_provider_kafka_zk.hooks.broker_quarantine import QuarantineMove, quarantine_directories
+        from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook
+        from airflow_provider_kafka_zk.maintenance import MaintenanceSession, RunIdentity
+
+        dry_run = self._flag("dry_run")
+        mode = "dry run" if dry_run else "ACTING"
         incomplete = [v for v in check.verdicts if v.verdict is Verdict.INCOMPLETE]
         report: dict[str, Any] = {
-            "dry_run": self.dry_run,
+            "dry_run": dry_run,
             "directories": [],
             "znodes": [],
             "actions_taken": 0,
         }
-        by_broker: dict[int, list[QuarantineMove]] = {}
-        reappeared = self._topics_back_in_zookeeper([v.topic for v in incomplete])
-        for verdict in incomplete:
-            if verdict.topic in reappeared:
-                # Re-created (or marked again) since the check: its directories may be live replicas now.
-                self.log.warning("Cleanup refused for %s: %s", verdict.topic, reappeared[verdict.topic])
-                report["directories"].extend(
-                    {
-                        "broker_id": d.broker_id,
-                        "source": d.path,
-                        "status": "refused",
-                        "detail": reappeared[verdict.topic],
-                    }
-                    for d in check.leftovers(verdict)
-                )
-                continue
-            for leftover in check.leftovers(verdict):
-                by_broker.setdefault(leftover.broker_id, []).append(
-                    QuarantineMove(leftover.log_dir, leftover.name, self.quarantine_dir)
-                )
-        host_hook = host_hook_from_kwargs(settings)
-        for broker_id, moves in sorted(by_broker.items()):
-            self.log.info(
-                "Cleanup (%s): broker %d, %d director(ies) to quarantine", mode, broker_id, len(moves)
-            )
-            try:
-                done = quarantine_directories(host_hook, broker_id, moves, ts=ts, dry_run=self.dry_run)
-            except Exception as exc:
-                self.log.error("Cleanup of broker %d failed: %s: %s", broker_id, type(exc).__name__, exc)
-                report["directories"].append(
-                    {"broker_id": broker_id, "status": "failed", "detail": f"{type(exc).__name__}: {exc}"}
-                )
-                continue
-            for result in done["results"]:
-                report["directories"].append({"broker_id": broker_id, "host": done["host"], **result})
-                report["actions_taken"] += result["status"] == "moved"
-            report.setdefault("listings", []).extend(
-                {"broker_id": broker_id, "host": done["host"], **listing} for listing in done["listings"]
-            )
         config_topics = [v.topic for v in incomplete if Cause.CONFIG_ZNODE_LEFT in v.causes]
-        if config_topics:
-            report["znodes"] = self._remove_config_znodes(context, config_topics, directory, report)
+        if not any(check.leftovers(v) for v in incomplete) and not config_topics:
+            return report
+        with KafkaZooKeeperHook(self.kafka_zookeeper_conn_id) as hook:
+            session = MaintenanceSession(
+                hook,
+                cluster=self.cluster,
+                artefact_dir=directory,
+                run=RunIdentity.from_context(context, fallback_run_id=f"{self.cluster}/deletions/{ts}"),
+                dry_run=dry_run,
+                single_step=True,  # the whole mutation is this task: the lease goes back on any exit
+            )
+            with session:
+                report["identity"] = session.artefact_header()["identity"]
+                by_broker: dict[int, list[QuarantineMove]] = {}
+                reappeared = self._topics_back_in_zookeeper(hook, [v.topic for v in incomplete])
+                for verdict in incomplete:
+                    if verdict.topic in reappeared:
+                        # Re-created (or marked again) since the check: its directories may be live replicas now.
+                        self.log.warning(
+                            "Cleanup refused for %s: %s", verdict.topic, reappeared[verdict.topic]
+                        )
+                        report["directories"].extend(
+                            {
+                                "broker_id": d.broker_id,
+                                "source": d.path,
+                                "status": "refused",
+                                "detail": reappeared[verdict.topic],
+                            }
+                            for d in check.leftovers(verdict)
+                        )
+                        continue
+                    for leftover in check.leftovers(verdict):
+                        by_broker.setdefault(leftover.broker_id, []).append(
+                            QuarantineMove(
+                                leftover.log_dir, leftover.name, self.quarantine_dir, leftover.kind
+                            )
+                        )
+                # Every broker host to be touched proves it is that broker of this cluster, first.
+                for broker_id in sorted(by_broker):
+                    disk = check.disks.get(broker_id)
+                    if disk is None:
+                        raise ClusterIdentityError(
+                            f"broker {broker_id}: its disk was not read, refusing to touch it"
+                        )
+                    session.pin_broker(broker_id, disk.host, disk.meta, disk.effective_broker_id)
+                if by_broker and not dry_run:
+                    planned = {
+                        "format": "kafka-zk-quarantine-plan",
+                        **session.artefact_header(),
+                        "dry_run": dry_run,
+                        "undo": "each moved directory is listed in quarantine-listing*.json beside it on the "
+                        "broker host; move it back with `mv <destination> <source>` while the broker is stopped",
+                        "moves": {
+                            str(b): [{"log_dir": m.log_dir, "name": m.name} for m in moves]
+                            for b, moves in sorted(by_broker.items())
+                        },
+                    }
+                    report["plan"] = session.write_rollback(
+                        f"rollback/quarantine-{session.run.try_number}.json", json.dumps(planned, indent=1)
+                    )
+                host_hook = host_hook_from_kwargs(settings)
+                for broker_id, moves in sorted(by_broker.items()):
+                    session.recheck()
+                    self.log.info(
+                        "Cleanup (%s): broker %d, %d director(ies) to quarantine", mode, broker_id, len(moves)
+                    )
+                    try:
+                        done = quarantine_directories(
+                            host_hook,
+                            broker_id,
+                            moves,
+                            log_dirs=check.disks[broker_id].log_dirs,
+                            ts=ts,
+                            dry_run=dry_run,
+                            broker_running=broker_id in check.live_brokers,
+                            allow_running_broker_orphans=self._flag("allow_running_broker_orphans"),
+                        )
+                    except Exception as exc:
+                        self.log.error(
+                            "Cleanup of broker %d failed: %s: %s", broker_id, type(exc).__name__, exc
+                        )
+                        report["directories"].append(
+                            {
+                                "broker_id": broker_id,
+                                "status": "failed",
+                                "detail": f"{type(exc).__name__}: {exc}",
+                            }
+                        )
+                        continue
+                    for result in done["results"]:
+                        report["directories"].append({"broker_id": broker_id, "host": done["host"], **result})
+                        report["actions_taken"] += result["status"] == "moved"
+                    report.setdefault("listings", []).extend(
+                        {"broker_id": broker_id, "host": done["host"], **listing}
+                        for listing in done["listings"]
+                    )
+                if config_topics:
+                    report["znodes"] = self._remove_config_znodes(hook, session, config_topics, report)
+                if not dry_run:
+                    session.release_lease()
         return report
 
-    def _topics_back_in_zookeeper(self, topics: Sequence[str]) -> dict[str, str]:
+    def _topics_back_in_zookeeper(self, hook: Any, topics: Sequence[str]) -> dict[str, str]:
         """Topics whose znode or marker exists again right before a cleanup acts (topic -> why)."""
-        from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook
-
-        if not topics:
-            return {}
         found = {}
-        with KafkaZooKeeperHook(self.kafka_zookeeper_conn_id) as hook:
-            client = hook.get_conn()
-            for topic in topics:
-                for path in (znodes.topic_path(topic), znodes.delete_topic_path(topic)):
-                    if client.exists(path):
-                        found[topic] = f"{path} exists again: the cluster is not in the state the verdict saw"
-                        break
+        for topic in topics:
+            for path in (znodes.topic_path(topic), znodes.delete_topic_path(topic)):
+                if hook.exists(path) is not None:
+                    found[topic] = f"{path} exists again: the cluster is not in the state the verdict saw"
+                    break
         return found
 
     def _remove_config_znodes(
-        self, context: Context, topics: Sequence[str], directory: str, report: dict[str, Any]
+        self, hook: Any, session: Any, topics: Sequence[str], report: dict[str, Any]
     ) -> list[dict[str, Any]]:
         """``/config/topics/<t>`` of topics gone from /brokers/topics without a marker: saved, then versioned delete."""
-        from airflow_provider_kafka_zk.hooks.zookeeper import (
-            DeleteOp,
-            KafkaZooKeeperHook,
-            ZnodeNotFoundError,
-        )
+        from airflow_provider_kafka_zk.hooks.zookeeper import DeleteOp, ZnodeNotFoundError
 
         actions: list[dict[str, Any]] = []
-        with KafkaZooKeeperHook(self.kafka_zookeeper_conn_id) as hook:
-            client = hook.get_conn()
-            saved: list[dict[str, Any]] = []
-            for topic in topics:
-                path = znodes.config_entity_path("topics", topic)
-                if client.exists(znodes.topic_path(topic)) or client.exists(znodes.delete_topic_path(topic)):
-                    actions.append(
-                        {"path": path, "status": "refused", "detail": "the topic or its marker exists again"}
-                    )
-                    continue
-                try:
-                    data, stat = hook.get_znode(path)
-                except ZnodeNotFoundError:
-                    actions.append({"path": path, "status": "gone", "detail": "already removed"})
-                    continue
-                if stat.numChildren:
-                    actions.append({"path": path, "status": "refused", "detail": "it has children"})
-                    continue
-                saved.append(
-                    {
-                        "path": path,
-                        "topic": topic,
-                        "data_base64": None if data is None else base64.b64encode(data).decode(),
-                        "version": stat.version,
-                        "ctime_ms": stat.ctime,
-                        "mtime_ms": stat.mtime,
-                    }
+        saved: list[dict[str, Any]] = []
+        for topic in topics:
+            path = znodes.config_entity_path("topics", topic)
+            if hook.exists(znodes.topic_path(topic)) or hook.exists(znodes.delete_topic_path(topic)):
+                actions.append(
+                    {"path": path, "status": "refused", "detail": "the topic or its marker exists again"}
                 )
-            if not saved:
-                return actions
-            if self.dry_run:
-                for entry in saved:
-                    self.log.info(
-                        "Cleanup (dry run): would delete %s at version %d", entry["path"], entry["version"]
-                    )
-                    actions.append(
-                        {"path": entry["path"], "status": "would_delete", "version": entry["version"]}
-                    )
-                return actions
-            ti = context.get("ti")
-            try_number = getattr(ti, "try_number", None) or 0
-            rollback = f"{directory}/rollback/znodes-{try_number}-{uuid.uuid4().hex[:8]}.json"
-            write_url_atomically(
-                rollback,
-                json.dumps(
-                    {
-                        "target": hook.target_description(),
-                        "saved_at": datetime.now(UTC).isoformat(),
-                        "restore": "create each path with base64-decoded data_base64 (persistent)",
-                        "znodes": saved,
-                    },
-                    indent=1,
-                ).encode(),
+                continue
+            try:
+                data, stat = hook.get_znode(path)
+            except ZnodeNotFoundError:
+                actions.append({"path": path, "status": "gone", "detail": "already removed"})
+                continue
+            if stat.numChildren:
+                actions.append({"path": path, "status": "refused", "detail": "it has children"})
+                continue
+            saved.append(
+                {
+                    "path": path,
+                    "topic": topic,
+                    "data_base64": None if data is None else base64.b64encode(data).decode(),
+                    "version": stat.version,
+                    "ctime_ms": stat.ctime,
+                    "mtime_ms": stat.mtime,
+                }
             )
-            report["rollback"] = rollback
-            self.log.info("Saved %d znode(s) to %s before deleting them", len(saved), rollback)
+        if not saved:
+            return actions
+        if session.dry_run:
             for entry in saved:
-                try:
-                    hook.multi([DeleteOp(entry["path"], entry["version"])])
-                except Exception as exc:
-                    self.log.error("Not deleted %s: %s", entry["path"], exc)
-                    actions.append({"path": entry["path"], "status": "failed", "detail": str(exc)})
-                    continue
-                self.log.info("Deleted %s (was version %d)", entry["path"], entry["version"])
-                actions.append({"path": entry["path"], "status": "deleted", "version": entry["version"]})
-                report["actions_taken"] += 1
+                self.log.info(
+                    "Cleanup (dry run): would delete %s at version %d", entry["path"], entry["version"]
+                )
+                actions.append({"path": entry["path"], "status": "would_delete", "version": entry["version"]})
+            return actions
+        rollback = session.write_rollback(
+            f"rollback/znodes-{session.run.try_number}-{uuid.uuid4().hex[:8]}.json",
+            json.dumps(
+                {
+                    **session.artefact_header(),
+                    "target": hook.target_description(),
+                    "saved_at": datetime.now(UTC).isoformat(),
+                    "restore": "create each path with base64-decoded data_base64 (persistent), e.g. "
+                    "zookeeper-shell <zk>/<chroot> create <path> '<data>'",
+                    "znodes": saved,
+                },
+                indent=1,
+            ),
+        )
+        report["rollback"] = rollback
+        self.log.info("Saved %d znode(s) to %s (read back) before deleting them", len(saved), rollback)
+        for entry in saved:
+            session.recheck()
+            try:
+                hook.multi([DeleteOp(entry["path"], entry["version"])])
+            except Exception as exc:
+                self.log.error("Not deleted %s: %s", entry["path"], exc)
+                actions.append({"path": entry["path"], "status": "failed", "detail": str(exc)})
+                continue
+            self.log.info("Deleted %s (was version %d)", entry["path"], entry["version"])
+            actions.append({"path": entry["path"], "status": "deleted", "version": entry["version"]})
+            report["actions_taken"] += 1
         return actions

@@ -13,6 +13,7 @@ tooling does (KAFKA_FORMATS.md §1.7, §1.9-1.10, §6): throttles by read-modify
 from __future__ import annotations
 
 import json
+import logging
 import posixpath
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -53,6 +54,16 @@ from airflow_provider_kafka_zk.kafka.reassignment import (
     progress,
     reassignments_in_flight,
     same_request,
+    throttle_cleanup_commands,
+)
+from airflow_provider_kafka_zk.kafka.safety import ClusterIdentity
+from airflow_provider_kafka_zk.maintenance import (
+    MaintenanceRefusedError,
+    MaintenanceSession,
+    RollbackArtefactError,
+    RunIdentity,
+    lease_held_by,
+    parse_safety_flags,
 )
 from airflow_provider_kafka_zk.operators.inventory import _resolve_ts
 from airflow_provider_kafka_zk.operators.snapshot import default_artefacts_base
@@ -60,6 +71,8 @@ from airflow_provider_kafka_zk.triggers.reassignment import ReassignmentTrigger,
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
+log = logging.getLogger(__name__)
 
 PLAN_FORMAT = "kafka-zk-drain-plan"
 ROLLBACK_FILE = "rollback.json"
@@ -158,6 +171,107 @@ def _as_bool(value: Any) -> bool:
     if isinstance(value, str):
         return value.strip().lower() in ("1", "true", "yes", "on")
     return bool(value)
+
+
+def _positive_int(value: Any, name: str) -> int:
+    """A positive integer parameter, checked before any I/O."""
+    try:
+        number = int(str(value).strip()) if not isinstance(value, bool) else None
+    except ValueError:
+        number = None
+    if number is None or number <= 0:
+        raise DrainError(f"{name} must be a positive whole number, not {value!r}")
+    return number
+
+
+def _snapshot_identity(manifest: Mapping[str, Any], where: str) -> ClusterIdentity:
+    """The identity a safety snapshot was taken of (its manifest's cluster id and source)."""
+    source = manifest.get("source") or {}
+    if not manifest.get("cluster_id"):
+        raise DrainError(
+            f"the safety snapshot {where} has no /cluster/id: cannot pin which cluster a plan is for"
+        )
+    chroot = str(source.get("chroot") or "/")
+    return ClusterIdentity(
+        str(manifest["cluster_id"]),
+        tuple(str(h) for h in source.get("hosts") or ()),
+        "" if chroot == "/" else chroot,
+    )
+
+
+def plan_identity(plan: Mapping[str, Any], where: str) -> ClusterIdentity:
+    """The cluster identity the plan was made for (from its safety snapshot); refuses plans without one."""
+    record = plan.get("identity")
+    if not record or not record.get("cluster_id"):
+        raise DrainError(
+            f"{where}/{PLAN_FILE} pins no cluster identity (made by an older version, or from a snapshot "
+            "without /cluster/id): make a new plan"
+        )
+    try:
+        return ClusterIdentity.from_dict(record, f"{where}/{PLAN_FILE}")
+    except ValueError as exc:
+        raise DrainError(str(exc)) from None
+
+
+def _check_rollback(plan_dir: str, batches: Sequence[Sequence[Mapping[str, Any]]]) -> None:
+    """Before the first change: rollback.json is there, readable, and undoes every planned move."""
+    location = DrainLocation(plan_dir)
+    where = location.path(ROLLBACK_FILE)
+    try:
+        rollback = location.read_json(ROLLBACK_FILE)
+        saved = {(e["topic"], int(e["partition"])): list(e["replicas"]) for e in rollback["partitions"]}
+    except FileNotFoundError:
+        raise RollbackArtefactError(f"{where} is missing: refusing to change anything without it") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise RollbackArtefactError(
+            f"{where} is unreadable ({type(exc).__name__}: {exc}): refusing"
+        ) from None
+    missing = [
+        f"{m['topic']}-{m['partition']}"
+        for batch in batches
+        for m in batch
+        if saved.get((m["topic"], int(m["partition"]))) != list(m["current"])
+    ]
+    if missing:
+        raise RollbackArtefactError(
+            f"{where} does not restore {len(missing)} planned move(s) ({', '.join(missing[:10])}): refusing"
+        )
+
+
+def _bootstrap(hook: KafkaZooKeeperHook | None) -> str:
+    """host:port of a registered broker's first endpoint, for commands a person can paste."""
+    if hook is None:
+        return "<broker-host:port>"
+    try:
+        for broker in hook.live_broker_ids():
+            registration, _ = hook.get_broker(broker)
+            for endpoint in registration.endpoints:
+                _, _, address = endpoint.partition("://")
+                if address:
+                    return address
+    except Exception as exc:  # advice only: never hide the real error behind a lookup failure
+        log.debug("No broker endpoint for the advice: %s", exc)
+    return "<broker-host:port>"
+
+
+def _throttle_advice(plan_dir: str | None, hook: KafkaZooKeeperHook | None = None) -> str:
+    """What a person runs to remove this run's throttles by hand (empty when it set none)."""
+    if _no_plan(plan_dir):
+        return ""
+    location = DrainLocation(str(plan_dir))
+    try:
+        if not location.exists(THROTTLES_FILE):
+            return ""
+        entities = load_throttle_record(location)["entities"]
+    except Exception as exc:
+        return f"(throttles record {location.path(THROTTLES_FILE)} unreadable: {exc})"
+    commands = throttle_cleanup_commands(entities, _bootstrap(hook))
+    if not commands:
+        return ""
+    return (
+        "Throttles this run set are still in place (" + location.path(THROTTLES_FILE) + "); once nothing "
+        "of the plan moves, re-run the clear_throttles task, or remove them by hand: " + " ; ".join(commands)
+    )
 
 
 def _optional_int(value: Any) -> int | None:
@@ -314,6 +428,30 @@ def load_plan(plan_dir: str) -> dict[str, Any]:
     return plan
 
 
+def load_throttle_record(location: DrainLocation) -> dict[str, Any]:
+    """``throttles.json`` validated: ``{"entities": {"topics/<t>"|"brokers/<id>": {key: value}}, "previous": {...}}``."""
+    where = location.path(THROTTLES_FILE)
+    try:
+        record = location.read_json(THROTTLES_FILE)
+    except FileNotFoundError:
+        raise DrainError(f"{where} is missing") from None
+    except ValueError as exc:
+        raise DrainError(f"{where} is not JSON ({exc})") from None
+    entities = record.get("entities") if isinstance(record, dict) else None
+    if not isinstance(entities, dict) or not isinstance(record.get("previous", {}), dict):
+        raise DrainError(f"{where}: expected an object with 'entities' and 'previous' maps")
+    for key, values in entities.items():
+        entity_type, _, name = str(key).partition("/")
+        if entity_type not in ("topics", "brokers") or not name or not isinstance(values, dict):
+            raise DrainError(
+                f"{where}: entity {key!r} is not 'topics/<name>' or 'brokers/<id>' with a map of keys"
+            )
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in values.items()):
+            raise DrainError(f"{where}: entity {key!r} holds non-text throttle values")
+    record.setdefault("previous", {})
+    return record
+
+
 def batch_targets(batch: Sequence[Mapping[str, Any]]) -> dict[TopicPartition, tuple[int, ...]]:
     return {(m["topic"], int(m["partition"])): tuple(m["target"]) for m in batch}
 
@@ -391,7 +529,8 @@ class ReplicaOneDrainPlanOperator(BaseOperator):
             if ref is None:
                 raise DrainError(f"no complete snapshot of cluster {self.cluster!r} under {base}")
             snapshot = ref.path
-        _, rows = read_snapshot(str(snapshot))
+        manifest, rows = read_snapshot(str(snapshot))
+        identity = _snapshot_identity(manifest, str(snapshot))
         state = ClusterState.from_snapshot(rows, cluster=self.cluster)
         in_flight = reassignments_in_flight(
             (t.assignment for t in state.topics.values()), state.reassign_partitions
@@ -436,6 +575,8 @@ class ReplicaOneDrainPlanOperator(BaseOperator):
             "created_at": datetime.now(UTC).isoformat(),
             "snapshot": str(snapshot),
             "snapshot_last_zxid": state.last_zxid,
+            # the cluster this plan is for: every mutating step refuses another one
+            "identity": identity.to_dict(),
             "inventory": inventory_url,
             "request": {
                 "brokers": sorted(request.brokers),
@@ -540,7 +681,7 @@ class ReplicaOneDrainExecuteOperator(BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         if _no_plan(self.plan_dir):
             raise DrainError("no plan to execute (the plan task produced none)")
-        return self._run_from(0)
+        return self._run_from(context, 0)
 
     def execute_complete(
         self, context: Context, event: dict[str, Any], batch: int | None = None
@@ -550,37 +691,65 @@ class ReplicaOneDrainExecuteOperator(BaseOperator):
         if status == "timeout":
             raise DrainError(
                 f"batch {index + 1} not complete after {float(self.batch_timeout):g}s: {event.get('message')}; "
-                "the reassignment keeps running (throttled); re-run this task to keep waiting"
+                "the reassignment keeps running, throttled, and the maintenance lease stays with this run. "
+                "Re-run this task to keep waiting; the clear_throttles step removes this run's throttles "
+                "once nothing of the plan moves. " + _throttle_advice(self.plan_dir)
             )
         if status != "complete":
-            raise RuntimeError(f"could not follow batch {index + 1}: {event.get('message')}")
+            raise DrainError(
+                f"could not follow batch {index + 1}: {event.get('message')}. "
+                + _throttle_advice(self.plan_dir)
+            )
         self.log.info("Batch %d complete: %s", index + 1, event.get("message"))
-        return self._run_from(index + 1)
+        return self._run_from(context, index + 1)
 
-    def _run_from(self, start: int) -> dict[str, Any]:
-        plan = load_plan(self.plan_dir)
+    def _session(
+        self, context: Context, hook: KafkaZooKeeperHook, plan: Mapping[str, Any], dry_run: bool
+    ) -> MaintenanceSession:
+        return MaintenanceSession(
+            hook,
+            cluster=str(plan["cluster"]),
+            artefact_dir=str(self.plan_dir),
+            run=RunIdentity.from_context(context, fallback_run_id=str(self.plan_dir)),
+            dry_run=dry_run,
+            expected=plan_identity(plan, str(self.plan_dir)),
+        )
+
+    def _run_from(self, context: Context, start: int) -> dict[str, Any]:
+        # Flags and numbers first: a typo must refuse before anything is read or written.
+        dry_run = parse_safety_flags(dry_run=self.dry_run)["dry_run"]
+        rate = _positive_int(self.throttle_bytes_per_sec, "throttle_bytes_per_sec")
+        plan = load_plan(str(self.plan_dir))
         batches = plan["batches"]
-        dry_run = _as_bool(self.dry_run)
-        rate = int(self.throttle_bytes_per_sec)
-        if rate <= 0:
-            raise DrainError("throttle_bytes_per_sec must be a positive number of bytes/s")
         with KafkaZooKeeperHook(self.kafka_zookeeper_conn_id) as hook:
-            for index in range(start, len(batches)):
-                action = self._start_batch(hook, plan, index, rate, dry_run)
-                if action == "wait":
-                    batch = batches[index]
-                    self.defer(
-                        trigger=ReassignmentTrigger(
-                            kafka_zookeeper_conn_id=self.kafka_zookeeper_conn_id,
-                            targets=encode_targets(batch_targets(batch)),
-                            sizes=[[m["topic"], m["partition"], m["size_bytes"]] for m in batch],
-                            poll_interval=float(self.poll_interval),
-                            deadline=time.time() + float(self.batch_timeout),
-                            label=f"drain batch {index + 1}/{len(batches)}",
-                            echo={"batch": index},
-                        ),
-                        method_name="execute_complete",
-                    )
+            session = self._session(context, hook, plan, dry_run)
+            with session:
+                if not dry_run:
+                    _check_rollback(str(self.plan_dir), batches)
+                try:
+                    for index in range(start, len(batches)):
+                        session.recheck()
+                        action = self._start_batch(hook, plan, index, rate, dry_run)
+                        if action == "wait":
+                            batch = batches[index]
+                            self.defer(
+                                trigger=ReassignmentTrigger(
+                                    kafka_zookeeper_conn_id=self.kafka_zookeeper_conn_id,
+                                    targets=encode_targets(batch_targets(batch)),
+                                    sizes=[[m["topic"], m["partition"], m["size_bytes"]] for m in batch],
+                                    poll_interval=float(self.poll_interval),
+                                    deadline=time.time() + float(self.batch_timeout),
+                                    label=f"drain batch {index + 1}/{len(batches)}",
+                                    echo={"batch": index},
+                                ),
+                                method_name="execute_complete",
+                            )
+                except MaintenanceRefusedError:
+                    raise
+                except DrainError as exc:
+                    if not dry_run and session.changed_anything:
+                        raise DrainError(f"{exc}. {_throttle_advice(str(self.plan_dir))}") from exc
+                    raise
         done = sum(len(b) for b in batches)
         if dry_run:
             self.log.info(
@@ -696,7 +865,7 @@ class ReplicaOneDrainExecuteOperator(BaseOperator):
     def _set_throttles(self, hook: KafkaZooKeeperHook, throttles: ThrottlePlan) -> None:
         location = DrainLocation(self.plan_dir)
         record = (
-            location.read_json(THROTTLES_FILE)
+            load_throttle_record(location)
             if location.exists(THROTTLES_FILE)
             else {
                 "entities": {},
@@ -744,13 +913,30 @@ class ClearReplicationThrottlesOperator(BaseOperator):
     template_fields: Sequence[str] = ("plan_dir", "dry_run", "kafka_zookeeper_conn_id")
     ui_color = "#d5f5e3"
 
+    def _release_lease_if_ours(
+        self, context: Context, hook: KafkaZooKeeperHook, plan: Mapping[str, Any]
+    ) -> None:
+        """An execute step that refused after taking the lease leaves it to this final step."""
+        run = RunIdentity.from_context(context, fallback_run_id=str(self.plan_dir))
+        if not lease_held_by(hook, run):
+            return
+        with MaintenanceSession(
+            hook,
+            cluster=str(plan["cluster"]),
+            artefact_dir=str(self.plan_dir),
+            run=run,
+            dry_run=False,
+            expected=plan_identity(plan, str(self.plan_dir)),
+        ) as session:
+            session.release_lease()
+
     def __init__(
         self,
         *,
         plan_dir: str | None,
         kafka_zookeeper_conn_id: str = KafkaZooKeeperHook.default_conn_name,
         dry_run: bool | str = True,
-        force: bool = False,
+        force: bool | str = False,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("trigger_rule", TriggerRule.ALL_DONE)
@@ -761,53 +947,71 @@ class ClearReplicationThrottlesOperator(BaseOperator):
         self.force = force
 
     def execute(self, context: Context) -> dict[str, Any]:
+        flags = parse_safety_flags(dry_run=self.dry_run, force=self.force)
+        dry_run, force = flags["dry_run"], flags["force"]
         if _no_plan(self.plan_dir):
             self.log.info("No plan was made: no throttles to clear")
             return {"cleared": {}, "changed_by_others": {}}
         location = DrainLocation(str(self.plan_dir))
-        if not location.exists(THROTTLES_FILE):
-            self.log.info(
-                "This run set no throttles (%s absent): nothing to clear", location.path(THROTTLES_FILE)
-            )
-            return {"cleared": {}, "changed_by_others": {}}
-        record = location.read_json(THROTTLES_FILE)
         plan = load_plan(location.url)
         targets = {tp: t for batch in plan["batches"] for tp, t in batch_targets(batch).items()}
-        dry_run = _as_bool(self.dry_run)
+        record = load_throttle_record(location) if location.exists(THROTTLES_FILE) else None
         cleared: dict[str, list[str]] = {}
         others: dict[str, list[str]] = {}
         with KafkaZooKeeperHook(self.kafka_zookeeper_conn_id) as hook:
-            topics = _read_all_topics(hook)
-            reassign, _ = _read_reassign(hook)
-            in_flight = reassignments_in_flight(topics.values(), reassign)
-            moving = [
-                tp for tp in in_flight.znode_partitions + in_flight.topic_znode_partitions if tp in targets
-            ]
-            if moving and not self.force:
-                names = ", ".join(sorted({f"{t}-{p}" for t, p in moving}))
-                raise ThrottlesStillNeededError(
-                    f"partitions of this drain are still moving ({names}): throttles left in place; "
-                    "re-run this task once they finished (or set force)"
+            if record is None:
+                self.log.info(
+                    "This run set no throttles (%s absent): nothing to clear", location.path(THROTTLES_FILE)
                 )
-            for key, ours in sorted(record["entities"].items()):
-                entity_type, name = key.split("/", 1)
-                if dry_run:
-                    self.log.info(
-                        "DRY RUN: would remove %s from /config/%s (where still ours)", sorted(ours), key
+                if not dry_run:
+                    self._release_lease_if_ours(context, hook, plan)
+                return {"cleared": {}, "changed_by_others": {}}
+            session = MaintenanceSession(
+                hook,
+                cluster=str(plan["cluster"]),
+                artefact_dir=location.url,
+                run=RunIdentity.from_context(context, fallback_run_id=location.url),
+                dry_run=dry_run,
+                expected=plan_identity(plan, location.url),
+            )
+            with session:
+                topics = _read_all_topics(hook)
+                reassign, _ = _read_reassign(hook)
+                in_flight = reassignments_in_flight(topics.values(), reassign)
+                moving = [
+                    tp
+                    for tp in in_flight.znode_partitions + in_flight.topic_znode_partitions
+                    if tp in targets
+                ]
+                if moving and not force:
+                    names = ", ".join(sorted({f"{t}-{p}" for t, p in moving}))
+                    raise ThrottlesStillNeededError(
+                        f"partitions of this drain are still moving ({names}): throttles left in place and the "
+                        "maintenance lease kept. Re-run this task once they finished (or set force). "
+                        + _throttle_advice(location.url, hook)
                     )
-                    continue
-                previous, changed, written = update_config(hook, entity_type, name, remove_values=ours)
-                if changed:
-                    others[key] = changed
-                    self.log.warning(
-                        "/config/%s: %s changed by someone else since this run set them; left in place",
-                        key,
-                        changed,
-                    )
-                removed = [k for k in ours if k in previous and k not in changed]
-                if written:
-                    cleared[key] = removed
-                    self.log.info("Removed %s from /config/%s", removed, key)
+                for key, ours in sorted(record["entities"].items()):
+                    entity_type, name = key.split("/", 1)
+                    if dry_run:
+                        self.log.info(
+                            "DRY RUN: would remove %s from /config/%s (where still ours)", sorted(ours), key
+                        )
+                        continue
+                    session.recheck()
+                    previous, changed, written = update_config(hook, entity_type, name, remove_values=ours)
+                    if changed:
+                        others[key] = changed
+                        self.log.warning(
+                            "/config/%s: %s changed by someone else since this run set them; left in place",
+                            key,
+                            changed,
+                        )
+                    removed = [k for k in ours if k in previous and k not in changed]
+                    if written:
+                        cleared[key] = removed
+                        self.log.info("Removed %s from /config/%s", removed, key)
+                if not dry_run:
+                    session.release_lease()
         result = {"cleared": cleared, "changed_by_others": others, "dry_run": dry_run}
         if not dry_run:
             location.write(THROTTLES_CLEARED_FILE, json.dumps(result, indent=1, sort_keys=True))
@@ -861,7 +1065,7 @@ class ReplicaOneDrainVerifyOperator(BaseOperator):
             states = _read_states(hook, [(m["topic"], int(m["partition"])) for m in moves])
             throttles_left = {}
             if location.exists(THROTTLES_FILE):
-                for key, ours in location.read_json(THROTTLES_FILE)["entities"].items():
+                for key, ours in load_throttle_record(location)["entities"].items():
                     try:
                         current = znodes.ConfigEntity.decode(
                             hook.get_znode(f"/config/{key}")[0], f"/config/{key}"

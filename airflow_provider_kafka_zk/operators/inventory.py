@@ -281,11 +281,10 @@ class ListBrokerIdsOperator(BaseOperator):
         from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook
 
         with KafkaZooKeeperHook(self.kafka_zookeeper_conn_id) as hook:
-            client = hook.get_conn()
-            registered = {int(b) for b in client.get_children(znodes.BROKER_IDS)}
+            registered = {int(b) for b in hook.get_children(znodes.BROKER_IDS)}
             assigned: set[int] = set()
-            if self.include_assigned and client.exists(znodes.BROKER_TOPICS):
-                topics = client.get_children(znodes.BROKER_TOPICS)
+            if self.include_assigned and hook.exists(znodes.BROKER_TOPICS):
+                topics = hook.get_children(znodes.BROKER_TOPICS)
                 for path, (data, _) in hook.get_many(znodes.topic_path(t) for t in topics).items():
                     try:
                         assignment = znodes.TopicAssignment.decode(data, path)

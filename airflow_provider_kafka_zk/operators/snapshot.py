@@ -17,6 +17,7 @@ from airflow.sdk import Asset, BaseOperator
 
 from airflow_provider_kafka_zk.artefacts.snapshots import (
     apply_retention,
+    is_redacted_row,
     latest_snapshot,
     read_snapshot,
     validate_cluster_name,
@@ -24,6 +25,8 @@ from airflow_provider_kafka_zk.artefacts.snapshots import (
 )
 from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook
 from airflow_provider_kafka_zk.hooks.zookeeper_snapshot import DEFAULT_EXCLUDE, DEFAULT_INCLUDE, WalkProgress
+from airflow_provider_kafka_zk.kafka.safety import strict_flag
+from airflow_provider_kafka_zk.maintenance import ScratchLoadGate
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -61,12 +64,15 @@ class ZooKeeperSnapshotOperator(BaseOperator):
 
     Pushes (as its return value) a summary: ``path``, ``znodes``, ``zxid_start``/``zxid_end``,
     ``consistent``, ``duration_s``, ``cluster_id``, ``sha256``. A failed walk publishes nothing.
-    ``keep_last``/``keep_days`` apply retention after a successful snapshot (the newest is always
-    kept). The outlet Asset is ``kafka-zk://<cluster>/snapshots`` unless ``outlets`` are given (a
-    templated ``cluster`` cannot name an Asset at parse time: pass ``outlets`` then).
+    ``keep_last``/``keep_days`` apply retention after a successful snapshot (the one just written is
+    never deleted, nor is one dated in the future). SCRAM credentials and delegation tokens are
+    stored as sha256 digests unless ``include_sensitive=True`` (then in clear, with a warning; the
+    manifest's ``redacted`` says which). The outlet Asset is ``kafka-zk://<cluster>/snapshots``
+    unless ``outlets`` are given (a templated ``cluster`` cannot name an Asset at parse time: pass
+    ``outlets`` then).
     """
 
-    template_fields: Sequence[str] = ("cluster", "base_path", "include", "exclude")
+    template_fields: Sequence[str] = ("cluster", "base_path", "include", "exclude", "include_sensitive")
     ui_color = "#d6eaf8"
 
     def __init__(
@@ -82,6 +88,7 @@ class ZooKeeperSnapshotOperator(BaseOperator):
         storage_options: Mapping[str, Any] | None = None,
         reconnect_timeout: float = 60.0,
         progress_every: float = 30.0,
+        include_sensitive: bool | str = False,
         **kwargs: Any,
     ) -> None:
         if "outlets" not in kwargs and "{{" not in cluster:
@@ -97,6 +104,7 @@ class ZooKeeperSnapshotOperator(BaseOperator):
         self.storage_options = dict(storage_options or {})
         self.reconnect_timeout = reconnect_timeout
         self.progress_every = progress_every
+        self.include_sensitive = include_sensitive
 
     def _log_progress(self, progress: WalkProgress) -> None:
         self.log.info(
@@ -111,6 +119,7 @@ class ZooKeeperSnapshotOperator(BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         validate_cluster_name(self.cluster)
+        include_sensitive = strict_flag(self.include_sensitive, "include_sensitive")
         base = self.base_path or default_artefacts_base()
         hook = KafkaZooKeeperHook(self.kafka_zookeeper_conn_id)
         try:
@@ -125,8 +134,25 @@ class ZooKeeperSnapshotOperator(BaseOperator):
         finally:
             hook.close()
         ref, manifest = write_snapshot(
-            base, self.cluster, walk, source=source, storage_options=self.storage_options
+            base,
+            self.cluster,
+            walk,
+            source=source,
+            redact=not include_sensitive,
+            storage_options=self.storage_options,
         )
+        if include_sensitive:
+            self.log.warning(
+                "include_sensitive=True: %d credential/token znode(s) stored IN CLEAR in %s; "
+                "protect that directory like the credentials themselves",
+                manifest["redacted"]["in_clear"],
+                ref.path,
+            )
+        elif manifest["redacted"]["count"]:
+            self.log.info(
+                "%d credential/token znode(s) stored as sha256 digests (Stat kept)",
+                manifest["redacted"]["count"],
+            )
         self.log.info(
             "Published snapshot %s: %d znodes, zxid 0x%x..0x%x, %s",
             ref.path,
@@ -142,6 +168,7 @@ class ZooKeeperSnapshotOperator(BaseOperator):
                 self.cluster,
                 keep_last=self.keep_last,
                 keep_days=self.keep_days,
+                protect=[ref.name],
                 storage_options=self.storage_options,
             )
             if deleted:
@@ -159,6 +186,7 @@ class ZooKeeperSnapshotOperator(BaseOperator):
             "duration_s": round(walk.duration_s, 3),
             "sha256": manifest["files"]["znodes.parquet"]["sha256"],
             "retention_deleted": len(deleted),
+            "redacted": manifest["redacted"]["count"],
         }
         outlet_events = context.get("outlet_events")
         if outlet_events is not None:
@@ -225,12 +253,23 @@ class ZooKeeperSnapshotLoadOperator(BaseOperator):
         path = self._snapshot_path()
         manifest, rows = read_snapshot(path, storage_options=self.storage_options)
         hook = KafkaZooKeeperHook(self.kafka_zookeeper_conn_id, chroot=self.target_chroot)
+        gate = ScratchLoadGate()  # the target is a scratch chroot: no cluster to pin, no lease
         try:
             _refuse_source(manifest, hook.target_description())
-            report = hook.load_snapshot_rows(rows, replay_versions=self.replay_versions)
+            hook.bind_gate(gate)
+            # Credentials/tokens stored as digests are not loaded: a scratch copy must not carry fake secrets.
+            redacted = sorted(r.path for r in rows if is_redacted_row(r))
+            loadable = [r for r in rows if not is_redacted_row(r)]
+            report = hook.load_snapshot_rows(loadable, replay_versions=self.replay_versions)
         finally:
+            hook.unbind_gate(gate)
             hook.close()
-        result = {"snapshot": path, "cluster": manifest.get("cluster"), **report.to_dict()}
+        result = {
+            "snapshot": path,
+            "cluster": manifest.get("cluster"),
+            **report.to_dict(),
+            "redacted_not_loaded": redacted,
+        }
         self.log.info(
             "Loaded %d znodes of %s into %s; %d ephemeral znodes were created persistent",
             report.created,

@@ -27,6 +27,7 @@ from airflow_provider_kafka_zk.kafka.deletion import (
     Verdict,
     deletion_verdict,
 )
+from airflow_provider_kafka_zk.kafka.inventory import effective_broker_id
 from airflow_provider_kafka_zk.kafka.logdir import DirKind
 
 CLASSPATH = "airflow_provider_kafka_zk.triggers.deletion.TopicDeletionTrigger"
@@ -49,6 +50,17 @@ class LeftoverDirectory:
         return f"{self.log_dir.rstrip('/')}/{self.name}"
 
 
+@dataclass(frozen=True)
+class BrokerDisk:
+    """What a cleanup needs to know about a broker host before touching it: where, which log dirs,
+    and what each meta.properties says (for the maintenance session's identity pin)."""
+
+    host: str
+    log_dirs: tuple[str, ...]
+    meta: tuple[tuple[str, int | None, str | None], ...]  # (log dir, broker.id, cluster.id)
+    effective_broker_id: int | None
+
+
 @dataclass
 class DeletionCheck:
     """One look at ZooKeeper and every reachable broker disk, and the verdict for each topic."""
@@ -60,6 +72,7 @@ class DeletionCheck:
     live_brokers: tuple[int, ...]
     checked_at_ms: int
     dirs: dict[tuple[int, str], LeftoverDirectory] = field(default_factory=dict)  # (broker, path)
+    disks: dict[int, BrokerDisk] = field(default_factory=dict)  # inventoried brokers only
 
     def coverage(self) -> dict[str, Any]:
         status = "complete" if not self.not_inventoried else ("partial" if self.inventoried else "empty")
@@ -125,23 +138,38 @@ class DeletionCheck:
 
 
 def _read_topics(zk_hook: Any, topics: Sequence[str]) -> tuple[dict[str, TopicInZooKeeper], bool, set[int]]:
-    """Pipelined reads of what ZooKeeper holds for ``topics``; also controller presence and live brokers."""
-    from kazoo.exceptions import NoNodeError
+    """Pipelined reads of what ZooKeeper holds for ``topics``; also controller presence and live brokers.
+
+    An ACL refusal names the znode it happened on (ZooKeeperAuthError), never a bare kazoo error.
+    """
+    from kazoo.exceptions import AuthFailedError, NoAuthError, NoNodeError
 
     client = zk_hook.get_conn()
+
+    def read(path: str, method: Any) -> Any:
+        result = method(path)
+
+        def get() -> Any:
+            try:
+                return result.get()
+            except (NoAuthError, AuthFailedError) as exc:
+                raise zk_hook.auth_error(path, exc) from None
+
+        return get
+
     reads = {
         t: (
-            client.get_async(znodes.topic_path(t)),
-            client.exists_async(znodes.delete_topic_path(t)),
-            client.exists_async(znodes.config_entity_path("topics", t)),
+            read(znodes.topic_path(t), client.get_async),
+            read(znodes.delete_topic_path(t), client.exists_async),
+            read(znodes.config_entity_path("topics", t), client.exists_async),
         )
         for t in topics
     }
-    reassign_read = client.get_async(znodes.REASSIGN_PARTITIONS)
-    controller_read = client.exists_async(znodes.CONTROLLER)
-    brokers_read = client.get_children_async(znodes.BROKER_IDS)
+    reassign_read = read(znodes.REASSIGN_PARTITIONS, client.get_async)
+    controller_read = read(znodes.CONTROLLER, client.exists_async)
+    brokers_read = read(znodes.BROKER_IDS, client.get_children_async)
     try:
-        data, _ = reassign_read.get()
+        data, _ = reassign_read()
         in_reassign = {e.topic for e in znodes.ReassignPartitions.decode(data).partitions}
     except NoNodeError:
         in_reassign = set()
@@ -150,7 +178,7 @@ def _read_topics(zk_hook: Any, topics: Sequence[str]) -> tuple[dict[str, TopicIn
     found: dict[str, TopicInZooKeeper] = {}
     for topic, (topic_read, marker_read, config_read) in reads.items():
         try:
-            data, _ = topic_read.get()
+            data, _ = topic_read()
             assignment = znodes.TopicAssignment.decode(data, znodes.topic_path(topic))
         except NoNodeError:
             assignment = None
@@ -162,16 +190,16 @@ def _read_topics(zk_hook: Any, topics: Sequence[str]) -> tuple[dict[str, TopicIn
         found[topic] = TopicInZooKeeper(
             topic=topic,
             topic_znode=assignment is not None,
-            delete_marker=marker_read.get() is not None,
-            config_znode=config_read.get() is not None,
+            delete_marker=marker_read() is not None,
+            config_znode=config_read() is not None,
             replicas={p: tuple(r) for p, r in assignment.partitions.items()} if assignment else {},
             reassigning=reassigning,
         )
     try:
-        live = {int(b) for b in brokers_read.get()}
+        live = {int(b) for b in brokers_read()}
     except NoNodeError:
         live = set()
-    return found, controller_read.get() is not None, live
+    return found, controller_read() is not None, live
 
 
 def pending_deletion_topics(zk_hook: Any) -> list[str]:
@@ -199,7 +227,10 @@ def check_deletions(
     zk_topics, controller_live, live = _read_topics(zk_hook, topics)
     assigned = {b for t in zk_topics.values() for r in t.replicas.values() for b in r}
     expected = sorted(live | assigned | set(host_hook.broker_hosts) | {int(b) for b in expected_broker_ids})
-    host_hook.zookeeper_view  # noqa: B018 - read once here, not concurrently in the workers
+    # Connections are resolved here, on the task's own thread: inside the pool's threads an Airflow
+    # task cannot reach the metadata DB, so a connection stored there (not in an env var) would fail
+    # every broker and make coverage falsely partial.
+    host_hook.resolve_connections()
 
     def inventory(broker_id: int) -> tuple[int, Any, str | None]:
         try:
@@ -213,6 +244,7 @@ def check_deletions(
     facts: dict[int, BrokerDeletionFacts] = {}
     inventoried: dict[int, str] = {}
     not_inventoried: dict[int, str] = {}
+    disks: dict[int, BrokerDisk] = {}
     dirs_by_topic: dict[str, list[TopicDirectory]] = {t: [] for t in topics}
     located: dict[tuple[int, str], LeftoverDirectory] = {}
     for broker_id, inv, error in results:
@@ -221,6 +253,15 @@ def check_deletions(
             facts[broker_id] = BrokerDeletionFacts(broker_id, live=broker_id in live)
             continue
         inventoried[broker_id] = inv.host
+        disks[broker_id] = BrokerDisk(
+            host=inv.host,
+            log_dirs=tuple(d.path for d in inv.log_dirs),
+            meta=tuple(
+                (d.path, d.meta.broker_id if d.meta else None, d.meta.cluster_id if d.meta else None)
+                for d in inv.log_dirs
+            ),
+            effective_broker_id=effective_broker_id(inv.facts, inv.log_dirs),
+        )
         kwargs: dict[str, Any] = {}
         if inv.facts.delete_topic_enable is not None:
             kwargs["delete_topic_enable"] = inv.facts.delete_topic_enable
@@ -257,6 +298,7 @@ def check_deletions(
         live_brokers=tuple(sorted(live)),
         checked_at_ms=now_ms,
         dirs=located,
+        disks=disks,
     )
 
 

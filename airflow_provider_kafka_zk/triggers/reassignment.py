@@ -27,6 +27,15 @@ def read_progress(
     sizes: Mapping[TopicPartition, int] | None = None,
 ) -> Progress:
     """One look at ZooKeeper: topic znodes, state znodes and the reassign znode of ``targets``."""
+    with hook.auth_errors("the reassigned topics' znodes and /admin/reassign_partitions"):
+        return _read_progress(hook, targets, sizes)
+
+
+def _read_progress(
+    hook: Any,
+    targets: Mapping[TopicPartition, Sequence[int]],
+    sizes: Mapping[TopicPartition, int] | None,
+) -> Progress:
     from kazoo.exceptions import NoNodeError
 
     client = hook.get_conn()

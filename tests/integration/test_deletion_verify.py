@@ -303,7 +303,12 @@ def test_dry_run_cleanup_changes_nothing(deploy, tmp_path):
     leftovers = {d["path"] for d in record["verdicts"][0]["leftover_dirs"]}
     assert len(leftovers) == 3
     assert {d["source"] for d in cleanup["directories"]} == leftovers
-    assert {d["status"] for d in cleanup["directories"]} == {"would_move"}
+    # a live-named (orphan) directory never moves under its running broker without the opt-in
+    statuses = {d["source"].rsplit("/", 1)[1]: d["status"] for d in cleanup["directories"]}
+    assert {s for n, s in statuses.items() if "-delete" in n} == {"would_move"}
+    assert {s for n, s in statuses.items() if "-delete" not in n} == {"refused"}
+    refused = [d for d in cleanup["directories"] if d["status"] == "refused"]
+    assert all("running" in d["detail"] for d in refused)
     assert cleanup["znodes"] == [{"path": "/config/topics/old-logs", "status": "would_delete", "version": 0}]
     assert "rollback" not in cleanup and not (tmp_path / "test/deletions/20260101T000000/rollback").exists()
 
@@ -321,7 +326,15 @@ def test_real_cleanup_moves_exactly_the_leftovers_and_is_idempotent(deploy, tmp_
         for p in log_dir.iterdir()
         if p.name.startswith("old-logs-")
     )
-    operator = _operator(deployed, conn_id, tmp_path, topics=["old-logs"], cleanup=True, dry_run=False)
+    operator = _operator(
+        deployed,
+        conn_id,
+        tmp_path,
+        topics=["old-logs"],
+        cleanup=True,
+        dry_run=False,
+        allow_running_broker_orphans=True,  # the orphan dir is on a running broker: explicit opt-in
+    )
     result = operator.execute({"ts_nodash": "20260101T000000"})
     assert [(v["topic"], v["verdict"], v["deleted_everywhere"]) for v in result] == [
         ("old-logs", "deleted", True)
@@ -360,7 +373,13 @@ def test_real_cleanup_moves_exactly_the_leftovers_and_is_idempotent(deploy, tmp_
     zk_after = _zookeeper(deployed.zookeeper_hosts, deployed.chroot)
     assert zk_after == {p: v for p, v in zk_before.items() if p != "/config/topics/old-logs"}
     record = json.loads((tmp_path / "test/deletions/20260101T000000/verdicts.json").read_text())
-    [rollback] = (tmp_path / "test/deletions/20260101T000000/rollback").iterdir()
+    rollbacks = sorted((tmp_path / "test/deletions/20260101T000000/rollback").iterdir())
+    assert [p.name.split("-")[0] for p in rollbacks] == ["quarantine", "znodes"]
+    planned = json.loads(rollbacks[0].read_text())
+    assert sorted(m["name"] for ms in planned["moves"].values() for m in ms) == sorted(
+        Path(m).name for m in leftovers
+    )
+    rollback = rollbacks[1]
     saved = json.loads(rollback.read_text())["znodes"]
     assert [(z["path"], z["version"]) for z in saved] == [("/config/topics/old-logs", 0)]
     import base64
@@ -381,7 +400,7 @@ def test_real_cleanup_moves_exactly_the_leftovers_and_is_idempotent(deploy, tmp_
     assert _disk(root) == disk_after
     second = json.loads((tmp_path / "test/deletions/20260101T000000/verdicts.json").read_text())
     assert second["cleanup"]["directories"] == [] and second["cleanup"]["actions_taken"] == 0
-    assert len(list((tmp_path / "test/deletions/20260101T000000/rollback").iterdir())) == 1
+    assert len(list((tmp_path / "test/deletions/20260101T000000/rollback").iterdir())) == 2
 
 
 def test_cleanup_refuses_when_the_topic_came_back_since_the_check(deploy, tmp_path):

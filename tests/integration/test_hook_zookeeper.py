@@ -15,11 +15,13 @@ from airflow_provider_kafka_zk.hooks.zookeeper import (
     KafkaZooKeeperHook,
     MultiOpError,
     SetDataOp,
+    WriteOutsideSessionError,
     ZnodeNotFoundError,
     ZnodeVersionConflictError,
     ZooKeeperWriteRefusedError,
 )
 from airflow_provider_kafka_zk.kafka import znodes as zk
+from airflow_provider_kafka_zk.maintenance import ScratchLoadGate
 from airflow_provider_kafka_zk.testing.simulator import DeployedCluster, incident_cluster
 
 pytestmark = pytest.mark.integration
@@ -87,6 +89,7 @@ def test_typed_reads_decode_through_the_core_codecs(cluster):
 def test_create_if_absent_never_overwrites(cluster):
     _, client, rw, _ = cluster
     with KafkaZooKeeperHook(rw) as hook:
+        hook.bind_gate(ScratchLoadGate())  # guarded writes need a gate; the lease is tested in test_safety_*
         assert hook.create_if_absent("/scratch", None) is True
         assert hook.create_if_absent("/scratch", b"other") is False
         assert client.get("/scratch")[0] is None  # null data kept, not overwritten
@@ -100,6 +103,7 @@ def test_set_if_version_refuses_a_stale_version(cluster):
     path = zk.topic_path("orders")
     data, stat = client.get(path)
     with KafkaZooKeeperHook(rw) as hook:
+        hook.bind_gate(ScratchLoadGate())  # guarded writes need a gate; the lease is tested in test_safety_*
         new_stat = hook.set_if_version(path, data, stat.version)
         assert new_stat.version == stat.version + 1
         with pytest.raises(
@@ -118,6 +122,7 @@ def test_multi_is_all_or_nothing_and_names_the_failing_op(cluster):
     _, client, rw, _ = cluster
     _, epoch_stat = client.get(zk.CONTROLLER_EPOCH)
     with KafkaZooKeeperHook(rw) as hook:
+        hook.bind_gate(ScratchLoadGate())  # guarded writes need a gate; the lease is tested in test_safety_*
         with pytest.raises(
             MultiOpError, match=r"op 1 \(CheckVersionOp on /controller_epoch .*BadVersionError"
         ) as err:
@@ -146,6 +151,25 @@ def test_multi_is_all_or_nothing_and_names_the_failing_op(cluster):
         with pytest.raises(MultiOpError, match="NodeExistsError") as err:
             hook.multi_batches([[CreateOp("/bulk-x", b"")], [CreateOp("/bulk-0", b"")]])
         assert err.value.committed_before == 1
+
+
+def test_writes_outside_a_maintenance_session_are_refused(cluster):
+    _, client, rw, _ = cluster
+    path = zk.topic_path("orders")
+    data, stat = client.get(path)
+    with KafkaZooKeeperHook(rw) as hook:
+        attempts = [
+            lambda: hook.create_if_absent("/scratch", b"x"),
+            lambda: hook.create_sequential("/scratch-", b"x"),
+            lambda: hook.set_if_version(path, b"x", stat.version),
+            lambda: hook.multi([CreateOp("/scratch", b"x")]),
+            lambda: hook.multi_batches([[CreateOp("/scratch", b"x")]]),
+        ]
+        for attempt in attempts:
+            with pytest.raises(WriteOutsideSessionError, match="only inside a maintenance session"):
+                attempt()
+    assert client.exists("/scratch") is None
+    assert client.get(path) == (data, stat)
 
 
 def test_read_only_connection_refuses_every_write(cluster):
@@ -182,6 +206,7 @@ def test_secrets_never_reach_the_logs(zookeeper_server, zk_chroot, monkeypatch, 
     )
     caplog.set_level("DEBUG")
     with KafkaZooKeeperHook("zk_secret") as hook:
+        hook.bind_gate(ScratchLoadGate())
         hook.create_if_absent("/credentials", b"scram-secret-value")
         walk = hook.snapshot()
     assert any(r.data == b"scram-secret-value" for r in walk.rows)

@@ -54,7 +54,7 @@ def test_quarantine_script_moves_once_and_refuses_what_it_must(tmp_path):
     moves = [{"log_dir": str(log_dir), "name": n, "quarantine": None} for n in names]
     dry = {
         r["name"]: r["status"]
-        for r in _run({"dry_run": True, "ts": "T1", "moves": moves})
+        for r in _run({"dry_run": True, "ts": "T1", "moves": moves, "broker_running": False})
         if r["t"] == "move"
     }
     assert dry == {
@@ -65,7 +65,7 @@ def test_quarantine_script_moves_once_and_refuses_what_it_must(tmp_path):
         "missing-0": "gone",
     }
     assert not (tmp_path / "data" / "kafka-quarantine").exists()
-    records = _run({"dry_run": False, "ts": "T1", "moves": moves[:1]})
+    records = _run({"dry_run": False, "ts": "T1", "moves": moves[:1], "broker_running": False})
     assert [r["status"] for r in records if r["t"] == "move"] == ["moved"]
     moved = tmp_path / "data" / "kafka-quarantine" / "T1" / "gone-0"
     assert (moved / "00000000000000000000.log").read_bytes() == b"x" * 10
@@ -73,11 +73,11 @@ def test_quarantine_script_moves_once_and_refuses_what_it_must(tmp_path):
     assert [(e["name"], e["source"], e["bytes"]) for e in listing] == [
         ("gone-0", str(log_dir / "gone-0"), 10)
     ]
-    again = _run({"dry_run": False, "ts": "T1", "moves": moves[:1]})
+    again = _run({"dry_run": False, "ts": "T1", "moves": moves[:1], "broker_running": False})
     assert [r["status"] for r in again if r["t"] == "move"] == ["already_moved"]
     assert json.loads((moved.parent / "quarantine-listing.json").read_text()) == listing
     (log_dir / "gone-0").mkdir()  # same name again: the quarantined copy is never overwritten
-    clash = _run({"dry_run": False, "ts": "T1", "moves": moves[:1]})
+    clash = _run({"dry_run": False, "ts": "T1", "moves": moves[:1], "broker_running": False})
     assert [(r["status"], r["detail"]) for r in clash if r["t"] == "move"] == [
         ("refused", "the destination already exists")
     ]

@@ -1,0 +1,31 @@
+"""The safety layer every mutation of a Kafka cluster goes through (see :mod:`.session`)."""
+
+from airflow_provider_kafka_zk.maintenance.session import (
+    ClusterIdentityError,
+    MaintenanceLeaseHeldError,
+    MaintenanceLeaseLostError,
+    MaintenanceRefusedError,
+    MaintenanceSession,
+    RollbackArtefactError,
+    RunIdentity,
+    SafetyFlagError,
+    ScratchLoadGate,
+    lease_held_by,
+    parse_safety_flags,
+    pin_zookeeper_identity,
+)
+
+__all__ = [
+    "ClusterIdentityError",
+    "MaintenanceLeaseHeldError",
+    "MaintenanceLeaseLostError",
+    "MaintenanceRefusedError",
+    "MaintenanceSession",
+    "RollbackArtefactError",
+    "RunIdentity",
+    "SafetyFlagError",
+    "ScratchLoadGate",
+    "lease_held_by",
+    "parse_safety_flags",
+    "pin_zookeeper_identity",
+]

@@ -1,0 +1,573 @@
+"""The one gate every mutation of a Kafka cluster passes: a maintenance session.
+
+A mutating operator opens a :class:`MaintenanceSession` on its ZooKeeper hook before anything
+changes. Opening it, in this order and before the first write:
+
+1. pins the cluster: the chroot holds a Kafka cluster (``/brokers/ids``) and ``/cluster/id`` is
+   there; equal to what the plan recorded (``expected``) and to ``identity.json`` of an earlier try
+   of the same run, else :class:`ClusterIdentityError` naming both values;
+2. checks the artefact store is writable with room to spare (probe written and read back);
+3. takes the cluster's maintenance lease (``/kafka_zk_maintenance/lease`` under the chroot, a
+   persistent znode naming DAG, run, task, host and since; re-entered by the same run, taken over
+   only once expired), or refuses naming the holder -- a dry run only reports a holder;
+4. binds itself to the hook as its write gate: from then on every write is a multi-op that starts
+   with a CheckVersion of the lease (a stolen lease fails the write, nothing applied), every
+   created znode gets the ACL Kafka uses on that cluster, and every change lands in the run's
+   change log ``changes-<task>-<try>.json``.
+
+Broker hosts a run touches on disk are pinned with :meth:`MaintenanceSession.pin_broker` (each
+meta.properties must carry ZooKeeper's ``cluster.id`` and the expected ``broker.id``). Rollback
+artefacts go through :meth:`MaintenanceSession.write_rollback`, which reads them back. Without a
+session a hook refuses every write (``WriteOutsideSessionError``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import posixpath
+import socket
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_provider_kafka_zk.artefacts.files import write_url_atomically
+from airflow_provider_kafka_zk.artefacts.store import (
+    ArtefactStoreError,
+    check_store_writable,
+    write_and_verify,
+)
+from airflow_provider_kafka_zk.hooks.zookeeper import (
+    CheckVersionOp,
+    CreateOp,
+    DeleteOp,
+    KafkaZooKeeperHook,
+    MultiOpError,
+    ZnodeNotFoundError,
+    ZnodeOp,
+    ZnodeVersionConflictError,
+)
+from airflow_provider_kafka_zk.kafka import znodes
+from airflow_provider_kafka_zk.kafka.safety import (
+    LEASE_PATH,
+    LEASE_ROOT,
+    AclEntry,
+    ClusterIdentity,
+    LeaseHolder,
+    UnsafeFlagError,
+    acl_for_new_znode,
+    broker_identity_problems,
+    identity_differences,
+    lease_decision,
+    strict_flag,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+log = logging.getLogger(__name__)
+
+IDENTITY_FILE = "identity.json"
+DEFAULT_LEASE_TTL_S = 12 * 3600
+DEFAULT_MIN_FREE_BYTES = 64 * 1024 * 1024
+
+
+class MaintenanceRefusedError(AirflowFailException):
+    """A mutation refused before changing anything (or stopped between two changes); not retried."""
+
+
+class SafetyFlagError(MaintenanceRefusedError, ValueError):
+    """A safety switch was not a real boolean or true/false text."""
+
+
+class ClusterIdentityError(MaintenanceRefusedError):
+    """The cluster (or a broker host) is not the one the run is meant for, or that cannot be proven."""
+
+
+class MaintenanceLeaseHeldError(MaintenanceRefusedError):
+    """Another run holds the cluster's maintenance lease."""
+
+
+class MaintenanceLeaseLostError(MaintenanceRefusedError):
+    """This run's lease is gone or was taken over: it must not write any more."""
+
+
+class RollbackArtefactError(MaintenanceRefusedError):
+    """The rollback artefact (or the artefact store) could not be written and read back."""
+
+
+def parse_safety_flags(**flags: Any) -> dict[str, bool]:
+    """Every flag through :func:`~airflow_provider_kafka_zk.kafka.safety.strict_flag`, before any I/O.
+
+    :param flags: name -> value as rendered; raises :class:`SafetyFlagError` naming the first bad one.
+    """
+    try:
+        return {name: strict_flag(value, name) for name, value in flags.items()}
+    except UnsafeFlagError as exc:
+        raise SafetyFlagError(str(exc)) from None
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """Which run acts: the lease holder record and the change log's names come from it."""
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    try_number: int
+    host: str
+
+    @classmethod
+    def from_context(cls, context: Mapping[str, Any] | None, *, fallback_run_id: str) -> RunIdentity:
+        """From an Airflow task context; ``fallback_run_id`` names a run outside Airflow (a test, a script)."""
+        context = context or {}
+        ti = context.get("ti")
+        dag = context.get("dag")
+        dag_id = getattr(ti, "dag_id", None) or getattr(dag, "dag_id", None) or "(no DAG)"
+        run_id = context.get("run_id") or getattr(ti, "run_id", None) or fallback_run_id
+        task_id = getattr(ti, "task_id", None) or "(no task)"
+        try_number = int(getattr(ti, "try_number", None) or 0)
+        return cls(
+            str(dag_id), str(run_id), str(task_id), try_number, f"{socket.gethostname()}:{os.getpid()}"
+        )
+
+
+def pin_zookeeper_identity(hook: KafkaZooKeeperHook) -> ClusterIdentity:
+    """The cluster behind ``hook``: refuses a chroot without a Kafka cluster or without ``/cluster/id``."""
+    config = hook.config
+    where = f"{','.join(config.hosts)} chroot {config.chroot or '/'}"
+    if hook.exists(znodes.BROKER_IDS) is None:
+        raise ClusterIdentityError(
+            f"{where} holds no Kafka cluster ({znodes.BROKER_IDS} is missing): wrong connection or chroot? "
+            "Refusing to change anything"
+        )
+    try:
+        cluster_id = hook.cluster_id()
+    except znodes.ZnodeFormatError as exc:
+        raise ClusterIdentityError(f"{where}: {znodes.CLUSTER_ID} is unreadable ({exc}): refusing") from None
+    if not cluster_id:
+        raise ClusterIdentityError(
+            f"{where} has no {znodes.CLUSTER_ID}: cannot prove which cluster this is; refusing to change anything"
+        )
+    return ClusterIdentity(cluster_id, tuple(config.hosts), config.chroot)
+
+
+class MaintenanceSession:
+    """The gate of one mutating step (one task try) on one cluster; see the module docstring.
+
+    :param hook: the cluster's ZooKeeper hook; the session binds itself to it as the write gate.
+    :param cluster: the cluster's name in this product (artefact folder name).
+    :param artefact_dir: the run's artefact folder (local path or fsspec URL): identity record,
+        rollback artefacts and the change log go there.
+    :param run: who acts (``RunIdentity.from_context``).
+    :param dry_run: when true nothing is written to the cluster: no lease is taken, no gate bound
+        (so any write attempt raises), a lease held by someone else is only reported.
+    :param expected: the identity the plan was made for; any difference refuses.
+    :param lease_ttl_s: how long the lease counts without renewal (each session open renews it).
+    :param min_free_bytes: free space the artefact store must have (local stores).
+    :param single_step: the whole mutation happens inside this session (one task): the lease is
+        given back on any exit, refusal included. Multi-task runs (a drain) leave it to their last step.
+    """
+
+    def __init__(
+        self,
+        hook: KafkaZooKeeperHook,
+        *,
+        cluster: str,
+        artefact_dir: str,
+        run: RunIdentity,
+        dry_run: bool,
+        expected: ClusterIdentity | None = None,
+        lease_ttl_s: float = DEFAULT_LEASE_TTL_S,
+        min_free_bytes: int = DEFAULT_MIN_FREE_BYTES,
+        single_step: bool = False,
+    ) -> None:
+        if not isinstance(dry_run, bool):
+            raise SafetyFlagError(f"dry_run must be parsed with parse_safety_flags first, got {dry_run!r}")
+        self.hook = hook
+        self.cluster = cluster
+        self.artefact_dir = artefact_dir.rstrip("/")
+        self.run = run
+        self.dry_run = dry_run
+        self.expected = expected
+        self.lease_ttl_s = float(lease_ttl_s)
+        self.min_free_bytes = int(min_free_bytes)
+        self.single_step = single_step
+        self.identity: ClusterIdentity | None = None
+        self.lease_conflict: str | None = None
+        self.changes: list[dict[str, Any]] = []
+        self._lease_version: int | None = None
+        self._acquiring = False
+        self._releasing = False
+        self._released = False
+        self._acl_cache: dict[str, list[AclEntry]] = {}
+        self._open = False
+
+    # ------------------------------------------------------------------ opening
+    def __enter__(self) -> MaintenanceSession:
+        return self.open()
+
+    def __exit__(self, *exc_info: object) -> None:
+        try:
+            if self.single_step and not self.dry_run and self._lease_version is not None:
+                self.release_lease()  # only a lease this session took: nothing else of the run depends on it
+        finally:
+            self.close()
+
+    def open(self) -> MaintenanceSession:
+        identity = pin_zookeeper_identity(self.hook)
+        if self.expected is not None:
+            self._refuse_if_different(self.expected, identity, "the plan")
+        try:
+            check_store_writable(self.artefact_dir, min_free_bytes=self.min_free_bytes)
+        except ArtefactStoreError as exc:
+            raise RollbackArtefactError(
+                f"artefact store not usable, refusing to change anything: {exc}"
+            ) from None
+        self.identity = self._identity_record(identity)
+        log.info(
+            "Maintenance session on cluster %s: /cluster/id %s, %s chroot %s (%s)",
+            self.cluster,
+            identity.cluster_id,
+            ",".join(identity.hosts),
+            identity.chroot or "/",
+            "dry run: no lease, no writes" if self.dry_run else "the lease is taken at the first write",
+        )
+        holder = self._foreign_holder()
+        if holder and self.dry_run:
+            self.lease_conflict = holder
+            log.warning("DRY RUN: a real run would refuse now: the maintenance lease is held by %s", holder)
+        elif holder:
+            raise self._held_error(holder)
+        if not self.dry_run:
+            self.hook.bind_gate(self)
+        self._open = True
+        return self
+
+    def _held_error(self, who: str) -> MaintenanceLeaseHeldError:
+        return MaintenanceLeaseHeldError(
+            f"cluster {self.cluster} is being changed by {who}: one maintenance writer per cluster, "
+            f"refusing to start. If that run is dead, wait for the lease to expire or delete "
+            f"{self.hook.describe_path(LEASE_PATH)} after checking"
+        )
+
+    def close(self) -> None:
+        self.hook.unbind_gate(self)
+        self._open = False
+
+    def _refuse_if_different(self, pinned: ClusterIdentity, now: ClusterIdentity, source: str) -> None:
+        problems = identity_differences(pinned, now)
+        if problems:
+            raise ClusterIdentityError(
+                f"not the cluster {source} was made for: "
+                + "; ".join(problems)
+                + ". Refusing to change anything"
+            )
+
+    def _identity_record(self, identity: ClusterIdentity) -> ClusterIdentity:
+        """``identity.json``: written by the first try of the run, compared by every later one."""
+        url = f"{self.artefact_dir}/{IDENTITY_FILE}"
+        existing = _read_json_or_none(url)
+        if existing is not None:
+            pinned = ClusterIdentity.from_dict(existing.get("identity") or {}, url)
+            self._refuse_if_different(pinned, identity, f"this run pinned in {url}")
+            return ClusterIdentity(identity.cluster_id, identity.hosts, identity.chroot, dict(pinned.brokers))
+        self._write_identity(identity)
+        return identity
+
+    def _write_identity(self, identity: ClusterIdentity) -> None:
+        record = {
+            "format": "kafka-zk-identity",
+            "cluster": self.cluster,
+            "pinned_at": datetime.now(UTC).isoformat(),
+            "pinned_by": {"dag_id": self.run.dag_id, "run_id": self.run.run_id, "task_id": self.run.task_id},
+            "identity": identity.to_dict(),
+        }
+        try:
+            write_and_verify(f"{self.artefact_dir}/{IDENTITY_FILE}", json.dumps(record, indent=1).encode())
+        except ArtefactStoreError as exc:
+            raise RollbackArtefactError(str(exc)) from None
+
+    # ------------------------------------------------------------------ brokers
+    def pin_broker(
+        self,
+        broker_id: int,
+        host: str,
+        meta: Iterable[tuple[str, int | None, str | None]],
+        effective_broker_id: int | None,
+    ) -> None:
+        """Prove broker ``broker_id``'s host belongs to this cluster before touching its disk.
+
+        :param meta: (log dir, broker.id, cluster.id) of every meta.properties read on the host.
+        :param effective_broker_id: broker.id from server.properties (or meta.properties).
+        """
+        identity = self._require_identity()
+        problems = broker_identity_problems(broker_id, host, identity.cluster_id, meta, effective_broker_id)
+        if problems:
+            raise ClusterIdentityError(
+                "refusing to touch broker {} on {}: {}".format(broker_id, host, "; ".join(problems))
+            )
+        pinned = identity.with_broker(broker_id, host, identity.cluster_id)
+        if broker_id in identity.brokers:
+            self._refuse_if_different(identity, pinned, "this run pinned earlier")
+        else:
+            self.identity = pinned
+            self._write_identity(pinned)
+        log.info("Broker %d on %s: meta.properties carry cluster.id %s", broker_id, host, identity.cluster_id)
+
+    def _require_identity(self) -> ClusterIdentity:
+        if self.identity is None:
+            raise RuntimeError("open the maintenance session first")
+        return self.identity
+
+    # ------------------------------------------------------------------ checks between steps
+    def recheck(self) -> None:
+        """Before each batch / step: still the same cluster, and (real runs) still our lease."""
+        self._refuse_if_different(
+            self._require_identity(), pin_zookeeper_identity(self.hook), "this run pinned"
+        )
+        if self.dry_run or self._lease_version is None:
+            holder = self._foreign_holder()
+            if holder and not self.dry_run:
+                raise self._held_error(holder)
+            return
+        try:
+            data, stat = self.hook.get_znode(LEASE_PATH)
+        except ZnodeNotFoundError:
+            raise MaintenanceLeaseLostError(
+                f"the maintenance lease {self.hook.describe_path(LEASE_PATH)} is gone: stopping before the next change"
+            ) from None
+        holder = LeaseHolder.decode(data)
+        if stat.version != self._lease_version or holder is None or not holder.same_run(self._me()):
+            raise MaintenanceLeaseLostError(
+                "the maintenance lease is now held by "
+                + (holder.describe() if holder else "an unreadable record")
+                + ": stopping before the next change"
+            )
+
+    # ------------------------------------------------------------------ the lease
+    def _me(self) -> LeaseHolder:
+        now = int(time.time() * 1000)
+        return LeaseHolder(
+            dag_id=self.run.dag_id,
+            run_id=self.run.run_id,
+            task_id=self.run.task_id,
+            host=self.run.host,
+            since_ms=now,
+            expires_ms=now + int(self.lease_ttl_s * 1000),
+            cluster_id=self._require_identity().cluster_id,
+        )
+
+    def take_lease(self) -> None:
+        """Take (or renew) the run's lease now rather than at the first write (e.g. before restarts)."""
+        if self.dry_run:
+            raise MaintenanceRefusedError("a dry run takes no maintenance lease")
+        if self._lease_version is None:
+            self._acquire_lease()
+
+    def _foreign_holder(self) -> str | None:
+        stat = self.hook.exists(LEASE_PATH)
+        if stat is None:
+            return None
+        try:
+            data, _ = self.hook.get_znode(LEASE_PATH)
+        except ZnodeNotFoundError:
+            return None
+        holder = LeaseHolder.decode(data)
+        me = self._me()
+        decision = lease_decision(holder, True, me, me.since_ms)
+        if decision in ("renew", "take_over"):
+            return None
+        return (
+            holder.describe() if holder else f"an unreadable record at {self.hook.describe_path(LEASE_PATH)}"
+        )
+
+    def _acquire_lease(self) -> None:
+        self._acquiring = True
+        try:
+            for _ in range(3):
+                me = self._me()
+                stat = self.hook.exists(LEASE_PATH)
+                data = None
+                if stat is not None:
+                    try:
+                        data, stat = self.hook.get_znode(LEASE_PATH)
+                    except ZnodeNotFoundError:
+                        continue
+                holder = LeaseHolder.decode(data)
+                decision = lease_decision(holder, stat is not None, me, me.since_ms)
+                if decision == "refuse":
+                    raise self._held_error(
+                        holder.describe() if holder else "an unreadable record (check it by hand)"
+                    )
+                if decision == "create":
+                    self.hook.create_if_absent(LEASE_ROOT, None)
+                    try:
+                        self.hook.multi([CreateOp(LEASE_PATH, me.encode())])
+                    except MultiOpError as exc:
+                        if exc.reason == "NodeExistsError":
+                            continue  # someone was quicker: read it and decide again
+                        raise
+                    self._lease_version = 0
+                else:
+                    assert holder is not None and stat is not None
+                    if decision == "take_over":
+                        log.warning("Taking over an expired maintenance lease of %s", holder.describe())
+                    else:
+                        me = dataclasses.replace(me, since_ms=holder.since_ms)
+                    try:
+                        new = self.hook.set_if_version(LEASE_PATH, me.encode(), stat.version)
+                    except ZnodeVersionConflictError:
+                        continue
+                    self._lease_version = new.version
+                log.info(
+                    "Holding the maintenance lease of %s (%s)",
+                    self.cluster,
+                    self.hook.describe_path(LEASE_PATH),
+                )
+                return
+            raise MaintenanceLeaseHeldError(
+                f"the maintenance lease of {self.cluster} kept changing while we tried to take it: refusing"
+            )
+        finally:
+            self._acquiring = False
+
+    def release_lease(self) -> bool:
+        """Give the run's lease back (its last mutating step); False when this run does not hold it.
+
+        Works whether or not this session wrote (the lease may come from an earlier task of the
+        run). The lease and, when nothing else is under it, its parent go in one versioned
+        multi-op, so the chroot is left as Kafka had it. No write is possible afterwards.
+        """
+        if self.dry_run:
+            return False
+        try:
+            data, stat = self.hook.get_znode(LEASE_PATH)
+        except ZnodeNotFoundError:
+            self._lease_version = None
+            return False
+        holder = LeaseHolder.decode(data)
+        if holder is None or not holder.same_run(self._me()):
+            log.warning("Maintenance lease not released: it is held by %s", holder.describe() if holder else "?")
+            return False
+        ops: list[ZnodeOp] = [DeleteOp(LEASE_PATH, stat.version)]
+        root = self.hook.exists(LEASE_ROOT)
+        if root is not None and root.numChildren == 1:
+            ops.append(DeleteOp(LEASE_ROOT, root.version))
+        self._releasing = True
+        try:
+            self.hook.multi(ops)
+        except Exception as exc:  # a lost lease must not hide the step's own outcome
+            log.warning("Maintenance lease not released (%s): %s", type(exc).__name__, exc)
+            return False
+        finally:
+            self._releasing = False
+            self._lease_version = None
+            self._released = True
+        log.info("Released the maintenance lease of %s", self.cluster)
+        return True
+
+    @property
+    def changed_anything(self) -> bool:
+        """Whether this session wrote anything to the cluster besides its own lease."""
+        return any(not str(c.get("path", "")).startswith(LEASE_ROOT) for c in self.changes)
+
+    # ------------------------------------------------------------------ artefacts
+    def write_rollback(self, name: str, payload: bytes | str) -> str:
+        """Write a rollback artefact and read it back byte for byte, before the change it undoes."""
+        data = payload.encode("utf-8") if isinstance(payload, str) else payload
+        try:
+            return write_and_verify(f"{self.artefact_dir}/{name}", data)
+        except ArtefactStoreError as exc:
+            raise RollbackArtefactError(
+                f"rollback artefact not safely stored, refusing to change anything: {exc}"
+            ) from None
+
+    def artefact_header(self) -> dict[str, Any]:
+        """What every artefact of the run says about the target: the pinned identity, the run."""
+        return {
+            "identity": self._require_identity().to_dict(),
+            "run": {"dag_id": self.run.dag_id, "run_id": self.run.run_id, "task_id": self.run.task_id},
+        }
+
+    # ------------------------------------------------------------------ the hook's write gate
+    def fence_ops(self) -> list[ZnodeOp]:
+        if (not self._open and not self._acquiring) or self._released:
+            raise MaintenanceLeaseLostError(
+                "the maintenance session is closed or released its lease: no more writes"
+            )
+        if self._acquiring or self._releasing:
+            return []
+        if self._lease_version is None:
+            self._acquire_lease()  # the first write of the session takes (or renews) the run's lease
+        return [CheckVersionOp(LEASE_PATH, self._lease_version)]
+
+    def acl_for(self, path: str) -> list[Any]:
+        from kazoo.security import ACL, Id
+
+        parent = posixpath.dirname(path) or "/"
+        if parent not in self._acl_cache:
+            acl, _ = self.hook.get_acl(parent)
+            self._acl_cache[parent] = [AclEntry(e.perms, e.id.scheme, e.id.id) for e in acl]
+        entries = acl_for_new_znode(
+            path, self._acl_cache[parent], authenticated=self.hook.config.auth_scheme != "none"
+        )
+        return [ACL(e.perms, Id(e.scheme, e.id)) for e in entries]
+
+    def after_write(self, changes: Sequence[dict[str, Any]]) -> None:
+        at = datetime.now(UTC).isoformat()
+        self.changes.extend({"at": at, **c} for c in changes)
+        name = f"changes-{self.run.task_id}-{self.run.try_number}.json"
+        record = {"format": "kafka-zk-change-log", **self.artefact_header(), "changes": self.changes}
+        try:
+            write_url_atomically(f"{self.artefact_dir}/{name}", json.dumps(record, indent=1).encode())
+        except OSError as exc:  # the change happened: say so loudly, do not hide it behind a store error
+            log.error("Could not write the change log %s (%s); the change was made: %s", name, exc, changes)
+
+
+def lease_held_by(hook: KafkaZooKeeperHook, run: RunIdentity) -> bool:
+    """Whether the cluster's maintenance lease is held by ``run`` (same DAG and run id) right now."""
+    try:
+        data, _ = hook.get_znode(LEASE_PATH)
+    except ZnodeNotFoundError:
+        return False
+    holder = LeaseHolder.decode(data)
+    return holder is not None and (holder.dag_id, holder.run_id) == (run.dag_id, run.run_id)
+
+
+class ScratchLoadGate:
+    """The write gate of a snapshot load into an empty scratch chroot (forensics, not a Kafka cluster).
+
+    No lease and no identity (the target holds no cluster); ACLs world-open, as the load report says.
+    """
+
+    def fence_ops(self) -> list[ZnodeOp]:
+        return []
+
+    def acl_for(self, path: str) -> list[Any]:
+        from kazoo.security import OPEN_ACL_UNSAFE
+
+        return list(OPEN_ACL_UNSAFE)
+
+    def after_write(self, changes: Sequence[dict[str, Any]]) -> None:
+        return None
+
+
+def _read_json_or_none(url: str) -> Any:
+    import fsspec
+
+    fs, path = fsspec.core.url_to_fs(url)
+    if not fs.exists(path):
+        return None
+    try:
+        return json.loads(fs.cat_file(path))
+    except ValueError as exc:
+        raise ClusterIdentityError(
+            f"{url} is not readable JSON ({exc}): refusing rather than re-pinning"
+        ) from None
