@@ -45,7 +45,7 @@ import shlex
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from airflow_provider_kafka_zk.hooks.broker_host import (
     BrokerAddress,
@@ -529,6 +529,17 @@ class QuarantinePathError(ValueError):
         super().__init__(f"{what} {path!r} refused: {rule}")
 
 
+class BrokerGate(Protocol):
+    """What a maintenance session proves before a broker host's files change (see maintenance/)."""
+
+    def require_broker(self, broker_id: int, host: str) -> None:
+        """Raise unless ``broker_id`` at ``host`` was pinned to this cluster by this session."""
+
+
+class QuarantineOutsideSessionError(PermissionError):
+    """A real move was attempted without a maintenance session (a programming error)."""
+
+
 @dataclass(frozen=True)
 class QuarantineMove:
     """One directory to move: ``<log_dir>/<name>`` into ``<quarantine or default>/<ts>/<name>``.
@@ -641,6 +652,7 @@ def quarantine_directories(
     timeout: float = DEFAULT_TIMEOUT_S,
     broker_running: bool | None = None,
     allow_running_broker_orphans: bool = False,
+    session: BrokerGate | None = None,
     _test_sleep_s: float | None = None,
 ) -> dict[str, Any]:
     """Check (dry run) or carry out ``moves`` on broker ``broker_id``'s host; one SSH command.
@@ -651,6 +663,8 @@ def quarantine_directories(
     :param broker_running: whether the broker is running (registered), None when unknown. Orphan
         live-named directories move only when this is False and the host shows no broker process.
     :param allow_running_broker_orphans: move those anyway (explicit opt-in).
+    :param session: the maintenance session that pinned this broker host (required unless
+        ``dry_run``): moves on a host whose ``meta.properties`` were not checked never happen.
     :param _test_sleep_s: tests only: the script sleeps this long before the first move.
     :raises QuarantinePathError: a path breaks a rule (before any connection).
 
@@ -676,6 +690,13 @@ def quarantine_directories(
     if _test_sleep_s is not None:
         request["_test_sleep_s"] = float(_test_sleep_s)
     address = hook.resolve(broker_id)
+    if not dry_run:
+        if session is None:
+            raise QuarantineOutsideSessionError(
+                f"refusing to move directories on broker {broker_id} ({address.host}) outside a maintenance "
+                "session: the host's identity must be pinned first (MaintenanceSession.pin_broker)"
+            )
+        session.require_broker(broker_id, address.host)
     records = run_remote(hook, address, request, limit_s)
     results = [{k: v for k, v in r.items() if k != "t"} for r in records if r.get("t") == "move"]
     listings = [{k: v for k, v in r.items() if k != "t"} for r in records if r.get("t") == "listing"]

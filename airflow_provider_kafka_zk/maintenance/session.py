@@ -321,6 +321,17 @@ class MaintenanceSession:
             self._write_identity(pinned)
         log.info("Broker %d on %s: meta.properties carry cluster.id %s", broker_id, host, identity.cluster_id)
 
+    def require_broker(self, broker_id: int, host: str) -> None:
+        """For broker-file changes: this broker at this host was pinned by :meth:`pin_broker`."""
+        pinned = self._require_identity().brokers.get(broker_id)
+        if pinned is None or pinned[0] != host:
+            raise ClusterIdentityError(
+                f"broker {broker_id} at {host} was not pinned in this maintenance session "
+                f"(pinned: {pinned[0] if pinned else 'nothing'}): refusing to touch its files"
+            )
+        if self.dry_run:
+            raise MaintenanceRefusedError("a dry-run session cannot authorise changes to broker files")
+
     def _require_identity(self) -> ClusterIdentity:
         if self.identity is None:
             raise RuntimeError("open the maintenance session first")

@@ -446,6 +446,7 @@ class TopicDeletionVerifyOperator(BaseOperator):
                             dry_run=dry_run,
                             broker_running=broker_id in check.live_brokers,
                             allow_running_broker_orphans=self._flag("allow_running_broker_orphans"),
+                            session=session,
                         )
                     except Exception as exc:
                         self.log.error(

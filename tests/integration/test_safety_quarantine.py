@@ -31,6 +31,7 @@ from airflow_provider_kafka_zk.hooks.broker_host import BrokerHostHook, BrokerHo
 from airflow_provider_kafka_zk.hooks.broker_quarantine import (
     SCRIPT_MARKER,
     QuarantineMove,
+    QuarantineOutsideSessionError,
     QuarantinePathError,
     quarantine_directories,
     run_remote,
@@ -127,7 +128,23 @@ def snapshot(root: Path) -> dict[str, tuple[Any, ...]]:
     return out
 
 
+class PinnedBroker:
+    """The part of a MaintenanceSession the move checks: broker ``BROKER`` at ``ADDRESS`` was pinned.
+
+    The session's own pinning (meta.properties vs /cluster/id) is tested end to end in
+    test_safety_deletion.py; here the host-side guards are under test.
+    """
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[int, str]] = []
+
+    def require_broker(self, broker_id: int, host: str) -> None:
+        self.asked.append((broker_id, host))
+        assert (broker_id, host) == (BROKER, ADDRESS)
+
+
 def run(hook: BrokerHostHook, host: Host, moves: list[QuarantineMove], **kwargs: Any) -> dict[str, Any]:
+    kwargs.setdefault("session", PinnedBroker())
     kwargs.setdefault("log_dirs", host.log_dirs)
     kwargs.setdefault("ts", TS)
     kwargs.setdefault("dry_run", False)
@@ -439,6 +456,17 @@ def test_orphan_normal_dir_moves_when_the_broker_is_stopped(host, hook, no_broke
 # ---------------------------------------------------------------------------------------------
 # Retry, dry run
 # ---------------------------------------------------------------------------------------------
+
+
+def test_a_real_move_needs_a_session_that_pinned_the_broker(host, hook):
+    before = snapshot(host.root)
+    moves = [QuarantineMove(host.log_dirs[0], "old-logs-0", None, "normal")]
+    with pytest.raises(QuarantineOutsideSessionError, match="outside a maintenance session"):
+        run(hook, host, moves, session=None)
+    assert snapshot(host.root) == before
+    gate = PinnedBroker()
+    done = run(hook, host, moves, session=gate)
+    assert gate.asked == [(BROKER, ADDRESS)] and statuses(done) == {"old-logs-0": "moved"}
 
 
 def test_a_dry_run_checks_everything_and_creates_nothing(host, hook):
