@@ -465,7 +465,9 @@ class MaintenanceSession:
             return False
         holder = LeaseHolder.decode(data)
         if holder is None or not holder.same_run(self._me()):
-            log.warning("Maintenance lease not released: it is held by %s", holder.describe() if holder else "?")
+            log.warning(
+                "Maintenance lease not released: it is held by %s", holder.describe() if holder else "?"
+            )
             return False
         ops: list[ZnodeOp] = [DeleteOp(LEASE_PATH, stat.version)]
         root = self.hook.exists(LEASE_ROOT)

@@ -62,6 +62,10 @@ class TopicDeletionNotSettledError(AirflowException):
     """At the timeout some deletion was still blocked or in progress (retryable: Kafka may finish)."""
 
 
+class QuarantineRefusedError(MaintenanceRefusedError):
+    """A quarantine path breaks a rule (relative, inside a log dir, ...): the cleanup does nothing."""
+
+
 class TopicDeletionUnsuccessfulError(AirflowFailException):
     """Every verdict is settled, but not every topic is deleted everywhere (a person must act)."""
 
@@ -319,6 +323,20 @@ class TopicDeletionVerifyOperator(BaseOperator):
         self.log.info("Wrote %s (outcome %s)", path, outcome)
         if refused is not None:
             raise refused
+        not_done = [
+            d
+            for d in (record.get("cleanup") or {}).get("directories", ())
+            if d["status"] in ("refused", "failed")
+        ]
+        if not_done and not self._flag("dry_run"):
+            # The safe part is done and recorded; what a broker host refused is a refusal, said as one.
+            raise QuarantineRefusedError(
+                f"{len(not_done)} director(ies) were not quarantined (see {path}): "
+                + "; ".join(
+                    f"broker {d['broker_id']} {d.get('source', '')}: {d['status']} ({d.get('detail', '')})"
+                    for d in not_done[:10]
+                )
+            )
         result = final.to_dicts() if final is not None else []
         if outcome != "deleted":
             ti = context.get("ti")
@@ -356,7 +374,12 @@ class TopicDeletionVerifyOperator(BaseOperator):
         the artefact store is checked, the lease taken, and the list of moves written and read back
         before the first directory moves.
         """
-        from airflow_provider_kafka_zk.hooks.broker_quarantine import QuarantineMove, quarantine_directories
+        from airflow_provider_kafka_zk.hooks.broker_quarantine import (
+            QuarantineMove,
+            QuarantinePathError,
+            quarantine_directories,
+            validate_request,
+        )
         from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook
         from airflow_provider_kafka_zk.maintenance import MaintenanceSession, RunIdentity
 
@@ -415,6 +438,12 @@ class TopicDeletionVerifyOperator(BaseOperator):
                             f"broker {broker_id}: its disk was not read, refusing to touch it"
                         )
                     session.pin_broker(broker_id, disk.host, disk.meta, disk.effective_broker_id)
+                    try:  # every path rule, for every broker, before the first change anywhere
+                        validate_request(by_broker[broker_id], disk.log_dirs, ts)
+                    except QuarantinePathError as exc:
+                        raise QuarantineRefusedError(
+                            f"broker {broker_id}: {exc}; nothing was moved or deleted"
+                        ) from None
                 if by_broker and not dry_run:
                     planned = {
                         "format": "kafka-zk-quarantine-plan",
@@ -467,8 +496,30 @@ class TopicDeletionVerifyOperator(BaseOperator):
                         {"broker_id": broker_id, "host": done["host"], **listing}
                         for listing in done["listings"]
                     )
+                # A topic's config znode goes only when every one of its directories is out of the
+                # log dirs: a half-cleaned topic keeps it, so the next run still sees the leftovers.
+                topic_of = {(d.broker_id, d.path): v.topic for v in incomplete for d in check.leftovers(v)}
+                unfinished = {
+                    topic_of.get((d["broker_id"], d.get("source", "")))
+                    for d in report["directories"]
+                    if d["status"] not in ("moved", "already_moved", "gone", "would_move")
+                }
+                if any(d["status"] == "failed" and "source" not in d for d in report["directories"]):
+                    failed = {d["broker_id"] for d in report["directories"] if "source" not in d}
+                    unfinished |= {t for (b, _), t in topic_of.items() if b in failed}
+                unfinished -= set(reappeared)  # those get their own, more precise refusal below
+                kept = [t for t in config_topics if t in unfinished]
+                for topic in kept:
+                    report["znodes"].append(
+                        {
+                            "path": znodes.config_entity_path("topics", topic),
+                            "status": "kept",
+                            "detail": "some of the topic's directories were not quarantined",
+                        }
+                    )
+                config_topics = [t for t in config_topics if t not in unfinished]
                 if config_topics:
-                    report["znodes"] = self._remove_config_znodes(hook, session, config_topics, report)
+                    report["znodes"] += self._remove_config_znodes(hook, session, config_topics, report)
                 if not dry_run:
                     session.release_lease()
         return report

@@ -167,12 +167,6 @@ def _as_list(value: Any) -> list[Any]:
     return list(value)
 
 
-def _as_bool(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "on")
-    return bool(value)
-
-
 def _positive_int(value: Any, name: str) -> int:
     """A positive integer parameter, checked before any I/O."""
     try:
@@ -522,6 +516,7 @@ class ReplicaOneDrainPlanOperator(BaseOperator):
         self.drain_ts = drain_ts
 
     def execute(self, context: Context) -> dict[str, Any]:
+        allow_partial = parse_safety_flags(allow_partial=self.allow_partial)["allow_partial"]
         base = self.base_path or default_artefacts_base()
         snapshot = self.snapshot_path
         if _no_plan(snapshot):
@@ -585,7 +580,7 @@ class ReplicaOneDrainPlanOperator(BaseOperator):
                 "max_partitions_per_batch": request.max_partitions_per_batch,
                 "max_bytes_per_batch": request.max_bytes_per_batch,
                 "rack_aware": request.rack_aware,
-                "allow_partial": _as_bool(self.allow_partial),
+                "allow_partial": allow_partial,
             },
             "complete": plan.complete,
             "batches": [
@@ -625,7 +620,7 @@ class ReplicaOneDrainPlanOperator(BaseOperator):
             "excluded": len(plan.excluded),
             "complete": plan.complete,
         }
-        if not plan.complete and not _as_bool(self.allow_partial):
+        if not plan.complete and not allow_partial:
             raise IncompletePlanError(
                 f"{len(plan.unmovable)} partition(s) cannot be moved and {len(plan.unsatisfiable)} have no "
                 f"valid destination (see {location.path(SUMMARY_FILE)}); set allow_partial to drain the rest"

@@ -26,7 +26,7 @@ from airflow_provider_kafka_zk.artefacts.snapshots import (
 from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook
 from airflow_provider_kafka_zk.hooks.zookeeper_snapshot import DEFAULT_EXCLUDE, DEFAULT_INCLUDE, WalkProgress
 from airflow_provider_kafka_zk.kafka.safety import strict_flag
-from airflow_provider_kafka_zk.maintenance import ScratchLoadGate
+from airflow_provider_kafka_zk.maintenance import ScratchLoadGate, parse_safety_flags
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -224,7 +224,7 @@ class ZooKeeperSnapshotLoadOperator(BaseOperator):
         snapshot_path: str | None = None,
         cluster: str | None = None,
         base_path: str | None = None,
-        replay_versions: bool = True,
+        replay_versions: bool | str = True,
         storage_options: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
@@ -250,6 +250,7 @@ class ZooKeeperSnapshotLoadOperator(BaseOperator):
         return ref.path
 
     def execute(self, context: Context) -> dict[str, Any]:
+        replay_versions = parse_safety_flags(replay_versions=self.replay_versions)["replay_versions"]
         path = self._snapshot_path()
         manifest, rows = read_snapshot(path, storage_options=self.storage_options)
         hook = KafkaZooKeeperHook(self.kafka_zookeeper_conn_id, chroot=self.target_chroot)
@@ -260,7 +261,7 @@ class ZooKeeperSnapshotLoadOperator(BaseOperator):
             # Credentials/tokens stored as digests are not loaded: a scratch copy must not carry fake secrets.
             redacted = sorted(r.path for r in rows if is_redacted_row(r))
             loadable = [r for r in rows if not is_redacted_row(r)]
-            report = hook.load_snapshot_rows(loadable, replay_versions=self.replay_versions)
+            report = hook.load_snapshot_rows(loadable, replay_versions=replay_versions)
         finally:
             hook.unbind_gate(gate)
             hook.close()
