@@ -6,7 +6,10 @@ default, every replica with ``scope="all"``) to live brokers outside the drained
 replicas of a partition on one broker, racks kept distinct when they were, the moved replica taking
 the drained one's place in the preference order, destinations chosen largest partition first onto
 the destination with the least bytes added so far (then the fewest partitions added). Whatever
-cannot be planned is reported with its reason, never dropped.
+cannot be planned is reported with its reason, never dropped: also a topic znode the model could
+not take (a name Kafka refuses, data that does not decode), which may hold data on a drained broker.
+Rack awareness is reported as it was applied, not as it was asked for: it is off (with the reason)
+unless every broker involved has a rack.
 """
 
 from __future__ import annotations
@@ -17,8 +20,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from . import znodes as zk
+from .model import ModelFinding, ModelFindingKind
+
 Scope = Literal["rf1", "all"]
 TopicPartition = tuple[str, int]
+UnplannedTopicReason = Literal["invalid_topic_name", "undecodable_topic_znode"]
+INVALID_TOPIC_NAME: UnplannedTopicReason = "invalid_topic_name"
+UNDECODABLE_TOPIC_ZNODE: UnplannedTopicReason = "undecodable_topic_znode"
 
 
 @dataclass(frozen=True)
@@ -78,6 +87,49 @@ class Unplanned:
 
 
 @dataclass(frozen=True)
+class UnreadableTopic:
+    """A topic znode the cluster model could not take, as the planner's input.
+
+    ``reason`` is ``invalid_topic_name`` (a name Kafka refuses, e.g. a znode written into
+    ZooKeeper by hand) or ``undecodable_topic_znode``; ``message`` is the decoder's. ``assignment``
+    (partition -> replicas) when the data still decodes, else None: then nobody can tell where its
+    replicas are.
+    """
+
+    topic: str
+    reason: UnplannedTopicReason
+    message: str
+    assignment: Mapping[int, tuple[int, ...]] | None = None
+
+
+@dataclass(frozen=True)
+class UnplannedTopic:
+    """A whole topic the plan cannot handle (see :class:`UnreadableTopic`), as the plan reports it.
+
+    ``touches_drained``: some replica is on a drained broker (None: unknown). ``partitions``: its
+    partitions in the request's scope on the drained brokers (None: unknown). ``excluded``: the
+    request excludes the topic by name.
+    """
+
+    topic: str
+    reason: UnplannedTopicReason
+    message: str
+    touches_drained: bool | None
+    partitions: tuple[int, ...] | None
+    excluded: bool = False
+
+    @property
+    def blocks_completion(self) -> bool:
+        """May leave data in scope on a drained broker (or nobody can tell): the plan is not complete."""
+        return not self.excluded and (self.partitions is None or bool(self.partitions))
+
+    @property
+    def topic_repr(self) -> str:
+        """The name escaped for a report (it may hold blanks, control or non-ASCII characters)."""
+        return repr(self.topic)
+
+
+@dataclass(frozen=True)
 class DrainPlan:
     request: DrainRequest
     batches: tuple[tuple[Move, ...], ...]
@@ -87,6 +139,10 @@ class DrainPlan:
     added_bytes: Mapping[int, int] = field(default_factory=dict)
     added_partitions: Mapping[int, int] = field(default_factory=dict)
     unknown_sizes: int = 0
+    unplanned_topics: tuple[UnplannedTopic, ...] = ()
+    rack_aware: bool = False
+    """Whether placement really kept racks distinct (``request.rack_aware`` is what was asked)."""
+    rack_aware_reason: str = ""
 
     @property
     def moves(self) -> tuple[Move, ...]:
@@ -94,8 +150,13 @@ class DrainPlan:
 
     @property
     def complete(self) -> bool:
-        """True when every partition in scope gets moved (nothing unmovable or unsatisfiable)."""
-        return not self.unmovable and not self.unsatisfiable
+        """True when every partition in scope gets moved: nothing unmovable or unsatisfiable, and no
+        unreadable topic that may have a partition in scope on a drained broker."""
+        return (
+            not self.unmovable
+            and not self.unsatisfiable
+            and not any(t.blocks_completion for t in self.unplanned_topics)
+        )
 
     @property
     def balance_ratio(self) -> float | None:
@@ -132,10 +193,22 @@ class DrainPlan:
             ]
         else:
             lines.append("  destinations: none")
+        if self.rack_aware:
+            lines.append(f"  rack-aware placement: yes ({self.rack_aware_reason})")
+        else:
+            asked = " (requested, but off)" if req.rack_aware else ""
+            lines.append(f"  rack-aware placement: NO{asked}: {self.rack_aware_reason}")
         if self.unknown_sizes:
             lines.append(
                 f"  WARNING: no size known for {self.unknown_sizes} partition(s); counted as 0 bytes"
             )
+        if self.unplanned_topics:
+            lines.append(
+                f"  NOT PLANNED (topic znode the model cannot read): {len(self.unplanned_topics)} topic(s)"
+            )
+            lines += [f"    {_describe_unplanned(t)}" for t in self.unplanned_topics[:50]]
+            if len(self.unplanned_topics) > 50:
+                lines.append(f"    ... and {len(self.unplanned_topics) - 50} more")
         for title, items in (
             ("CANNOT MOVE (data only on a broker that is down)", self.unmovable),
             ("UNSATISFIABLE", self.unsatisfiable),
@@ -156,8 +229,13 @@ def plan_drain(
     *,
     sizes: Mapping[TopicPartition, int] | None = None,
     isr: Mapping[TopicPartition, Sequence[int]] | None = None,
+    unreadable_topics: Iterable[UnreadableTopic] = (),
 ) -> DrainPlan:
-    """Plan the moves. ``isr`` (default: replicas) decides where a live copy of the data exists."""
+    """Plan the moves. ``isr`` (default: replicas) decides where a live copy of the data exists.
+
+    ``unreadable_topics`` (see :func:`unreadable_topics`) are reported as ``unplanned_topics``;
+    one that may have a partition in scope on a drained broker makes the plan incomplete.
+    """
     unknown = sorted(b for b in request.brokers if b not in brokers)
     if unknown:
         raise ValueError(f"brokers {unknown} are not in the cluster")
@@ -165,7 +243,6 @@ def plan_drain(
     drained = request.brokers
     destinations = sorted(b for b, info in brokers.items() if info.live and b not in drained)
     racks = {b: info.rack for b, info in brokers.items()}
-    racks_known = request.rack_aware and all(racks[b] is not None for b in brokers)
 
     in_scope: list[tuple[TopicPartition, tuple[int, ...]]] = []
     excluded: list[Unplanned] = []
@@ -194,6 +271,8 @@ def plan_drain(
             continue
         in_scope.append((tp, replicas))
 
+    rack_aware, rack_aware_reason = _rack_awareness(request, brokers, destinations, in_scope)
+    racks_known = rack_aware
     # Largest first onto the least-loaded destination (LPT): near-perfect balance in O(n log b).
     in_scope.sort(key=lambda item: (-sizes.get(item[0], 0), item[0]))
     load = {b: [0, 0] for b in destinations}  # bytes added, partitions added
@@ -224,7 +303,111 @@ def plan_drain(
         added_bytes={b: v[0] for b, v in load.items()},
         added_partitions={b: v[1] for b, v in load.items()},
         unknown_sizes=sum(1 for tp, _ in in_scope if tp not in sizes),
+        unplanned_topics=_unplanned_topics(unreadable_topics, request),
+        rack_aware=rack_aware,
+        rack_aware_reason=rack_aware_reason,
     )
+
+
+def _rack_awareness(
+    request: DrainRequest,
+    brokers: Mapping[int, BrokerInfo],
+    destinations: Sequence[int],
+    in_scope: Sequence[tuple[TopicPartition, tuple[int, ...]]],
+) -> tuple[bool, str]:
+    """(rack-aware, why): on only when asked and every involved broker has a rack.
+
+    Involved: every live broker outside the drained set (any may be chosen as a destination) and
+    every replica of a partition to move (the drained sources and the replicas that stay, whose
+    racks a destination must not share). One without a rack would make the rack rules compare
+    ``None``: placement then ignores racks entirely, as Kafka's tool does when racks are partial,
+    and the plan says so instead of claiming a rack-aware placement.
+    """
+    if not request.rack_aware:
+        return False, "rack awareness not requested"
+    involved = set(destinations) | {b for _, replicas in in_scope for b in replicas}
+    missing = sorted(b for b in involved if brokers.get(b) is None or brokers[b].rack is None)
+    if not missing:
+        return True, f"all {len(involved)} involved broker(s) have a rack"
+    if len(missing) == len(involved) > 1:
+        return False, f"none of the {len(involved)} involved brokers has a rack: placement is not rack-aware"
+    unregistered = [b for b in missing if b not in brokers or not brokers[b].live]
+    names = ", ".join(str(b) for b in missing[:20]) + (
+        f" and {len(missing) - 20} more" if len(missing) > 20 else ""
+    )
+    subject = f"broker {names} has" if len(missing) == 1 else f"brokers {names} have"
+    note = (
+        f" ({', '.join(str(b) for b in unregistered)} not registered: rack unknown)" if unregistered else ""
+    )
+    return False, f"{subject} no rack{note}: placement is not rack-aware"
+
+
+def _unplanned_topics(
+    unreadable: Iterable[UnreadableTopic], request: DrainRequest
+) -> tuple[UnplannedTopic, ...]:
+    out = []
+    for topic in unreadable:
+        if topic.assignment is None:
+            touches, partitions = None, None
+        else:
+            touching = {p: tuple(r) for p, r in topic.assignment.items() if not request.brokers.isdisjoint(r)}
+            touches = bool(touching)
+            partitions = tuple(
+                sorted(p for p, r in touching.items() if request.scope == "all" or len(r) == 1)
+            )
+        out.append(
+            UnplannedTopic(
+                topic.topic,
+                topic.reason,
+                topic.message,
+                touches,
+                partitions,
+                excluded=topic.topic in request.excluded_topics,
+            )
+        )
+    return tuple(sorted(out, key=lambda t: t.topic))
+
+
+def _describe_unplanned(topic: UnplannedTopic) -> str:
+    if topic.partitions is None:
+        where = "may have partitions on the drained brokers (its data does not decode)"
+    elif topic.partitions:
+        where = f"partitions {list(topic.partitions)} in scope on the drained brokers"
+    elif topic.touches_drained:
+        where = "has replicas on the drained brokers, none in scope"
+    else:
+        where = "nothing on the drained brokers"
+    excluded = "; excluded by request" if topic.excluded else ""
+    message = "".join(c if c.isprintable() else repr(c)[1:-1] for c in topic.message)
+    return f"{topic.topic_repr}: {topic.reason} ({message}); {where}{excluded}"
+
+
+def unreadable_topics(findings: Iterable[ModelFinding]) -> tuple[UnreadableTopic, ...]:
+    """The topic znodes the model left out (``ClusterState.findings``), for :func:`plan_drain`.
+
+    A topic znode under a name Kafka refuses (``/brokers/topics/a b``) is a finding, not a topic,
+    and so is one whose data does not decode: both would otherwise vanish from a plan. For an
+    invalid name the data is still decoded (under a stand-in name) to learn where its replicas are.
+    """
+    found: dict[str, UnreadableTopic] = {}
+    for finding in findings:
+        match = zk.TopicAssignment.PATH_PATTERN.fullmatch(finding.path)
+        if match is None or match[1] in found:
+            continue
+        name = match[1]
+        if finding.kind is ModelFindingKind.INVALID_TOPIC_NAME:
+            assignment, message = None, finding.message
+            stand_in = zk.topic_path("_")
+            try:
+                decoded = zk.TopicAssignment.decode(finding.data, stand_in)
+                assignment = {p: tuple(r) for p, r in decoded.partitions.items()}
+            except Exception as exc:  # where the replicas are stays unknown: said, never guessed
+                why = str(exc).replace(stand_in, finding.path)
+                message += f"; its data does not decode either ({type(exc).__name__}: {why})"
+            found[name] = UnreadableTopic(name, INVALID_TOPIC_NAME, message, assignment)
+        elif finding.kind in (ModelFindingKind.MALFORMED_ZNODE, ModelFindingKind.DECODER_FAILURE):
+            found[name] = UnreadableTopic(name, UNDECODABLE_TOPIC_ZNODE, finding.message)
+    return tuple(found[name] for name in sorted(found))
 
 
 def _place(

@@ -41,8 +41,10 @@ from airflow_provider_kafka_zk.kafka import znodes
 from airflow_provider_kafka_zk.kafka.drain import (
     BrokerInfo,
     DrainRequest,
+    UnplannedTopic,
     dumps_tool_json,
     plan_drain,
+    unreadable_topics,
 )
 from airflow_provider_kafka_zk.kafka.model import ClusterState
 from airflow_provider_kafka_zk.kafka.reassignment import (
@@ -114,6 +116,25 @@ class DrainVerificationError(DrainError):
     """After the drain, ZooKeeper (or the disks) do not show what the plan promised."""
 
 
+class DrainPlanError(DrainError):
+    """A drain folder's file (``plan.json``, ``throttles.json``, ...) is missing or malformed.
+
+    The message names the file by its full URL and says what is wrong with it.
+    """
+
+
+class DrainFileMissingError(DrainPlanError, FileNotFoundError):
+    """The file is not there (still a FileNotFoundError for callers that handle that)."""
+
+
+class DrainFileUnreadableError(DrainPlanError, ValueError):
+    """The file is not UTF-8 JSON (still a ValueError for callers that handle that)."""
+
+
+class DrainInventoryError(DrainError):
+    """A file of the inventory folder is misnamed or unreadable; the message names the file."""
+
+
 # ---------------------------------------------------------------------------------------------
 # Artefacts
 # ---------------------------------------------------------------------------------------------
@@ -149,12 +170,26 @@ class DrainLocation:
         return self.path(name)
 
     def read_json(self, name: str) -> Any:
-        fs, root = self._fs()
-        return json.loads(fs.cat_file(f"{root}/{name}"))
+        """The file's JSON; DrainFileMissingError / DrainFileUnreadableError naming its URL."""
+        text = self.read_text(name)
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise DrainFileUnreadableError(f"{self.path(name)} is not JSON ({exc})") from None
 
     def read_text(self, name: str) -> str:
+        """The file's UTF-8 text; DrainFileMissingError / DrainFileUnreadableError naming its URL."""
         fs, root = self._fs()
-        return fs.cat_file(f"{root}/{name}").decode("utf-8")
+        try:
+            data = fs.cat_file(f"{root}/{name}")
+        except FileNotFoundError:
+            raise DrainFileMissingError(f"{self.path(name)} is missing") from None
+        except IsADirectoryError:
+            raise DrainFileUnreadableError(f"{self.path(name)} is a directory, not a file") from None
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DrainFileUnreadableError(f"{self.path(name)} is not UTF-8 text ({exc})") from None
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -197,14 +232,14 @@ def plan_identity(plan: Mapping[str, Any], where: str) -> ClusterIdentity:
     """The cluster identity the plan was made for (from its safety snapshot); refuses plans without one."""
     record = plan.get("identity")
     if not record or not record.get("cluster_id"):
-        raise DrainError(
+        raise DrainPlanError(
             f"{where}/{PLAN_FILE} pins no cluster identity (made by an older version, or from a snapshot "
             "without /cluster/id): make a new plan"
         )
     try:
         return ClusterIdentity.from_dict(record, f"{where}/{PLAN_FILE}")
     except ValueError as exc:
-        raise DrainError(str(exc)) from None
+        raise DrainPlanError(str(exc)) from None
 
 
 def _check_rollback(plan_dir: str, batches: Sequence[Sequence[Mapping[str, Any]]]) -> None:
@@ -272,49 +307,82 @@ def _optional_int(value: Any) -> int | None:
     return None if value in (None, "", "None") else int(value)
 
 
+def _inventory_files(url: str, columns: Sequence[str]) -> Iterable[tuple[int, str, list[tuple[Any, ...]]]]:
+    """(broker id, file URL, rows of ``columns``) per ``broker=<id>.parquet`` of an inventory run.
+
+    DrainInventoryError naming the file when its name carries no broker id, it is no readable
+    Parquet file, or it lacks a column. Other names (``_logdirs/``, temporary files) are skipped.
+    """
+    fs, root = fsspec.core.url_to_fs(url)
+    if not fs.exists(root):
+        return
+    for path in sorted(fs.ls(root, detail=False)):
+        name = posixpath.basename(path.rstrip("/"))
+        if not (name.startswith("broker=") and name.endswith(".parquet")):
+            continue
+        where = f"{url.rstrip('/')}/{name}"
+        number = name[len("broker=") : -len(".parquet")]
+        digits = number[1:] if number.startswith("-") else number
+        if not (digits.isascii() and digits.isdigit()):
+            raise DrainInventoryError(
+                f"{where}: inventory file name carries no broker id ({number!r} is not a whole number)"
+            )
+        try:
+            with fs.open(path, "rb") as handle:
+                table = pq.read_table(handle, columns=list(columns))
+            rows = list(zip(*(table.column(c).to_pylist() for c in columns), strict=True))
+        except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, KeyError... : name the file
+            raise DrainInventoryError(
+                f"{where} is not a readable inventory Parquet file with columns {list(columns)} "
+                f"({type(exc).__name__}: {exc})"
+            ) from None
+        yield int(number), where, rows
+
+
+def _inventory_partition(where: str, topic: Any, partition: Any) -> TopicPartition:
+    if not isinstance(topic, str) or isinstance(partition, bool) or not isinstance(partition, int):
+        raise DrainInventoryError(
+            f"{where}: a 'normal' row holds topic {topic!r} / partition {partition!r}, "
+            "not a topic name and a partition number"
+        )
+    return topic, partition
+
+
 def inventory_sizes(
     base: str, cluster: str, inventory_ts: str
 ) -> tuple[dict[TopicPartition, int], str | None]:
-    """``log_bytes`` per partition from this run's inventory (largest replica); empty when absent."""
+    """``log_bytes`` per partition from this run's inventory (largest replica); empty when absent.
+
+    DrainInventoryError naming the file for a misnamed or unreadable ``broker=<id>.parquet``.
+    """
     url = "/".join([base.rstrip("/"), cluster, "inventory", inventory_ts])
     fs, root = fsspec.core.url_to_fs(url)
     if not fs.exists(root):
         return {}, None
     sizes: dict[TopicPartition, int] = {}
-    for path in sorted(fs.ls(root, detail=False)):
-        name = posixpath.basename(path)
-        if not (name.startswith("broker=") and name.endswith(".parquet")):
-            continue
-        with fs.open(path, "rb") as handle:
-            table = pq.read_table(handle, columns=["kind", "topic", "partition", "log_bytes"])
-        for kind, topic, partition, log_bytes in zip(
-            *(table.column(c).to_pylist() for c in ("kind", "topic", "partition", "log_bytes")), strict=True
-        ):
+    for _, where, rows in _inventory_files(url, ("kind", "topic", "partition", "log_bytes")):
+        for kind, topic, partition, log_bytes in rows:
             if kind != "normal" or topic is None or partition is None:
                 continue
-            key = (topic, int(partition))
-            sizes[key] = max(sizes.get(key, 0), int(log_bytes or 0))
+            key = _inventory_partition(where, topic, partition)
+            if log_bytes is not None and (
+                isinstance(log_bytes, bool) or not isinstance(log_bytes, int) or log_bytes < 0
+            ):
+                raise DrainInventoryError(f"{where}: {topic}-{partition} has log_bytes {log_bytes!r}")
+            sizes[key] = max(sizes.get(key, 0), log_bytes or 0)
     return sizes, url
 
 
 def inventory_dirs(url: str) -> dict[int, set[TopicPartition]]:
-    """Normal partition directories per broker in an inventory run (for the post-drain check)."""
-    fs, root = fsspec.core.url_to_fs(url)
+    """Normal partition directories per broker in an inventory run (for the post-drain check).
+
+    DrainInventoryError naming the file for a misnamed or unreadable ``broker=<id>.parquet``.
+    """
     out: dict[int, set[TopicPartition]] = {}
-    if not fs.exists(root):
-        return out
-    for path in sorted(fs.ls(root, detail=False)):
-        name = posixpath.basename(path)
-        if not (name.startswith("broker=") and name.endswith(".parquet")):
-            continue
-        broker = int(name[len("broker=") : -len(".parquet")])
-        with fs.open(path, "rb") as handle:
-            table = pq.read_table(handle, columns=["kind", "topic", "partition"])
+    for broker, where, rows in _inventory_files(url, ("kind", "topic", "partition")):
         out[broker] = {
-            (t, int(p))
-            for k, t, p in zip(
-                *(table.column(c).to_pylist() for c in ("kind", "topic", "partition")), strict=True
-            )
+            _inventory_partition(where, t, p)
+            for k, t, p in rows
             if k == "normal" and t is not None and p is not None
         }
     return out
@@ -327,7 +395,13 @@ def inventory_dirs(url: str) -> dict[int, set[TopicPartition]]:
 
 def _read_all_topics(hook: KafkaZooKeeperHook) -> dict[str, znodes.TopicAssignment]:
     """Every topic znode (the in-flight check must look at all of them); deleted meanwhile: left out."""
-    names = hook.get_children(znodes.BROKER_TOPICS)
+    names = []
+    for name in hook.get_children(znodes.BROKER_TOPICS):
+        try:
+            names.append(znodes.validate_topic_name(name, f"{znodes.BROKER_TOPICS}/{name}"))
+        except znodes.InvalidTopicNameError as exc:
+            # never planned (the plan lists it as unplanned); Kafka itself cannot serve it either
+            log.warning("Skipping topic znode %r: %s", name, exc)
     found = hook.get_many(znodes.topic_path(t) for t in names)
     return {
         t: znodes.TopicAssignment.decode(found[path][0], path)
@@ -415,34 +489,167 @@ def update_config(
 # ---------------------------------------------------------------------------------------------
 
 
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _is_int(value: Any, minimum: int | None = None) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and (minimum is None or value >= minimum)
+
+
+def _broker_list(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(_is_int(b, 0) for b in value)
+
+
+class _PlanCheck:
+    """Structure checks of one plan or throttles file; every failure names the file (full URL)."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+
+    def fail(self, what: str) -> DrainPlanError:
+        return DrainPlanError(f"{self.where}: {what}")
+
+    def object(self, value: Any, what: str) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.fail(f"{what} must be a JSON object, not {_shown(value)}")
+        return value
+
+    def key(self, record: Mapping[str, Any], key: str, what: str) -> Any:
+        if key not in record:
+            raise self.fail(f"{what} has no {key!r}")
+        return record[key]
+
+    def list(self, value: Any, what: str) -> list[Any]:
+        if not isinstance(value, list):
+            raise self.fail(f"{what} must be a JSON list, not {_shown(value)}")
+        return value
+
+    def topic(self, value: Any, what: str) -> str:
+        try:
+            return znodes.validate_topic_name(value, source=what)
+        except ValueError as exc:
+            raise self.fail(str(exc)) from None  # names ``what`` as its source
+
+    def partition(self, record: Mapping[str, Any], what: str) -> TopicPartition:
+        topic = self.topic(self.key(record, "topic", what), f"{what} 'topic'")
+        partition = self.key(record, "partition", what)
+        if not _is_int(partition, 0):
+            raise self.fail(
+                f"{what} ({topic}): 'partition' must be a whole number >= 0, not {_shown(partition)}"
+            )
+        return topic, partition
+
+    def brokers(self, record: Mapping[str, Any], key: str, what: str) -> list[int]:
+        value = self.key(record, key, what)
+        if not _broker_list(value):
+            raise self.fail(f"{what}: {key!r} must be a non-empty list of broker ids, not {_shown(value)}")
+        if len(set(value)) != len(value):
+            raise self.fail(f"{what}: {key!r} names a broker twice ({value})")
+        return value
+
+
 def load_plan(plan_dir: str) -> dict[str, Any]:
-    plan = DrainLocation(plan_dir).read_json(PLAN_FILE)
+    """``plan.json`` read and validated once, whole, before any step uses it.
+
+    DrainPlanError naming the file (full URL) and what is wrong: missing, not JSON, not a
+    drain plan, a missing or mistyped key, a topic name Kafka refuses, a partition or broker id
+    that is no whole number, a partition planned twice.
+    """
+    location = DrainLocation(plan_dir)
+    check = _PlanCheck(location.path(PLAN_FILE))
+    plan = check.object(location.read_json(PLAN_FILE), "the document")
     if plan.get("format") != PLAN_FORMAT:
-        raise DrainError(f"{plan_dir}/{PLAN_FILE} is not a {PLAN_FORMAT} document")
+        raise check.fail(f"not a {PLAN_FORMAT} document (format {_shown(plan.get('format'))})")
+    if plan.get("version") != 1 or isinstance(plan.get("version"), bool):
+        raise check.fail(f"plan format version {_shown(plan.get('version'))} is not supported (1 is)")
+    cluster = check.key(plan, "cluster", "the plan")
+    if not isinstance(cluster, str) or not cluster:
+        raise check.fail(f"'cluster' must be a cluster name, not {_shown(cluster)}")
+    if plan.get("identity") is not None:
+        check.object(plan["identity"], "'identity'")
+    if not isinstance(plan.get("complete", False), bool):
+        raise check.fail(f"'complete' must be true or false, not {_shown(plan['complete'])}")
+    request = check.object(check.key(plan, "request", "the plan"), "'request'")
+    check.brokers(request, "brokers", "'request'")
+    if request.get("scope") not in ("rf1", "all"):
+        raise check.fail(f"'request' 'scope' must be 'rf1' or 'all', not {_shown(request.get('scope'))}")
+    excluded = check.list(check.key(request, "excluded_topics", "'request'"), "'request' 'excluded_topics'")
+    if not all(isinstance(t, str) for t in excluded):
+        raise check.fail(f"'request' 'excluded_topics' must list topic names, not {_shown(excluded)}")
+    for key, minimum, optional in (("max_partitions_per_batch", 1, False), ("max_bytes_per_batch", 1, True)):
+        value = request.get(key)
+        if not (_is_int(value, minimum) or (value is None and (optional or key not in request))):
+            raise check.fail(f"'request' {key!r} must be a whole number >= {minimum}, not {_shown(value)}")
+    for key in ("rack_aware", "allow_partial"):
+        if not isinstance(request.get(key, False), bool):
+            raise check.fail(f"'request' {key!r} must be true or false, not {_shown(request[key])}")
+
+    seen: set[TopicPartition] = set()
+    batches = check.list(check.key(plan, "batches", "the plan"), "'batches'")
+    for b, batch in enumerate(batches, 1):
+        if not check.list(batch, f"batch {b}"):
+            raise check.fail(f"batch {b} is empty")
+        for e, move in enumerate(batch, 1):
+            what = f"batch {b} entry {e}"
+            topic, partition = check.partition(check.object(move, what), what)
+            what = f"{what} ({topic}-{partition})"
+            if (topic, partition) in seen:
+                raise check.fail(f"{what}: the partition is planned twice")
+            seen.add((topic, partition))
+            current = check.brokers(move, "current", what)
+            target = check.brokers(move, "target", what)
+            if len(target) != len(current):
+                raise check.fail(
+                    f"{what}: 'target' {target} does not keep the replica count of 'current' {current}"
+                )
+            size = check.key(move, "size_bytes", what)
+            if not _is_int(size, 0):
+                raise check.fail(f"{what}: 'size_bytes' must be a whole number >= 0, not {_shown(size)}")
+    for kind in ("unmovable", "unsatisfiable", "excluded"):
+        for e, item in enumerate(check.list(check.key(plan, kind, "the plan"), repr(kind)), 1):
+            what = f"{kind!r} entry {e}"
+            topic, partition = check.partition(check.object(item, what), what)
+            replicas = check.key(item, "replicas", what)
+            if not isinstance(replicas, list) or not all(_is_int(r) for r in replicas):
+                raise check.fail(
+                    f"{what} ({topic}-{partition}): 'replicas' must list broker ids, not {_shown(replicas)}"
+                )
+            if not isinstance(check.key(item, "reason", what), str):
+                raise check.fail(f"{what} ({topic}-{partition}): 'reason' must be text")
+    for e, item in enumerate(check.list(plan.get("unplanned", []), "'unplanned'"), 1):
+        what = f"'unplanned' entry {e}"
+        check.object(item, what)
+        for key in ("topic", "reason"):
+            if not isinstance(check.key(item, key, what), str):
+                raise check.fail(f"{what}: {key!r} must be text, not {_shown(item[key])}")
     return plan
 
 
+def _throttle_entities(check: _PlanCheck, value: Any, what: str) -> dict[str, dict[str, str]]:
+    for key, values in check.object(value, what).items():
+        entity_type, _, name = key.partition("/")
+        if entity_type == "topics":
+            check.topic(name, f"{what} entity {key!r}")
+        elif entity_type != "brokers" or not (name.isascii() and name.isdigit()):
+            raise check.fail(f"{what} entity {key!r} is not 'topics/<name>' or 'brokers/<id>'")
+        config = check.object(values, f"{what} entity {key!r}")
+        if not all(isinstance(v, str) for v in config.values()):
+            raise check.fail(f"{what} entity {key!r} holds non-text values: {_shown(config)}")
+    return value
+
+
 def load_throttle_record(location: DrainLocation) -> dict[str, Any]:
-    """``throttles.json`` validated: ``{"entities": {"topics/<t>"|"brokers/<id>": {key: value}}, "previous": {...}}``."""
-    where = location.path(THROTTLES_FILE)
-    try:
-        record = location.read_json(THROTTLES_FILE)
-    except FileNotFoundError:
-        raise DrainError(f"{where} is missing") from None
-    except ValueError as exc:
-        raise DrainError(f"{where} is not JSON ({exc})") from None
-    entities = record.get("entities") if isinstance(record, dict) else None
-    if not isinstance(entities, dict) or not isinstance(record.get("previous", {}), dict):
-        raise DrainError(f"{where}: expected an object with 'entities' and 'previous' maps")
-    for key, values in entities.items():
-        entity_type, _, name = str(key).partition("/")
-        if entity_type not in ("topics", "brokers") or not name or not isinstance(values, dict):
-            raise DrainError(
-                f"{where}: entity {key!r} is not 'topics/<name>' or 'brokers/<id>' with a map of keys"
-            )
-        if not all(isinstance(k, str) and isinstance(v, str) for k, v in values.items()):
-            raise DrainError(f"{where}: entity {key!r} holds non-text throttle values")
-    record.setdefault("previous", {})
+    """``throttles.json`` validated: ``{"entities": {"topics/<t>"|"brokers/<id>": {key: value}}, "previous": {...}}``.
+
+    DrainPlanError naming the file (full URL) when it is missing, not JSON, or of another shape.
+    ``previous`` (the values this run replaced) is optional and defaults to an empty map.
+    """
+    check = _PlanCheck(location.path(THROTTLES_FILE))
+    record = check.object(location.read_json(THROTTLES_FILE), "the document")
+    _throttle_entities(check, check.key(record, "entities", "the document"), "'entities'")
+    _throttle_entities(check, record.setdefault("previous", {}), "'previous'")
     return record
 
 
@@ -457,6 +664,22 @@ def _unplanned(items: Iterable[Any]) -> list[dict[str, Any]]:
     ]
 
 
+def _unplanned_topics(items: Iterable[UnplannedTopic]) -> list[dict[str, Any]]:
+    """Whole topics the plan leaves out; the name repr-escaped (it is not a name Kafka accepts)."""
+    return [
+        {
+            "topic": t.topic_repr,
+            "reason": t.reason,
+            "message": t.message,
+            "touches_drained": t.touches_drained,
+            "partitions_in_scope": None if t.partitions is None else list(t.partitions),
+            "excluded": t.excluded,
+            "blocks_completion": t.blocks_completion,
+        }
+        for t in items
+    ]
+
+
 def _no_plan(plan_dir: Any) -> bool:
     return plan_dir in (None, "", "None")
 
@@ -466,7 +689,11 @@ class ReplicaOneDrainPlanOperator(BaseOperator):
 
     Writes ``rollback.json`` first (the current assignment of every partition it moves), then
     ``reassignment.json``, ``plan.json`` and ``summary.txt``. Refuses (fails) when a reassignment is
-    in flight in the snapshot, or when partitions in scope cannot be moved unless ``allow_partial``.
+    in flight in the snapshot, or when partitions in scope cannot be moved unless ``allow_partial``;
+    a topic znode the model cannot read (a name Kafka refuses, undecodable data) is listed under
+    ``unplanned`` and counts as such when it may have a partition in scope on a drained broker.
+    ``rack_aware_effective``/``rack_aware_reason`` say whether placement really was rack-aware.
+    Reads the snapshot and the inventory only: never ZooKeeper.
     """
 
     template_fields: Sequence[str] = (
@@ -554,7 +781,15 @@ class ReplicaOneDrainPlanOperator(BaseOperator):
                 max_bytes_per_batch=_optional_int(self.max_bytes_per_batch),
                 rack_aware=self.rack_aware,
             )
-            plan = plan_drain(assignment, brokers, request, sizes=sizes, isr=isr)
+            plan = plan_drain(
+                assignment,
+                brokers,
+                request,
+                sizes=sizes,
+                isr=isr,
+                # topic znodes the model left out (invalid name, undecodable): listed, never dropped
+                unreadable_topics=unreadable_topics(state.findings),
+            )
         except ValueError as exc:
             raise DrainError(f"cannot plan the drain: {exc}") from exc
 
@@ -583,6 +818,9 @@ class ReplicaOneDrainPlanOperator(BaseOperator):
                 "allow_partial": allow_partial,
             },
             "complete": plan.complete,
+            # what placement really did (request.rack_aware is what was asked)
+            "rack_aware_effective": plan.rack_aware,
+            "rack_aware_reason": plan.rack_aware_reason,
             "batches": [
                 [
                     {
@@ -599,6 +837,7 @@ class ReplicaOneDrainPlanOperator(BaseOperator):
             "unmovable": _unplanned(plan.unmovable),
             "unsatisfiable": _unplanned(plan.unsatisfiable),
             "excluded": _unplanned(plan.excluded),
+            "unplanned": _unplanned_topics(plan.unplanned_topics),
             "added_bytes": {str(b): v for b, v in plan.added_bytes.items()},
             "added_partitions": {str(b): v for b, v in plan.added_partitions.items()},
             "unknown_sizes": plan.unknown_sizes,
@@ -618,12 +857,24 @@ class ReplicaOneDrainPlanOperator(BaseOperator):
             "unmovable": len(plan.unmovable),
             "unsatisfiable": len(plan.unsatisfiable),
             "excluded": len(plan.excluded),
+            "unplanned": len(plan.unplanned_topics),
+            "rack_aware": plan.rack_aware,
             "complete": plan.complete,
         }
+        if not plan.rack_aware and request.rack_aware:
+            self.log.warning("Rack awareness was requested but is off: %s", plan.rack_aware_reason)
         if not plan.complete and not allow_partial:
+            blocking = [t.topic_repr for t in plan.unplanned_topics if t.blocks_completion]
+            unread = (
+                f" and {len(blocking)} topic znode(s) that cannot be read may hold partitions on the drained "
+                f"brokers ({', '.join(blocking[:10])}{', ...' if len(blocking) > 10 else ''})"
+                if blocking
+                else ""
+            )
             raise IncompletePlanError(
                 f"{len(plan.unmovable)} partition(s) cannot be moved and {len(plan.unsatisfiable)} have no "
-                f"valid destination (see {location.path(SUMMARY_FILE)}); set allow_partial to drain the rest"
+                f"valid destination{unread} (see {location.path(SUMMARY_FILE)}); set allow_partial to drain "
+                "the rest"
             )
         return result
 
@@ -1175,7 +1426,11 @@ def _human(n: int) -> str:
 __all__ = [
     "ClearReplicationThrottlesOperator",
     "DrainError",
+    "DrainFileMissingError",
+    "DrainFileUnreadableError",
+    "DrainInventoryError",
     "DrainLocation",
+    "DrainPlanError",
     "DrainVerificationError",
     "IncompletePlanError",
     "PlanOutdatedError",
@@ -1184,7 +1439,10 @@ __all__ = [
     "ReplicaOneDrainPlanOperator",
     "ReplicaOneDrainVerifyOperator",
     "ThrottlesStillNeededError",
+    "inventory_dirs",
     "inventory_sizes",
+    "load_plan",
+    "load_throttle_record",
     "notify_config_change",
     "update_config",
 ]

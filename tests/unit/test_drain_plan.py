@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
 
 from airflow_provider_kafka_zk.kafka import znodes as zk
-from airflow_provider_kafka_zk.kafka.drain import BrokerInfo, DrainRequest, plan_drain
+from airflow_provider_kafka_zk.kafka.drain import (
+    BrokerInfo,
+    DrainRequest,
+    UnreadableTopic,
+    plan_drain,
+    unreadable_topics,
+)
+from airflow_provider_kafka_zk.kafka.model import ClusterState
+from airflow_provider_kafka_zk.kafka.snapshot import ZnodeRow
 
 
 def brokers(n, racks=None, down=()):
@@ -157,3 +166,109 @@ def test_summary_lists_destinations_even_without_sizes():
     assert "destinations: 1 broker(s); no sizes known" in text and "+1 partitions" in text
     empty = plan_drain({("t", 0): (0,)}, brokers(3), DrainRequest(frozenset({1})))
     assert "destinations: none" in empty.summary()
+
+
+# ---------------------------------------------------------------------------------------------
+# Topic znodes the model cannot take, and rack awareness as applied
+# ---------------------------------------------------------------------------------------------
+
+
+def _row(path: str, data: bytes | None) -> ZnodeRow:
+    return ZnodeRow(path, data, 1, 1, 1, 0, 0, 0, 0, 0, 0, len(data or b""), 0)
+
+
+def _topic_json(partitions: dict[int, list[int]]) -> bytes:
+    return json.dumps({"version": 3, "partitions": {str(p): r for p, r in partitions.items()}}).encode()
+
+
+def test_invalid_and_undecodable_topic_znodes_are_unplanned_and_make_the_plan_incomplete():
+    state = ClusterState.from_snapshot(
+        [
+            _row("/brokers/topics/good", _topic_json({0: [1]})),
+            _row("/brokers/topics/a b", _topic_json({0: [1], 1: [2], 2: [1, 2]})),
+            _row("/brokers/topics/broken", b'{"version": 3, "partitions": '),
+        ]
+    )
+    unreadable = unreadable_topics(state.findings)
+    assert [(t.topic, t.reason) for t in unreadable] == [
+        ("a b", "invalid_topic_name"),
+        ("broken", "undecodable_topic_znode"),
+    ]
+    assert unreadable[0].assignment == {0: (1,), 1: (2,), 2: (1, 2)}
+    assert unreadable[1].assignment is None and unreadable[1].message  # the decoder's message
+
+    plan = plan_drain(
+        {("good", 0): (1,)}, brokers(3), DrainRequest(frozenset({1})), unreadable_topics=unreadable
+    )
+    assert [m.topic for m in plan.moves] == ["good"]
+    by_name = {t.topic: t for t in plan.unplanned_topics}
+    assert by_name["a b"].touches_drained is True and by_name["a b"].partitions == (0,)  # rf1 scope
+    assert by_name["broken"].touches_drained is None and by_name["broken"].partitions is None
+    assert all(t.blocks_completion for t in plan.unplanned_topics)
+    assert not plan.complete
+    summary = plan.summary()
+    assert "NOT PLANNED" in summary and "'a b': invalid_topic_name" in summary
+    assert "'broken': undecodable_topic_znode" in summary and "does not decode" in summary
+
+
+def test_an_unreadable_topic_away_from_the_drained_brokers_does_not_block():
+    unreadable = (UnreadableTopic("a b", "invalid_topic_name", "bad name", {0: (2,), 1: (0, 1)}),)
+    plan = plan_drain(
+        {("t", 0): (1,)}, brokers(3), DrainRequest(frozenset({1})), unreadable_topics=unreadable
+    )
+    (topic,) = plan.unplanned_topics
+    assert topic.touches_drained is True and topic.partitions == ()  # RF=2 on broker 1: not in rf1 scope
+    assert plan.complete
+    in_all_scope = plan_drain(
+        {("t", 0): (1,)}, brokers(3), DrainRequest(frozenset({1}), scope="all"), unreadable_topics=unreadable
+    )
+    assert in_all_scope.unplanned_topics[0].partitions == (1,) and not in_all_scope.complete
+    excluded = plan_drain(
+        {("t", 0): (1,)},
+        brokers(3),
+        DrainRequest(frozenset({1}), scope="all", excluded_topics=frozenset({"a b"})),
+        unreadable_topics=unreadable,
+    )
+    assert excluded.unplanned_topics[0].excluded and excluded.complete
+
+
+def test_rack_awareness_is_reported_off_with_the_reason_when_a_destination_has_no_rack():
+    info = {
+        0: BrokerInfo(0, "a"),
+        1: BrokerInfo(1, "b"),
+        2: BrokerInfo(2, "c"),
+        4: BrokerInfo(4, None),
+        5: BrokerInfo(5, None),
+    }
+    plan = plan_drain({("t", 0): (0, 1)}, info, DrainRequest(frozenset({1}), scope="all"))
+    assert plan.request.rack_aware and not plan.rack_aware
+    assert plan.rack_aware_reason == "brokers 4, 5 have no rack: placement is not rack-aware"
+    assert "rack-aware placement: NO (requested, but off): brokers 4, 5 have no rack" in plan.summary()
+    one = plan_drain(
+        {("t", 0): (0, 1)}, {**info, 5: BrokerInfo(5, "a")}, DrainRequest(frozenset({1}), scope="all")
+    )
+    assert one.rack_aware_reason == "broker 4 has no rack: placement is not rack-aware"
+    not_asked = plan_drain(
+        {("t", 0): (0, 1)}, info, DrainRequest(frozenset({1}), scope="all", rack_aware=False)
+    )
+    assert not not_asked.rack_aware and not_asked.rack_aware_reason == "rack awareness not requested"
+    no_racks = plan_drain({("t", 0): (1,)}, brokers(3), DrainRequest(frozenset({1})))
+    assert not no_racks.rack_aware
+    assert (
+        no_racks.rack_aware_reason == "none of the 3 involved brokers has a rack: placement is not rack-aware"
+    )
+
+
+def test_rack_awareness_is_reported_on_when_every_involved_broker_has_a_rack():
+    info = {b: BrokerInfo(b, f"r{b % 3}") for b in range(6)}
+    info[9] = BrokerInfo(9, None, live=False)  # down, holds nothing of the drain: not involved
+    plan = plan_drain({("t", 0): (0, 1), ("u", 0): (9, 2)}, info, DrainRequest(frozenset({1}), scope="all"))
+    assert plan.rack_aware and plan.rack_aware_reason == "all 6 involved broker(s) have a rack"
+    assert "rack-aware placement: yes" in plan.summary()
+    assert info[plan.moves[0].target[1]].rack != info[0].rack
+    # a replica that stays, on a broker that is down (no registration: no rack), is involved
+    down = plan_drain({("t", 0): (9, 1)}, info, DrainRequest(frozenset({1}), scope="all"))
+    assert (
+        not down.rack_aware
+        and "broker 9 has no rack (9 not registered: rack unknown)" in down.rack_aware_reason
+    )
