@@ -69,37 +69,9 @@ DEFAULT_TIMEOUT_S = 300.0
 _GRACE_S = 10.0  # the host's own alarm fires first; this side gives up this much later
 _STDERR_KEEP = 16 << 10
 
-# Python 3.6+ stdlib only. Reads one JSON request from stdin:
-#   {"dry_run", "ts", "limit_s", "log_dirs", "broker_running", "allow_running_broker_orphans",
-#    "main_classes", "moves": [{"log_dir", "name", "quarantine", "kind"}],
-#    "_test_sleep_s" (tests only: sleep that long before the first move)}
-# and writes one JSON line per move, one per listing, then {"t": "end"}; or {"t": "fatal", ...}.
-_REMOTE = r"""
-# kafka-zk-quarantine-remote: moves leftover Kafka partition directories into a quarantine.
-import errno, json, os, re, signal, stat, sys, time
-
-STATE = {"fatal": False, "orphaned": False, "limit": 60, "groups": {}}
-O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-O_LISTING = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-LISTING = "quarantine-listing.json"
-SUFFIXED = [(k, re.compile(r"\S+-\S+\.\S+-" + k + r"\Z", re.ASCII)) for k in ("delete", "future", "stray")]
-SAFE_KINDS = ("delete", "stray")
-
-
-def emit(rec):
-    if STATE["orphaned"]:
-        return
-    try:
-        sys.stdout.write(json.dumps(rec, sort_keys=True) + "\n")
-        sys.stdout.flush()
-    except (OSError, ValueError):
-        STATE["orphaned"] = True  # the reader is gone: nothing more is moved
-
-
-class Refused(Exception):
-    pass
-
-
+# The path rules, written once: the host script runs them, and this module execs the same text for
+# the Airflow-side check (Python 3.6+ stdlib only, needs ``os``).
+_RULES = r"""
 def path_rule(path):
     if not isinstance(path, str) or not path:
         return "must be a non-empty string"
@@ -126,7 +98,43 @@ def name_rule(name):
 
 def within(child, parent):
     return parent == "/" or child == parent or child.startswith(parent + "/")
+"""
 
+# Python 3.6+ stdlib only. Reads one JSON request from stdin:
+#   {"dry_run", "ts", "limit_s", "log_dirs", "broker_running", "allow_running_broker_orphans",
+#    "main_classes", "moves": [{"log_dir", "name", "quarantine", "kind"}],
+#    "_test_sleep_s" (tests only: sleep that long before the first move)}
+# and writes one JSON line per move, one per listing, then {"t": "end"}; or {"t": "fatal", ...}.
+_REMOTE = (
+    r"""
+# kafka-zk-quarantine-remote: moves leftover Kafka partition directories into a quarantine.
+import errno, json, os, re, signal, stat, sys, time
+
+STATE = {"fatal": False, "orphaned": False, "limit": 60, "groups": {}}
+O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+O_LISTING = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+LISTING = "quarantine-listing.json"
+SUFFIXED = [(k, re.compile(r"\S+-\S+\.\S+-" + k + r"\Z", re.ASCII)) for k in ("delete", "future", "stray")]
+SAFE_KINDS = ("delete", "stray")
+
+
+def emit(rec):
+    if STATE["orphaned"]:
+        return
+    try:
+        sys.stdout.write(json.dumps(rec, sort_keys=True) + "\n")
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        STATE["orphaned"] = True  # the reader is gone: nothing more is moved
+
+
+class Refused(Exception):
+    pass
+
+
+"""
+    + _RULES
+    + r"""
 
 def join(parent, name):
     return parent.rstrip("/") + "/" + name
@@ -517,6 +525,7 @@ def main():
 
 sys.exit(main())
 """
+)
 
 
 class QuarantinePathError(ValueError):
@@ -569,33 +578,17 @@ def remote_command(interpreters: Sequence[str]) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-def path_rule(path: Any) -> str | None:
-    """Why ``path`` is not an absolute, already-normalised path; None when it is."""
-    if not isinstance(path, str) or not path:
-        return "must be a non-empty string"
-    if "\0" in path:
-        return "must not contain a NUL byte"
-    if not path.startswith("/"):
-        return "must be absolute"
-    if path != "/" and path.endswith("/"):
-        return "must not end with a slash"
-    if "//" in path:
-        return "must not contain an empty component"
-    if any(c in (".", "..") for c in path.split("/")):
-        return "must not contain . or .. components"
-    if os.path.normpath(path) != path:
-        return "must be normalised"
-    return None
+def _load_rules() -> dict[str, Any]:
+    namespace: dict[str, Any] = {"os": os}
+    exec(compile(_RULES, "<quarantine path rules>", "exec"), namespace)  # noqa: S102 - our own constant
+    return namespace
 
 
-def _name_rule(name: Any) -> str | None:
-    if not isinstance(name, str) or not name or name in (".", "..") or "/" in name or "\0" in name:
-        return "must be one plain path component"
-    return None
-
-
-def _within(child: str, parent: str) -> bool:
-    return parent == "/" or child == parent or child.startswith(parent + "/")
+_RULE_FUNCTIONS = _load_rules()
+path_rule = _RULE_FUNCTIONS["path_rule"]
+"""Why ``path`` is not an absolute, already-normalised path; None when it is (the host's own rule)."""
+_name_rule = _RULE_FUNCTIONS["name_rule"]
+_within = _RULE_FUNCTIONS["within"]
 
 
 def default_quarantine(log_dir: str) -> str:
