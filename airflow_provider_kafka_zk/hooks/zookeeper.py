@@ -223,6 +223,9 @@ class WriteGate(Protocol):
     def after_write(self, changes: list[dict[str, Any]]) -> None:
         """Record what was just committed (the run's change log)."""
 
+    def fence_failed(self, message: str) -> Exception:
+        """The error to raise when the fence op failed (the lease is gone): nothing was applied."""
+
 
 class ZnodeVersionConflictError(RuntimeError):
     """A versioned write found another version: someone else changed the znode since it was read."""
@@ -777,6 +780,11 @@ class KafkaZooKeeperHook(BaseHook):
                 op = ops[index]
                 if isinstance(result, NoAuthError | AuthFailedError):
                     raise self.auth_error(op.path, result)
+                if index < fenced and self._gate is not None:
+                    raise self._gate.fence_failed(
+                        f"the maintenance lease {self.describe_path(op.path)} is no longer this run's "
+                        f"({type(result).__name__}): another writer took it; nothing of this write was applied"
+                    )
                 if index < fenced:
                     raise MaintenanceFenceError(
                         f"the maintenance lease {self.describe_path(op.path)} is no longer this run's "

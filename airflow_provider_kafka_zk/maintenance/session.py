@@ -275,7 +275,12 @@ class MaintenanceSession:
         url = f"{self.artefact_dir}/{IDENTITY_FILE}"
         existing = _read_json_or_none(url)
         if existing is not None:
-            pinned = ClusterIdentity.from_dict(existing.get("identity") or {}, url)
+            try:
+                pinned = ClusterIdentity.from_dict(
+                    existing.get("identity") if isinstance(existing, dict) else {}, url
+                )
+            except ValueError as exc:
+                raise ClusterIdentityError(f"{exc}: refusing rather than re-pinning") from None
             self._refuse_if_different(pinned, identity, f"this run pinned in {url}")
             return ClusterIdentity(identity.cluster_id, identity.hosts, identity.chroot, dict(pinned.brokers))
         self._write_identity(identity)
@@ -533,6 +538,11 @@ class MaintenanceSession:
         )
         return [ACL(e.perms, Id(e.scheme, e.id)) for e in entries]
 
+    def fence_failed(self, message: str) -> Exception:
+        self._lease_version = None
+        self._released = True  # no further write through this session
+        return MaintenanceLeaseLostError(message)
+
     def after_write(self, changes: Sequence[dict[str, Any]]) -> None:
         at = datetime.now(UTC).isoformat()
         self.changes.extend({"at": at, **c} for c in changes)
@@ -571,6 +581,9 @@ class ScratchLoadGate:
     def after_write(self, changes: Sequence[dict[str, Any]]) -> None:
         return None
 
+    def fence_failed(self, message: str) -> Exception:
+        return RuntimeError(message)  # no fence ops: cannot happen
+
 
 def _read_json_or_none(url: str) -> Any:
     import fsspec
@@ -580,6 +593,10 @@ def _read_json_or_none(url: str) -> Any:
         return None
     try:
         return json.loads(fs.cat_file(path))
+    except OSError as exc:
+        raise RollbackArtefactError(
+            f"{url} cannot be read ({type(exc).__name__}: {exc}): refusing rather than re-pinning"
+        ) from None
     except ValueError as exc:
         raise ClusterIdentityError(
             f"{url} is not readable JSON ({exc}): refusing rather than re-pinning"

@@ -990,7 +990,10 @@ class ReplicaOneDrainExecuteOperator(BaseOperator):
                                 ),
                                 method_name="execute_complete",
                             )
-                except MaintenanceRefusedError:
+                except MaintenanceRefusedError as exc:
+                    if not dry_run and session.changed_anything:
+                        advice = _throttle_advice(str(self.plan_dir), hook)
+                        raise type(exc)(f"{exc}. {advice}") from exc
                     raise
                 except DrainError as exc:
                     if not dry_run and session.changed_anything:
