@@ -65,6 +65,9 @@ REDACTED_DATA_PREFIX = b"redacted:sha256:"
 """What a redacted znode's data starts with; the hex sha256 of the original data follows."""
 REDACTION_HOW = "data replaced by its sha256; Stat kept"
 
+ROW_GROUP_ROWS = 65_536
+"""Rows per Parquet row group: what ``write_snapshot`` holds as columns at a time."""
+
 _TS_FORMAT = "%Y%m%dT%H%M%S.%fZ"
 _TS_NAME = re.compile(r"[0-9]{8}T[0-9]{6}\.[0-9]{6}Z")
 _CLUSTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
@@ -231,12 +234,22 @@ def write_snapshot(
         raise FileExistsError(f"snapshot {_url(fs, directory)} already exists")
     fs.makedirs(directory, exist_ok=True)
 
-    columns = walk.columns()
+    # one row group at a time: only one chunk of the tree is copied into columns and Arrow
+    replaced = in_clear = 0
+    sink = io.BytesIO()
+    with pq.ParquetWriter(sink, PARQUET_SCHEMA, compression="zstd") as writer:
+        for columns in walk.column_chunks(ROW_GROUP_ROWS):
+            if redact:
+                replaced += _redact(columns)
+            else:
+                in_clear += _sensitive_with_data(columns)
+            writer.write_table(_table(columns))
+            del columns
     redacted: dict[str, Any]
     if redact:
         redacted = {
             "enabled": True,
-            "count": _redact(columns),
+            "count": replaced,
             "prefixes": list(REDACTED_PREFIXES),
             "how": REDACTION_HOW,
         }
@@ -246,11 +259,10 @@ def write_snapshot(
             "count": 0,
             "prefixes": [],
             "how": "not redacted: credentials and tokens stored in clear (include_sensitive)",
-            "in_clear": _sensitive_with_data(columns),
+            "in_clear": in_clear,
         }
-    sink = io.BytesIO()
-    pq.write_table(_table(columns), sink, compression="zstd")
     payload = sink.getvalue()
+    del sink
     digest = hashlib.sha256(payload).hexdigest()
     write_atomically(fs, f"{directory}/{ZNODES_FILE}", payload)
 

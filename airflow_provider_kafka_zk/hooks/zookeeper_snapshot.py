@@ -27,7 +27,7 @@ import logging
 import posixpath
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
@@ -161,16 +161,30 @@ class SnapshotWalk:
 
     def columns(self) -> dict[str, list[Any]]:
         """Column lists in ZnodeRow field order, rows sorted by path (for a columnar writer)."""
-        table = self.table
+        return _columns(self.table, self.paths)
+
+    def column_chunks(self, rows: int) -> Iterator[dict[str, list[Any]]]:
+        """:meth:`columns` ``rows`` rows at a time (at least one chunk, maybe empty).
+
+        A writer that writes one chunk before asking for the next holds one chunk's copy of the
+        data, not the whole tree's (the Parquet writer's row groups).
+        """
+        if rows < 1:
+            raise ValueError("column chunks need at least 1 row each")
         paths = self.paths
-        datas = [table[p][0] for p in paths]
-        stats = [table[p][1] for p in paths]
-        by_wire = list(zip(*stats, strict=True)) if stats else [()] * 11
-        return {
-            "path": paths,
-            "data": datas,
-            **{name: list(by_wire[index]) for name, index in _WIRE_INDEX.items()},
-        }
+        for start in range(0, max(len(paths), 1), rows):
+            yield _columns(self.table, paths[start : start + rows])
+
+
+def _columns(table: dict[str, tuple[bytes | None, StatTuple]], paths: list[str]) -> dict[str, list[Any]]:
+    datas = [table[p][0] for p in paths]
+    stats = [table[p][1] for p in paths]
+    by_wire = list(zip(*stats, strict=True)) if stats else [()] * 11
+    return {
+        "path": paths,
+        "data": datas,
+        **{name: list(by_wire[index]) for name, index in _WIRE_INDEX.items()},
+    }
 
 
 _WIRE_INDEX: dict[str, int] = {

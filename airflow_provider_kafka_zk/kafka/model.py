@@ -14,12 +14,17 @@ executor or a notebook can build it. Treat every mapping in it as read-only.
 
 from __future__ import annotations
 
+import gc
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
+from itertools import compress, groupby, islice, repeat
+from operator import attrgetter, itemgetter, lt, mul, not_
 from typing import Final, Literal, TypeAlias
 
+from . import _bulk
 from . import znodes as zk
 from .errors import KafkaFormatError, describe
 from .safety import is_redacted_path
@@ -324,10 +329,10 @@ class ClusterState:
 
         Never raises on bad znode data: see ``findings``.
         """
-        builder = _Builder()
-        for row in rows:
-            builder.add(row)
-        return builder.build(cluster, taken_at_ms)
+        builder = _BulkBuilder()
+        with _gc_paused():
+            builder.add_all(rows)
+            return builder.build(cluster, taken_at_ms)
 
     # ------------------------------------------------------------------ small helpers
     @property
@@ -410,6 +415,11 @@ class _Builder:
             return
         self.seen.add(path)
         self.last_zxid = max(self.last_zxid, row.czxid, row.mzxid, row.pzxid)
+        self._decode(row)
+
+    def _decode(self, row: ZnodeRow) -> None:
+        """Decode one row (already counted in ``seen`` and ``last_zxid``) into the builder."""
+        path = row.path
         if row.data and row.data.startswith(_REDACTED_DATA) and is_redacted_path(path):
             return  # a snapshot kept only the digest of this credential or token: nothing to decode
         try:
@@ -542,9 +552,7 @@ class _Builder:
             topics=topics,
             pending_deletions=frozenset(self.markers),
             reassign_partitions=self.reassign,
-            reassigning_partitions=tuple(
-                p.topic_partition for t in topics.values() for p in t.partitions.values() if p.is_reassigning
-            ),
+            reassigning_partitions=self._reassigning(topics),
             preferred_replica_election=self.preferred,
             configs=configs,
             replication_throttles=self._throttles(configs),
@@ -554,8 +562,16 @@ class _Builder:
             migration=self.migration,
             producer_id_block=self.producer_id_block,
             findings=tuple(self.findings),
-            znode_count=len(self.seen),
+            znode_count=self._znode_count(),
             last_zxid=self.last_zxid,
+        )
+
+    def _znode_count(self) -> int:
+        return len(self.seen)
+
+    def _reassigning(self, topics: dict[str, TopicState]) -> tuple[zk.TopicPartition, ...]:
+        return tuple(
+            p.topic_partition for t in topics.values() for p in t.partitions.values() if p.is_reassigning
         )
 
     def _partitions(self, assignment: zk.TopicAssignment) -> dict[int, PartitionInfo]:
@@ -675,3 +691,258 @@ _HANDLERS = {
     zk.ProducerIdBlock: _Builder._producer_id_block,
 }
 """Codec type -> where its decoded znode goes (containers and foreign znodes go nowhere)."""
+
+
+# --------------------------------------------------------------------------------------------
+# The bulk build (what from_snapshot uses) and the per-row reference it must equal
+# --------------------------------------------------------------------------------------------
+
+_TOPICS_PREFIX = zk.BROKER_TOPICS + "/"
+_HOT_KINDS = frozenset({3, 4, 5, 6})
+_GROUPS = re.Match.groups
+_PATH = attrgetter("path")
+_DATA = attrgetter("data")
+_VERSION = attrgetter("version")
+_FIRST = itemgetter(0)
+_SECOND = itemgetter(1)
+_new_partition_infos = _bulk.column_builder(PartitionInfo)
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """No cyclic GC while a build allocates ~1M acyclic objects.
+
+    With it on, collections walking the young model would take longer than building it; one
+    collection of gen 0 follows the build instead.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+class _BulkBuilder(_Builder):
+    """:class:`_Builder` fed all rows at once: topic and partition state znodes decoded in bulk.
+
+    The rest of the rows, and any hot-kind row the bulk decoder does not take as is
+    (:mod:`._bulk` answers None), go through :meth:`_Builder._decode` in row order, so findings
+    come out as the per-row build makes them. A snapshot listing a path twice is built per row.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        # topic -> runs of (partition numbers, their states, their rows), as add_all met them
+        self.fast_states: dict[str, list[tuple[list[int], list[zk.PartitionState], list[ZnodeRow]]]] = {}
+        self.slow_state_topics: set[str] = set()
+        self.row_count = 0
+
+    def add_all(self, rows: Iterable[ZnodeRow]) -> None:
+        rows = rows if type(rows) is list else list(rows)
+        paths = list(map(_PATH, rows))
+        # a snapshot file lists its paths sorted, hence unique: no need to hash them all
+        unique = all(map(lt, paths, islice(paths, 1, None))) or len(set(paths)) == len(paths)
+        if not unique or self.seen or self.row_count:
+            for row in rows:
+                self.add(row)
+            self.slow_state_topics = {topic for topic, _ in self.states}
+            return
+        self.row_count = len(paths)
+        if rows:
+            self.last_zxid = max(
+                self.last_zxid,
+                max(map(attrgetter("czxid"), rows)),
+                max(map(attrgetter("mzxid"), rows)),
+                max(map(attrgetter("pzxid"), rows)),
+            )
+        # A row's kind: its number of "/" when under /brokers/topics/, else 0. Kinds 3 (a topic)
+        # and 6 (a partition state) are decoded in bulk; 4 and 5 (.../partitions[/<p>]) are
+        # Kafka's data-less containers, and whatever else has 4 or 5 slashes there is a path no
+        # codec takes: decode_znode returns None or the raw data for all of them, which the
+        # per-row build ignores too. Everything else is decoded per row.
+        kinds = list(
+            map(mul, map(str.startswith, paths, repeat(_TOPICS_PREFIX)), map(str.count, paths, repeat("/")))
+        )
+        positions = range(len(kinds))
+        slow = list(compress(positions, map(not_, map(_HOT_KINDS.__contains__, kinds))))
+        groups = {kind: list(compress(positions, map(kind.__eq__, kinds))) for kind in (3, 6)}
+        cache = _bulk.Cache()
+        indexes, matches = _matching(paths, groups[6], zk.PartitionState.PATH_PATTERN, slow)
+        topics, partitions = zip(*map(_GROUPS, matches), strict=True) if matches else ((), ())
+        self._add_states(rows, indexes, topics, partitions, cache, slow)
+        indexes, matches = _matching(paths, groups[3], zk.TopicAssignment.PATH_PATTERN, slow)
+        self._add_topics(rows, indexes, [m[1] for m in matches], cache, slow)
+        slow.sort()
+        for index in slow:
+            self._decode(rows[index])
+        self.slow_state_topics = {topic for topic, _ in self.states}  # a codec took what bulk did not
+
+    def _add_states(
+        self,
+        rows: list[ZnodeRow],
+        indexes: list[int],
+        topics: Sequence[str],
+        partitions: Sequence[str],
+        cache: _bulk.Cache,
+        slow: list[int],
+    ) -> None:
+        """Partition state znodes (path shape checked): decoded once per distinct data.
+
+        Kept by topic in ``fast_states`` until ``build`` joins them to the topic znodes.
+        """
+        state_rows = list(map(rows.__getitem__, indexes))
+        datas = list(map(_DATA, state_rows))
+        try:
+            decoded = _bulk.partition_states(dict.fromkeys(datas))
+        except TypeError:  # data that is not bytes (unhashable): the codecs read such rows
+            slow.extend(indexes)
+            return
+        numbers = cache.partition_numbers(partitions)
+        if None in map(decoded.__getitem__, datas) or None in numbers or not cache.topics_ok(topics):
+            keep = [
+                decoded[d] is not None and n is not None and cache.topic_ok(t)
+                for d, n, t in zip(datas, numbers, topics, strict=True)
+            ]
+            slow.extend(compress(indexes, map(not_, keep)))
+            topics, numbers, state_rows, datas = (
+                list(compress(column, keep)) for column in (topics, numbers, state_rows, datas)
+            )
+        states = _bulk.partition_state_objects(topics, numbers, datas, decoded)
+        fast = self.fast_states
+        # rows come sorted by path from a snapshot, so a topic's states are one run (else several)
+        for topic, run in groupby(range(len(states)), topics.__getitem__):
+            run = list(run)
+            first, last = run[0], run[-1] + 1
+            fast.setdefault(topic, []).append(
+                (numbers[first:last], states[first:last], state_rows[first:last])
+            )
+
+    def _add_topics(
+        self,
+        rows: list[ZnodeRow],
+        indexes: list[int],
+        names: Sequence[str],
+        cache: _bulk.Cache,
+        slow: list[int],
+    ) -> None:
+        for index, name in zip(indexes, names, strict=True):
+            row = rows[index]
+            assignment = _bulk.topic_assignment(name, row.data, cache) if cache.topic_ok(name) else None
+            if assignment is None:
+                slow.append(index)
+            else:
+                self.assignments[name] = (assignment, row)
+
+    def _reassigning(self, topics: dict[str, TopicState]) -> tuple[zk.TopicPartition, ...]:
+        return tuple(
+            p.topic_partition
+            for t in topics.values()
+            if t.assignment.adding_replicas or t.assignment.removing_replicas
+            for p in t.partitions.values()
+            if p.is_reassigning
+        )
+
+    def _znode_count(self) -> int:
+        return self.row_count + len(self.seen)
+
+    def _merge_fast_states(self, topic: str | None = None) -> None:
+        """Hand the bulk-decoded states (of ``topic``, or all) to ``states``, as ``add`` keeps them."""
+        for name in [topic] if topic is not None else list(self.fast_states):
+            for numbers, states, rows in self.fast_states.pop(name, ()):
+                for number, state, row in zip(numbers, states, rows, strict=True):
+                    self.states[(name, number)] = (state, row)
+
+    def _orphan_states(self) -> None:
+        self._merge_fast_states()
+        super()._orphan_states()
+
+    def _partitions(self, assignment: zk.TopicAssignment) -> dict[int, PartitionInfo]:
+        name = assignment.topic
+        if assignment.adding_replicas or assignment.removing_replicas or name in self.slow_state_topics:
+            self._merge_fast_states(name)
+            return super()._partitions(assignment)
+        numbers = sorted(assignment.partitions)
+        runs = self.fast_states.pop(name, [])
+        if len(runs) == 1 and len(runs[0][0]) == len(numbers):
+            # the usual case: one state per assigned partition, nothing missing, no orphan
+            run_numbers, run_states, run_rows = runs[0]
+            order = sorted(range(len(run_numbers)), key=run_numbers.__getitem__)
+            if list(map(run_numbers.__getitem__, order)) == numbers:
+                states = list(map(run_states.__getitem__, order))
+                epochs = list(map(_VERSION, map(run_rows.__getitem__, order)))
+                return self._partition_infos(assignment, numbers, states, epochs)
+        by_partition: dict[int, tuple[zk.PartitionState, ZnodeRow]] = {}
+        for run_numbers, run_states, run_rows in runs:
+            by_partition.update(zip(run_numbers, zip(run_states, run_rows, strict=True), strict=True))
+        found = list(map(by_partition.pop, numbers, repeat(None)))
+        for number, orphan in by_partition.items():  # not assigned: orphans, found at the end
+            self.states[(name, number)] = orphan
+        if None in found:
+            for p, state in zip(numbers, found, strict=True):
+                if state is None and (name, str(p)) not in self.unreadable_states:
+                    self.findings.append(
+                        ModelFinding(
+                            zk.partition_state_path(name, p),
+                            ModelFindingKind.MISSING_PARTITION_STATE,
+                            f"partition {p} of {name!r} is assigned to "
+                            f"{list(assignment.partitions[p])} but has no state znode",
+                        )
+                    )
+            states = [None if f is None else f[0] for f in found]
+            epochs = [None if f is None else f[1].version for f in found]
+        else:
+            states = list(map(_FIRST, found))
+            epochs = list(map(_VERSION, map(_SECOND, found)))
+        return self._partition_infos(assignment, numbers, states, epochs)
+
+    @staticmethod
+    def _partition_infos(
+        assignment: zk.TopicAssignment,
+        numbers: list[int],
+        states: list[zk.PartitionState | None],
+        epochs: list[int | None],
+    ) -> dict[int, PartitionInfo]:
+        """PartitionInfo of a topic without a reassignment (replicas = target = original)."""
+        replicas = list(map(assignment.partitions.__getitem__, numbers))
+        infos = _new_partition_infos(
+            len(numbers),
+            [
+                repeat(assignment.topic),
+                numbers,
+                replicas,
+                replicas,
+                replicas,
+                repeat(()),
+                repeat(()),
+                states,
+                epochs,
+            ],
+        )
+        return dict(zip(numbers, infos, strict=True))
+
+
+def _matching(
+    paths: list[str], indexes: list[int], pattern: re.Pattern[str], slow: list[int]
+) -> tuple[list[int], list[re.Match[str]]]:
+    """The ``indexes`` whose path ``pattern`` fully matches, with the matches; the others go to ``slow``."""
+    matches = list(map(pattern.fullmatch, map(paths.__getitem__, indexes)))
+    if None not in matches:
+        return indexes, matches
+    keep = list(map(bool, matches))
+    slow.extend(compress(indexes, map(not_, keep)))
+    return list(compress(indexes, keep)), list(compress(matches, keep))
+
+
+def _from_snapshot_reference(
+    rows: Iterable[ZnodeRow], *, cluster: str = "", taken_at_ms: int | None = None
+) -> ClusterState:
+    """The per-row build (one :func:`.znodes.decode_znode` per row), as ``from_snapshot`` was.
+
+    Kept as the reference the bulk build is tested and benchmarked against: equal results.
+    """
+    builder = _Builder()
+    for row in rows:
+        builder.add(row)
+    return builder.build(cluster, taken_at_ms)
