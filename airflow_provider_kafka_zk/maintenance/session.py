@@ -7,13 +7,14 @@ changes. Opening it, in this order and before the first write:
    there; equal to what the plan recorded (``expected``) and to ``identity.json`` of an earlier try
    of the same run, else :class:`ClusterIdentityError` naming both values;
 2. checks the artefact store is writable with room to spare (probe written and read back);
-3. takes the cluster's maintenance lease (``/kafka_zk_maintenance/lease`` under the chroot, a
-   persistent znode naming DAG, run, task, host and since; re-entered by the same run, taken over
-   only once expired), or refuses naming the holder -- a dry run only reports a holder;
-4. binds itself to the hook as its write gate: from then on every write is a multi-op that starts
-   with a CheckVersion of the lease (a stolen lease fails the write, nothing applied), every
-   created znode gets the ACL Kafka uses on that cluster, and every change lands in the run's
-   change log ``changes-<task>-<try>.json``.
+3. refuses when another run holds the cluster's maintenance lease (``/kafka_zk_maintenance/lease``
+   under the chroot, a persistent znode naming DAG, run, task, host and since), naming the holder
+   -- a dry run only reports it;
+4. binds itself to the hook as its write gate. The first write takes (or, for the same run,
+   renews; once expired, takes over) the lease; every write is a multi-op that starts with a
+   CheckVersion of the lease (a stolen lease fails the write, nothing applied), every created
+   znode gets the ACL Kafka uses on that cluster, and every change lands in the run's change log
+   ``changes-<task>-<try>.json``. A step that writes nothing takes no lease.
 
 Broker hosts a run touches on disk are pinned with :meth:`MaintenanceSession.pin_broker` (each
 meta.properties must carry ZooKeeper's ``cluster.id`` and the expected ``broker.id``). Rollback
