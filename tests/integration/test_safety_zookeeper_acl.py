@@ -103,8 +103,9 @@ def _session(hook: KafkaZooKeeperHook, tmp_path) -> MaintenanceSession:
 
 
 def test_znodes_created_in_a_session_get_the_acls_kafka_uses(
-    zookeeper_server, zk_chroot, tmp_path, monkeypatch
+    zookeeper_server, zk_chroot, tmp_path, monkeypatch, request
 ):
+    request.addfinalizer(lambda: _remove_secured(zookeeper_server, zk_chroot))
     with DeployedCluster(incident_cluster(), zookeeper_server.connect_string, zk_chroot, tmp_path / "disks"):
         with _kazoo(zookeeper_server, zk_chroot, KAFKA) as kafka_zk:
             # room for the creates: Kafka deletes the reassignment znode when done, and creates
@@ -197,9 +198,20 @@ def unreadable_cluster(zookeeper_server, tmp_path_factory) -> Iterator[str]:
     """A secured chroot whose /brokers and /brokers/ids only Kafka's principal may read."""
     chroot = zookeeper_server.new_chroot()
     disks = tmp_path_factory.mktemp("unreadable")
-    with DeployedCluster(incident_cluster(), zookeeper_server.connect_string, chroot, disks):
-        _secure(zookeeper_server, chroot, creator_only=("/brokers", "/brokers/ids"))
-        yield chroot
+    try:
+        with DeployedCluster(incident_cluster(), zookeeper_server.connect_string, chroot, disks):
+            _secure(zookeeper_server, chroot, creator_only=("/brokers", "/brokers/ids"))
+            yield chroot
+    finally:
+        _remove_secured(zookeeper_server, chroot)
+
+
+def _remove_secured(server, chroot: str) -> None:
+    """Delete a secured chroot as Kafka's principal: the ZooKeeper is shared with other test
+    modules, and a creator-only subtree would make their walks of the real root fail."""
+    with _kazoo(server, "", KAFKA) as kafka_zk:
+        if kafka_zk.exists(chroot):
+            kafka_zk.delete(chroot, recursive=True)
 
 
 @contextmanager
