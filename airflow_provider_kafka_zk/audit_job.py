@@ -45,6 +45,7 @@ from airflow_provider_kafka_zk.kafka import audit as rules
 from airflow_provider_kafka_zk.kafka.audit import BrokerSettings, ClusterFacts, ReplicaDir, TopicEvidence
 from airflow_provider_kafka_zk.kafka.errors import KafkaFormatError
 from airflow_provider_kafka_zk.kafka.findings import Finding, most_severe_first
+from airflow_provider_kafka_zk.kafka.inventory import age_reference_ms
 from airflow_provider_kafka_zk.kafka.model import ClusterState, TopicState
 from airflow_provider_kafka_zk.kafka.uuid import KafkaUuid
 from airflow_provider_kafka_zk.kafka.versions import KafkaVersion
@@ -62,7 +63,10 @@ INVENTORY_METADATA_KEY = b"kafka_zk.inventory"  # operators.inventory.SUMMARY_ME
 COVERAGE_FILE = "_coverage.json"
 _BROKER_FILE = re.compile(r"broker=(-?[0-9]+)\.parquet")
 
-# The inventory columns the rules read (ReplicaDir.from_inventory_row), mtime as epoch ms.
+# The inventory columns the rules read (ReplicaDir.from_inventory_row), mtime as epoch ms. Each
+# row also gets ``ctime_ms`` (None when the file predates the ``ctime`` column) and
+# ``age_reference_ms`` (kafka.inventory.age_reference_ms: ctime for a -delete directory, which a
+# rename does not touch the mtime of; mtime otherwise): a directory's age is now - age_reference_ms.
 INVENTORY_COLUMNS = (
     "broker_id",
     "log_dir",
@@ -144,7 +148,8 @@ def inventory_files(inventory: str) -> tuple[list[str], dict[int, str]]:
 def read_inventory_rows(
     files: Sequence[str], *, rows: bool = True
 ) -> tuple[list[dict[str, Any]], dict[int, dict[str, Any]], int]:
-    """Directory rows (the columns the rules need, ``mtime_ms`` as int), each broker's facts JSON, the row count.
+    """Directory rows (the columns the rules need, ``mtime_ms``/``ctime_ms``/``age_reference_ms`` as
+    int), each broker's facts JSON, the row count.
 
     ``rows=False`` reads only the Parquet footers (the Spark engine reads the rows on the executors).
     """
@@ -155,7 +160,9 @@ def read_inventory_rows(
         fs, local = _fs(path)
         with fs.open(local, "rb") as handle:
             if rows:
-                table = pq.read_table(handle, columns=[*INVENTORY_COLUMNS, "mtime"])
+                parquet = pq.ParquetFile(handle)
+                times = [c for c in ("mtime", "ctime") if c in parquet.schema_arrow.names]
+                table = parquet.read(columns=[*INVENTORY_COLUMNS, *times])
                 metadata, num_rows = table.schema.metadata or {}, table.num_rows
             else:
                 footer = pq.read_metadata(handle)
@@ -167,6 +174,17 @@ def read_inventory_rows(
         if rows:
             columns = {name: table.column(name).to_pylist() for name in INVENTORY_COLUMNS}
             columns["mtime_ms"] = table.column("mtime").cast(pa.int64()).to_pylist()
+            columns["ctime_ms"] = (
+                table.column("ctime").cast(pa.int64()).to_pylist()
+                if "ctime" in table.column_names
+                else [None] * num_rows  # written before the column existed: unknown
+            )
+            columns["age_reference_ms"] = [
+                age_reference_ms(kind, mtime, ctime)
+                for kind, mtime, ctime in zip(
+                    columns["kind"], columns["mtime_ms"], columns["ctime_ms"], strict=True
+                )
+            ]
             names = list(columns)
             out.extend(
                 dict(zip(names, values, strict=True)) for values in zip(*columns.values(), strict=True)
@@ -404,13 +422,21 @@ def _audit_group(
 
 
 def inventory_dataframe(spark: SparkSession, files: Sequence[str]) -> Any:
-    """The inventory rows as a DataFrame with the columns the rules need (``mtime`` as epoch ms)."""
+    """The inventory rows as a DataFrame with the columns the rules need (``mtime`` as epoch ms),
+    ``ctime_ms`` and ``age_reference_ms`` as :func:`read_inventory_rows` gives them."""
     from pyspark.sql import functions as F
 
-    frame = spark.read.parquet(*files)
-    return frame.select(*INVENTORY_COLUMNS, F.unix_millis("mtime").alias("mtime_ms")).where(
-        F.col("topic").isNotNull()
-    )
+    # mergeSchema: files written before the ctime column and after it may share a run
+    frame = spark.read.option("mergeSchema", "true").parquet(*files)
+    mtime = F.unix_millis("mtime")
+    ctime = F.unix_millis("ctime") if "ctime" in frame.columns else F.lit(None).cast("long")
+    age_reference = F.when((F.col("kind") == "delete") & ctime.isNotNull(), ctime).otherwise(mtime)
+    return frame.select(
+        *INVENTORY_COLUMNS,
+        mtime.alias("mtime_ms"),
+        ctime.alias("ctime_ms"),
+        age_reference.alias("age_reference_ms"),
+    ).where(F.col("topic").isNotNull())
 
 
 _SPARK_RESULT_SCHEMA = "group_topic string, seq int, finding binary"

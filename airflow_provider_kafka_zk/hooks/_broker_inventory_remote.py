@@ -215,9 +215,14 @@ def walk_partition_dir(index, base, name, params):
     path = os.path.join(base, name)
     record = {"t": "dir", "ld": index, "name": text(name)}
     try:
-        info = os.stat(path)
+        entry = os.lstat(path)
+        link = stat.S_ISLNK(entry.st_mode)
+        info = os.stat(path) if link else entry
         record["mtime_ms"] = info.st_mtime_ns // 1000000
-        record["symlink"] = os.path.islink(path)
+        # ctime (inode change time) of the entry itself: when Kafka renamed it (a rename leaves a
+        # directory's mtime alone; a symlinked replica's rename changes the link, not its target)
+        record["ctime_ms"] = entry.st_ctime_ns // 1000000
+        record["symlink"] = link
         entries, errors = list_entries(path)
     except OSError as exc:
         record["error"] = describe(exc)

@@ -61,6 +61,7 @@ __all__ = [
     "ServerPropertiesCandidate",
     "ServerPropertiesSelectionError",
     "ZooKeeperView",
+    "age_reference_ms",
     "choose_server_properties",
     "effective_broker_id",
     "identity_checks",
@@ -594,12 +595,27 @@ class SegmentFiles:
     log_mtime_ms: int | None = None
 
 
+def age_reference_ms(kind: str | None, mtime_ms: int | None, ctime_ms: int | None) -> int | None:
+    """The time a directory's age is counted from: ctime for a ``-delete`` directory, else mtime.
+
+    Kafka renames a deleted replica's directory to ``<topic>-<p>.<uuid>-delete``; a rename changes
+    the directory's ctime (inode change time), not its mtime, so only ctime says when the broker's
+    ``log.segment.delete.delay.ms`` started. An unknown ctime (an inventory from before it was
+    recorded) falls back to mtime. ``kind`` is the inventory's lower-case kind name.
+    """
+    if kind == "delete" and ctime_ms is not None:
+        return ctime_ms
+    return mtime_ms
+
+
 @dataclass(frozen=True)
 class PartitionDirInventory:
     """One directory in a log dir: a partition replica (normal, -delete, -future, -stray) or not.
 
     ``kind`` is "unparseable" when Kafka would reject the name. ``errors`` holds every file that
-    could not be read or parsed; the row still describes what could be seen.
+    could not be read or parsed; the row still describes what could be seen. ``ctime_ms`` is the
+    directory's inode change time (for a ``-delete`` directory: when the broker renamed it); ages
+    come from :attr:`age_reference_ms`.
     """
 
     broker_id: int
@@ -612,6 +628,7 @@ class PartitionDirInventory:
     unique_id: str | None = None
     symlink: bool = False
     mtime_ms: int | None = None
+    ctime_ms: int | None = None
     partition_metadata_file: FileRead = field(default_factory=lambda: FileRead(False))
     partition_metadata: PartitionMetadata | None = None
     leader_epoch_file: FileRead = field(default_factory=lambda: FileRead(False))
@@ -653,6 +670,7 @@ class PartitionDirInventory:
             unique_id=unique_id,
             symlink=bool(record.get("symlink")),
             mtime_ms=record.get("mtime_ms") if isinstance(record.get("mtime_ms"), int) else None,
+            ctime_ms=record.get("ctime_ms") if isinstance(record.get("ctime_ms"), int) else None,
         )
         if record.get("error") is not None:
             return cls(**base, errors=(*errors, f"{shown}: {record['error']}"))
@@ -705,6 +723,11 @@ class PartitionDirInventory:
     def newest_segment(self) -> SegmentFiles | None:
         return self.segments[-1] if self.segments else None
 
+    @property
+    def age_reference_ms(self) -> int | None:
+        """ctime for a ``-delete`` directory (when it was renamed), mtime otherwise; None: unknown."""
+        return age_reference_ms(self.kind, self.mtime_ms, self.ctime_ms)
+
     def to_row(self) -> dict[str, Any]:
         newest = self.newest_segment
         epochs = self.leader_epochs
@@ -720,6 +743,7 @@ class PartitionDirInventory:
             "unique_id": readable_name(self.unique_id) if self.unique_id is not None else None,
             "symlink": self.symlink,
             "mtime_ms": self.mtime_ms,
+            "ctime_ms": self.ctime_ms,
             "partition_metadata_present": self.partition_metadata_file.present,
             "partition_metadata_raw": self.partition_metadata_file.data,
             "topic_id": self.topic_id,

@@ -81,6 +81,8 @@ PARTITION_SCHEMA = pa.schema(
         ("unique_id", pa.string()),
         ("symlink", pa.bool_()),
         ("mtime", pa.timestamp("ms", tz="UTC")),
+        # inode change time (a -delete directory's rename); absent in older files: unknown
+        ("ctime", pa.timestamp("ms", tz="UTC")),
         ("partition_metadata_present", pa.bool_()),
         ("partition_metadata_raw", pa.binary()),
         ("topic_id", pa.string()),
@@ -219,6 +221,7 @@ def inventory_tables(
     for partition in inventory.partitions:
         row = partition.to_row()
         row["mtime"] = _timestamp(row.pop("mtime_ms"))
+        row["ctime"] = _timestamp(row.pop("ctime_ms"))
         row["last_modified"] = _timestamp(row.pop("last_modified_ms"))
         rows.append({**common, **row})
     summary = {"cluster": cluster, "inventory_ts": inventory_ts, **inventory.summary()}

@@ -34,6 +34,16 @@ CLASSPATH = "airflow_provider_kafka_zk.triggers.deletion.TopicDeletionTrigger"
 _KINDS = {k.name.lower(): k for k in DirKind}
 
 
+def _now_ms() -> int:
+    """The wall clock directory ages are counted to when no ``now_ms`` is given.
+
+    One place, so tests can look from later: a ``-delete`` directory's age runs from its ctime (the
+    broker's rename), which cannot be backdated, so a simulated "renamed two days ago" directory is
+    only that old to a clock moved forward (tests/conftest.py ``deletion_clock``).
+    """
+    return int(time.time() * 1000)
+
+
 @dataclass(frozen=True)
 class LeftoverDirectory:
     """A verdict's leftover directory with what a cleanup needs: the log dir and exact name."""
@@ -240,7 +250,7 @@ def check_deletions(
 
     with ThreadPoolExecutor(max_workers=max(1, min(max_parallel, len(expected) or 1))) as pool:
         results = list(pool.map(inventory, expected))
-    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    now_ms = _now_ms() if now_ms is None else now_ms
     facts: dict[int, BrokerDeletionFacts] = {}
     inventoried: dict[int, str] = {}
     not_inventoried: dict[int, str] = {}
@@ -272,7 +282,9 @@ def check_deletions(
             kind = _KINDS.get(p.kind)
             if p.topic not in dirs_by_topic or kind is None or p.partition is None:
                 continue
-            age = now_ms - p.mtime_ms if p.mtime_ms is not None else 0
+            # a -delete directory's age runs from its rename (ctime), the others' from their mtime
+            reference = p.age_reference_ms
+            age = now_ms - reference if reference is not None else 0
             leftover = LeftoverDirectory(broker_id, inv.host, p.log_dir, p.name, p.kind, age)
             located[(broker_id, leftover.path)] = leftover
             dirs_by_topic[p.topic].append(TopicDirectory(broker_id, leftover.path, p.partition, kind, age))

@@ -42,6 +42,10 @@ ADDRESSES = tuple(f"127.0.0.{2 + broker}" for broker in range(6))
 STOPPED = {3: "127.0.0.5", 4: "127.0.0.6"}  # incident cluster: stopped, so not registered
 UNREACHABLE = "127.0.0.9"
 CONFIG_LEFT = b'{"version":1,"config":{"retention.ms":"86400000"}}'
+DAY_MS = 86_400_000
+# The incident's old-logs -delete directories were "renamed two days ago": ages run from ctime,
+# which is the deploy time, so the checks that need them past the delay look from two days later.
+RENAMED_AGO_MS = 2 * DAY_MS
 
 
 @pytest.fixture(scope="module")
@@ -211,7 +215,12 @@ def test_reassignment_in_progress_blocks(incident):
 
 def test_leftovers_on_disk_are_incomplete_with_the_dirs(incident):
     deployed, conn_id = incident
-    check = _check(deployed, conn_id, ["old-logs"])
+    now_ms = int(time.time() * 1000)
+    # just renamed (ctime = deploy time), though their mtimes are two days old: not past the delay
+    [young] = _check(deployed, conn_id, ["old-logs"]).verdicts
+    assert young.verdict is Verdict.INCOMPLETE and young.causes == (Cause.PARTITION_DIRS_LEFT,)
+    assert [d.kind.name for d in young.leftover_dirs] == ["NORMAL"]
+    check = _check(deployed, conn_id, ["old-logs"], now_ms=now_ms + RENAMED_AGO_MS)
     [verdict] = check.verdicts
     assert verdict.verdict is Verdict.INCOMPLETE
     assert set(verdict.causes) == {Cause.DELETE_DIRS_PAST_DELAY, Cause.PARTITION_DIRS_LEFT}
@@ -287,8 +296,9 @@ def test_pending_markers_are_checked_when_no_topic_is_given(incident, tmp_path):
 # ---------------------------------------------------------------------------------------------
 
 
-def test_dry_run_cleanup_changes_nothing(deploy, tmp_path):
+def test_dry_run_cleanup_changes_nothing(deploy, tmp_path, deletion_clock):
     deployed, conn_id = deploy(incident_cluster())
+    deletion_clock(RENAMED_AGO_MS)
     _plant_config_znode(deployed, "old-logs")
     disk_before = _disk(deployed.root)
     zk_before = _zookeeper(deployed.zookeeper_hosts, deployed.chroot)
@@ -314,8 +324,9 @@ def test_dry_run_cleanup_changes_nothing(deploy, tmp_path):
     assert "rollback" not in cleanup and not (tmp_path / "test/deletions/20260101T000000/rollback").exists()
 
 
-def test_real_cleanup_moves_exactly_the_leftovers_and_is_idempotent(deploy, tmp_path):
+def test_real_cleanup_moves_exactly_the_leftovers_and_is_idempotent(deploy, tmp_path, deletion_clock):
     deployed, conn_id = deploy(incident_cluster())
+    deletion_clock(RENAMED_AGO_MS)
     _plant_config_znode(deployed, "old-logs")
     root = deployed.root
     disk_before = _disk(root)
@@ -404,8 +415,9 @@ def test_real_cleanup_moves_exactly_the_leftovers_and_is_idempotent(deploy, tmp_
     assert len(list((tmp_path / "test/deletions/20260101T000000/rollback").iterdir())) == 2
 
 
-def test_cleanup_refuses_when_the_topic_came_back_since_the_check(deploy, tmp_path):
+def test_cleanup_refuses_when_the_topic_came_back_since_the_check(deploy, tmp_path, deletion_clock):
     deployed, conn_id = deploy(incident_cluster())
+    deletion_clock(RENAMED_AGO_MS)
     _plant_config_znode(deployed, "old-logs")
     operator = _operator(deployed, conn_id, tmp_path, topics=["old-logs"], cleanup=True, dry_run=False)
     settings = operator._settings()

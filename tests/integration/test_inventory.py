@@ -14,12 +14,15 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from kazoo.client import KazooClient
 
+from airflow_provider_kafka_zk import audit_job
 from airflow_provider_kafka_zk.hooks.broker_host import (
     BrokerHostAuthenticationError,
     BrokerHostHook,
@@ -33,13 +36,16 @@ from airflow_provider_kafka_zk.hooks.broker_host import (
     RemotePythonMissingError,
     ServerPropertiesNotFoundError,
 )
+from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook
 from airflow_provider_kafka_zk.kafka import znodes as zk
+from airflow_provider_kafka_zk.kafka.deletion import Cause, Verdict
 from airflow_provider_kafka_zk.kafka.inventory import raw_bytes
 from airflow_provider_kafka_zk.kafka.logdir import format_partition_dir_name
-from airflow_provider_kafka_zk.operators.inventory import read_inventory_summary
+from airflow_provider_kafka_zk.operators.inventory import inventory_tables, read_inventory_summary
 from airflow_provider_kafka_zk.testing.simulator import DeployedCluster, incident_cluster
 from airflow_provider_kafka_zk.testing.simulator.readback import read_broker
 from airflow_provider_kafka_zk.testing.sshd import SshServer
+from airflow_provider_kafka_zk.triggers.deletion import check_deletions
 
 pytestmark = pytest.mark.integration
 
@@ -613,6 +619,104 @@ def test_unreadable_files_are_per_directory_errors(weird_broker, weird_inventory
     checks = {c.check: c.status for c in weird_inventory.identity}
     assert checks[f"meta.properties {first.path}"] == "ok"
     assert checks[f"meta.properties {missing.path}"] == "unknown"
+
+
+# ---------------------------------------------------------------------------------------------
+# A -delete directory's age runs from the broker's rename (ctime), not from its mtime
+# ---------------------------------------------------------------------------------------------
+
+RENAMED_BROKER = 8
+DAY_MS = 86_400_000
+DELAY_MS = 60_000
+RENAMED_TOPIC = "renamed-topic"
+RENAMED_DIR = f"{RENAMED_TOPIC}-0.0123456789abcdef0123456789abcdef-delete"
+
+
+@pytest.fixture
+def renamed_broker(deployed):
+    """Broker 8 on 127.0.0.2, beside the incident's brokers (so the server.properties template fits
+    it): one partition directory last written two days ago, renamed to ``-delete`` just now -- what
+    the broker does when a topic is deleted, and what a Kafka 3.3.1 cluster's audit flagged as past
+    ``log.segment.delete.delay.ms`` (a rename changes the directory's ctime, not its mtime)."""
+    root = deployed.root / f"broker-{RENAMED_BROKER}"
+    log_dir = root / "data" / "kafka-logs-0"
+    log_dir.mkdir(parents=True)
+    template_dir = deployed.hosts[0].log_dirs[0]
+    (log_dir / "meta.properties").write_text(
+        (template_dir / "meta.properties").read_text().replace("broker.id=0", f"broker.id={RENAMED_BROKER}")
+    )
+    template = next(p for p in template_dir.iterdir() if p.name.startswith("orders-"))
+    partition = log_dir / f"{RENAMED_TOPIC}-0"
+    shutil.copytree(template, partition)
+    written_ns = (time.time_ns() // 1_000_000 - 2 * DAY_MS) * 1_000_000
+    for item in [*partition.iterdir(), partition]:
+        os.utime(item, ns=(written_ns, written_ns))
+    renamed = partition.rename(log_dir / RENAMED_DIR)
+    renamed_ms = time.time_ns() // 1_000_000
+    config = root / "config" / "server.properties"
+    config.parent.mkdir()
+    config.write_text(
+        re.sub(
+            r"(?m)^(broker\.id|log\.dirs|log\.segment\.delete\.delay\.ms)=.*$",
+            lambda m: {
+                "broker.id": f"broker.id={RENAMED_BROKER}",
+                "log.dirs": f"log.dirs={log_dir}",
+                "log.segment.delete.delay.ms": f"log.segment.delete.delay.ms={DELAY_MS}",
+            }[m[1]],
+            deployed.hosts[0].server_properties.read_text(),
+        )
+    )
+    yield {"path": renamed, "written_ms": written_ns // 1_000_000, "renamed_ms": renamed_ms}
+    shutil.rmtree(root)
+
+
+def test_a_just_renamed_delete_directory_is_young_whatever_its_mtime(
+    deployed, connections, renamed_broker, tmp_path
+):
+    path, written_ms, renamed_ms = (renamed_broker[k] for k in ("path", "written_ms", "renamed_ms"))
+    hosts = {**STOPPED, RENAMED_BROKER: ADDRESSES[0]}
+    inventory = _hook(deployed, broker_hosts=hosts).inventory(RENAMED_BROKER)
+    assert inventory.facts.log_segment_delete_delay_ms == DELAY_MS
+    [row] = inventory.partitions
+    assert (row.name, row.kind, row.topic, row.partition) == (RENAMED_DIR, "delete", RENAMED_TOPIC, 0)
+    stat = path.stat()
+    assert (row.mtime_ms, row.ctime_ms) == (stat.st_mtime_ns // 1_000_000, stat.st_ctime_ns // 1_000_000)
+    assert row.mtime_ms == written_ms  # the rename kept the two days old mtime ...
+    assert abs(row.ctime_ms - renamed_ms) < 5_000  # ... and set the ctime
+    assert row.age_reference_ms == row.ctime_ms
+
+    # The deletion check: waiting for the broker's delete delay, not a leftover past it
+    now_ms = int(time.time() * 1000)
+    with KafkaZooKeeperHook("inventory_incident_zk") as zk_hook:
+        young = check_deletions(zk_hook, _hook(deployed, broker_hosts=hosts), [RENAMED_TOPIC])
+        # ctime cannot be backdated: "renamed two days ago" is the same directory seen two days later
+        old = check_deletions(
+            zk_hook, _hook(deployed, broker_hosts=hosts), [RENAMED_TOPIC], now_ms=now_ms + 2 * DAY_MS
+        )
+    assert RENAMED_BROKER in young.inventoried and RENAMED_BROKER in old.inventoried
+    [verdict] = young.verdicts
+    assert verdict.verdict is Verdict.IN_PROGRESS and verdict.causes == ()
+    assert "waiting for the broker's delete delay" in " ".join(verdict.evidence)
+    assert young.dirs[(RENAMED_BROKER, str(path))].age_ms < DELAY_MS
+    [verdict] = old.verdicts
+    assert verdict.verdict is Verdict.INCOMPLETE and verdict.causes == (Cause.DELETE_DIRS_PAST_DELAY,)
+    assert [(d.broker_id, d.path) for d in verdict.leftover_dirs] == [(RENAMED_BROKER, str(path))]
+    assert 2 * DAY_MS - DELAY_MS < old.dirs[(RENAMED_BROKER, str(path))].age_ms < 2 * DAY_MS + DELAY_MS
+
+    # The Parquet file and the audit's input read from it: ctime recorded, the age counted from it
+    partitions, _ = inventory_tables(inventory, "incident", "20261124T000000.000000Z")
+    file = tmp_path / f"broker={RENAMED_BROKER}.parquet"
+    pq.write_table(partitions, file)
+    on_disk = pq.read_table(file, columns=["mtime", "ctime"])
+    assert [on_disk.column(c).cast(pa.int64()).to_pylist() for c in ("mtime", "ctime")] == [
+        [row.mtime_ms],
+        [row.ctime_ms],
+    ]
+    [audit_row], _, _ = audit_job.read_inventory_rows([str(file)])
+    assert (audit_row["mtime_ms"], audit_row["ctime_ms"]) == (row.mtime_ms, row.ctime_ms)
+    assert now_ms - audit_row["age_reference_ms"] < DELAY_MS  # not past the delay ...
+    assert now_ms - audit_row["mtime_ms"] > DELAY_MS  # ... which the mtime would have claimed
+    assert now_ms + 2 * DAY_MS - audit_row["age_reference_ms"] > DELAY_MS  # two days on: past it
 
 
 # ---------------------------------------------------------------------------------------------

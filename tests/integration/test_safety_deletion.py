@@ -57,6 +57,9 @@ UNREACHABLE = "127.0.0.9"
 SSH_CONN = "safety_deletion_ssh"
 TS = "20260102T030405"
 DAY_MS = 86_400_000
+# old-logs' -delete directories were "renamed two days ago" (their mtimes say so), but ages run from
+# ctime, which is the deploy time: the checks that need them past the delay look from then.
+RENAMED_AGO_MS = 2 * DAY_MS
 PYTHON_BIN = Path(sys.executable).parent
 
 
@@ -488,8 +491,9 @@ def _unwritable_store_cleanup(live, tmp_path):
     return blocker, _operator(conn_id, deployed.root, base, topics=["old-logs"], cleanup=True, dry_run=False)
 
 
-def test_unwritable_artefact_store_refuses_before_any_move(live, tmp_path, caplog, capfd):
+def test_unwritable_artefact_store_refuses_before_any_move(live, tmp_path, caplog, capfd, deletion_clock):
     deployed, conn_id = live
+    deletion_clock(RENAMED_AGO_MS)
     # The damage: three leftovers the old cleanup moved although no rollback record could be kept.
     leftovers = _dirs_of(deployed, "old-logs-")
     assert len(leftovers) == 3
@@ -516,7 +520,8 @@ def test_unwritable_artefact_store_refuses_before_any_move(live, tmp_path, caplo
     assert blocker.read_text() == "not a directory\n"
 
 
-def test_unwritable_artefact_store_is_reported_as_the_refusal(live, tmp_path):
+def test_unwritable_artefact_store_is_reported_as_the_refusal(live, tmp_path, deletion_clock):
+    deletion_clock(RENAMED_AGO_MS)
     _, operator = _unwritable_store_cleanup(live, tmp_path)
     with pytest.raises(RollbackArtefactError, match="artefact store not usable, refusing to change anything"):
         operator.execute({"ts_nodash": TS})
@@ -528,8 +533,9 @@ def test_unwritable_artefact_store_is_reported_as_the_refusal(live, tmp_path):
 
 
 def test_lease_held_by_another_run_refuses_then_the_real_cleanup_moves_exactly_the_leftovers(
-    deploy, tmp_path
+    deploy, tmp_path, deletion_clock
 ):
+    deletion_clock(RENAMED_AGO_MS)
     # broker 1 stopped: its plain leftover directory may move (never under a running broker)
     deployed, conn_id = deploy(_live_cluster(seed=23, stopped=1))
     root = deployed.root

@@ -429,6 +429,9 @@ LIVE_HOSTS = {0: SSH_ADDRESSES[0], 1: SSH_ADDRESSES[1], 2: SSH_ADDRESSES[2]}
 LEFTOVER_BROKER = 2  # stopped; holds every leftover of old-logs
 SSH_CONN = "prop_safety_ssh"
 DAY_MS = 86_400_000
+# old-logs' -delete directory was "renamed two days ago" (its mtime says so), but its age runs from
+# its ctime, which is the deploy time: the cleanup cases look from two days later.
+RENAMED_AGO_MS = 2 * DAY_MS
 CONFIG_LEFT = b'{"version":1,"config":{"retention.ms":"86400000"}}'
 
 
@@ -723,7 +726,11 @@ def _execute_operator(
 
 
 @pytest.mark.parametrize("case", list(_params()))
-def test_wrong_inputs_refuse_or_end_in_the_predicted_state(case: Case, world: World, tmp_path: Path) -> None:
+def test_wrong_inputs_refuse_or_end_in_the_predicted_state(
+    case: Case, world: World, tmp_path: Path, deletion_clock: Callable[[int], None]
+) -> None:
+    if case.op == "cleanup":
+        deletion_clock(RENAMED_AGO_MS)
     {"execute": _case_execute, "clear": _case_clear, "cleanup": _case_cleanup, "load": _case_load}[case.op](
         case, world, tmp_path
     )

@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import sys
 import zipfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from airflow_provider_kafka_zk import audit_job
@@ -162,6 +165,53 @@ def test_driver_module_imports_no_airflow():
     subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ})
 
 
+RENAMED_MS = 1_795_500_000_000  # every directory's ctime (after the simulated clock's last write)
+_AGES = ("mtime_ms", "ctime_ms", "age_reference_ms")
+
+
+def _add_ctime(path: Path, ctime_ms: int) -> None:
+    """Rewrite a broker file the way a current inventory writes it: with the ``ctime`` column."""
+    table = pq.read_table(path)
+    column = pa.array([ctime_ms] * table.num_rows, pa.int64()).cast(pa.timestamp("ms", tz="UTC"))
+    pq.write_table(table.append_column(pa.field("ctime", column.type), column), path)
+
+
+def _run_with_ctime(incident, tmp_path: Path, old_brokers=(), ctime_ms: int = RENAMED_MS) -> list[str]:
+    """A copy of the incident's inventory run with ctime recorded, except on ``old_brokers``."""
+    run = tmp_path / "inventory"
+    shutil.copytree(incident["inventory"], run)
+    files, by_broker = audit_job.inventory_files(str(run))
+    for broker, path in by_broker.items():
+        if broker not in old_brokers:
+            _add_ctime(Path(path), ctime_ms)
+    return files
+
+
+def _ages(rows) -> dict[tuple, tuple]:
+    return {(r["broker_id"], r["log_dir"], r["dir_name"]): tuple(r[k] for k in _AGES) for r in rows}
+
+
+def test_audit_rows_count_a_delete_directorys_age_from_its_ctime(incident, tmp_path):
+    files, _ = audit_job.inventory_files(incident["inventory"])
+    before, _, _ = audit_job.read_inventory_rows(files)  # written before the ctime column existed
+    assert {r["kind"] for r in before} >= {"delete", "normal"}
+    assert all(r["ctime_ms"] is None and r["age_reference_ms"] == r["mtime_ms"] for r in before)
+    renamed = max(r["mtime_ms"] for r in before) + 1_000  # after every write, and a second ago
+    now = renamed + 1_000
+    old_deletes = [r for r in before if r["kind"] == "delete"]
+    assert len(old_deletes) == 2 and all(now - r["mtime_ms"] > 86_400_000 for r in old_deletes)
+
+    rows, _, count = audit_job.read_inventory_rows(_run_with_ctime(incident, tmp_path, ctime_ms=renamed))
+    assert count == len(rows) == len(before)
+    for row in rows:
+        assert row["ctime_ms"] == renamed
+        if row["kind"] == "delete":  # renamed a second ago, whatever its (two days old) mtime says
+            assert row["age_reference_ms"] == renamed and now - row["age_reference_ms"] < 60_000
+        else:
+            assert row["age_reference_ms"] == row["mtime_ms"]
+    assert {k: v[0] for k, v in _ages(rows).items()} == {k: v[0] for k, v in _ages(before).items()}
+
+
 @pytest.fixture(scope="module")
 def spark():
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -200,3 +250,19 @@ def test_spark_and_in_process_engines_give_identical_findings(spark, tmp_path, s
     on_spark = audit_job.run_spark(inputs, spark)
     assert in_process  # something to compare
     assert [f.to_row() for f in on_spark] == [f.to_row() for f in in_process]
+
+
+def test_spark_rows_carry_the_same_ages_across_old_and_new_files(spark, incident, tmp_path):
+    # one file of the run predates the ctime column: broker 2's (its -delete directories count from
+    # mtime), then broker 0's (broker 2's count from their rename)
+    for old, delete_age_from in ((2, "mtime"), (0, "ctime")):
+        files = _run_with_ctime(incident, tmp_path / f"old-{old}", old_brokers={old})
+        rows, _, _ = audit_job.read_inventory_rows(files)
+        expected = _ages(r for r in rows if r["topic"] is not None)
+        on_spark = _ages(r.asDict() for r in audit_job.inventory_dataframe(spark, files).collect())
+        assert on_spark == expected
+        assert {v[1] for k, v in expected.items() if k[0] == old} == {None}
+        assert {v[1] for k, v in expected.items() if k[0] != old} == {RENAMED_MS}
+        deletes = [(m, a) for r in rows if r["kind"] == "delete" for m, _, a in [_ages([r]).popitem()[1]]]
+        assert len(deletes) == 2
+        assert all(a == (m if delete_age_from == "mtime" else RENAMED_MS) for m, a in deletes)

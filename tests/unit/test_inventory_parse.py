@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -29,6 +31,7 @@ from airflow_provider_kafka_zk.kafka.inventory import (
     ServerPropertiesCandidate,
     ServerPropertiesSelectionError,
     ZooKeeperView,
+    age_reference_ms,
     choose_server_properties,
     identity_checks,
     kafka_version_from_jars,
@@ -259,6 +262,90 @@ def test_directory_kinds(name, kind, topic, partition):
     row = PartitionDirInventory.from_record(1, _log_dir(), _dir(name))
     assert (row.kind, row.topic, row.partition) == (kind, topic, partition)
     assert bool(row.errors) == (kind == "unparseable")
+
+
+DAY_MS = 86_400_000
+DELETE_NAME = "old-0.0123456789abcdef0123456789abcdef-delete"
+
+
+@pytest.mark.parametrize(
+    ("name", "counted_from"),
+    [
+        (DELETE_NAME, "ctime"),
+        ("orders-0", "mtime"),
+        ("moving-1.0123456789abcdef0123456789abcdef-future", "mtime"),
+        ("lost-2.0123456789abcdef0123456789abcdef-stray", "mtime"),
+        ("nodash", "mtime"),
+    ],
+)
+def test_only_a_delete_directorys_age_runs_from_its_ctime(name, counted_from):
+    # last written two days ago, renamed (by the broker, for a -delete) just now: the rename moves
+    # the ctime, never the mtime
+    mtime, ctime = 1_700_000_000_000, 1_700_000_000_000 + 2 * DAY_MS
+    row = PartitionDirInventory.from_record(1, _log_dir(), _dir(name, mtime_ms=mtime, ctime_ms=ctime))
+    assert (row.mtime_ms, row.ctime_ms) == (mtime, ctime)
+    assert row.age_reference_ms == {"ctime": ctime, "mtime": mtime}[counted_from]
+    assert (row.to_row()["mtime_ms"], row.to_row()["ctime_ms"]) == (mtime, ctime)
+
+
+def test_an_unknown_ctime_falls_back_to_mtime():
+    mtime = 1_700_000_000_000
+    old_record = PartitionDirInventory.from_record(1, _log_dir(), _dir(DELETE_NAME))  # no ctime_ms
+    assert old_record.ctime_ms is None and old_record.age_reference_ms == mtime
+    garbled = PartitionDirInventory.from_record(1, _log_dir(), _dir(DELETE_NAME, ctime_ms="soon"))
+    assert garbled.ctime_ms is None and garbled.age_reference_ms == mtime
+    assert age_reference_ms("delete", mtime, None) == mtime
+    assert age_reference_ms("delete", None, None) is None
+    assert age_reference_ms("delete", None, mtime) == mtime
+    assert age_reference_ms("normal", None, mtime) is None  # only -delete directories use ctime
+    unlisted = PartitionDirInventory.from_record(
+        1, _log_dir(), {"t": "dir", "ld": 0, "name": DELETE_NAME, "error": "PermissionError: x"}
+    )
+    assert unlisted.age_reference_ms is None
+
+
+def test_the_script_reports_the_ctime_of_a_renamed_directory(tmp_path):
+    """The false alarm on a Kafka 3.3.1 cluster: a directory renamed to -delete seconds earlier
+    kept its old mtime; its ctime is the rename."""
+    log_dir = tmp_path / "kafka-logs"
+    partition = log_dir / "old-0"
+    partition.mkdir(parents=True)
+    (partition / "00000000000000000000.log").write_bytes(b"")
+    written_ms = time.time_ns() // 1_000_000 - 2 * DAY_MS
+    os.utime(partition, ns=(written_ms * 1_000_000, written_ms * 1_000_000))
+    renamed = partition.rename(log_dir / DELETE_NAME)
+    renamed_ms = time.time_ns() // 1_000_000
+    properties = tmp_path / "server.properties"
+    properties.write_text(f"broker.id=0\nlog.dirs={log_dir}\n")
+    [record] = [r for r in _run_remote(log_dir, properties) if r["t"] == "dir"]
+    stat = renamed.stat()
+    assert (record["mtime_ms"], record["ctime_ms"]) == (
+        stat.st_mtime_ns // 1_000_000,
+        stat.st_ctime_ns // 1_000_000,
+    )
+    assert record["mtime_ms"] == written_ms
+    assert abs(record["ctime_ms"] - renamed_ms) < 5_000
+    row = PartitionDirInventory.from_record(0, _log_dir(), record)
+    assert row.kind == "delete" and row.age_reference_ms == record["ctime_ms"]
+
+
+def test_a_symlinked_replica_is_renamed_when_its_link_is(tmp_path):
+    log_dir = tmp_path / "kafka-logs"
+    log_dir.mkdir()
+    target = tmp_path / "elsewhere" / "old-0"
+    target.mkdir(parents=True)
+    written_ms = time.time_ns() // 1_000_000 - 2 * DAY_MS
+    os.utime(target, ns=(written_ms * 1_000_000, written_ms * 1_000_000))
+    time.sleep(0.1)  # the link's rename comes later than the target's last inode change
+    (log_dir / "old-0").symlink_to(target)
+    link = (log_dir / "old-0").rename(log_dir / DELETE_NAME)
+    assert link.lstat().st_ctime_ns > target.stat().st_ctime_ns
+    properties = tmp_path / "server.properties"
+    properties.write_text(f"broker.id=0\nlog.dirs={log_dir}\n")
+    [record] = [r for r in _run_remote(log_dir, properties) if r["t"] == "dir"]
+    assert record["symlink"] is True
+    assert record["mtime_ms"] == written_ms  # the target's, as Kafka reads through the link
+    assert record["ctime_ms"] == link.lstat().st_ctime_ns // 1_000_000  # the link's: its rename
 
 
 @pytest.mark.parametrize(
