@@ -38,7 +38,8 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   "$VENV/bin/pip" install -q --disable-pip-version-check -c constraints.txt -e '.[spark,test]' 2>&1 \
     | grep -v "^WARNING: Location" || true
   # apache-spark's provider pulls pyspark-client, which ships the same files as pyspark and can
-  # overwrite them (ENVIRONMENT.md). Put pyspark's own files back; never uninstall pyspark-client.
+  # overwrite them silently (pyspark.__version__ then says 4.2.0 with 4.3.0 jars; seen here). Put
+  # pyspark's own files back; never uninstall pyspark-client (it deletes pyspark's files).
   "$VENV/bin/pip" install -q --disable-pip-version-check --force-reinstall --no-deps \
     "pyspark==$(grep -i '^pyspark==' constraints.txt | cut -d= -f3)" 2>&1 | grep -v "^WARNING: Location" || true
   echo "$want" > "$stamp"

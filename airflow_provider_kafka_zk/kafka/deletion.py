@@ -1,4 +1,8 @@
-"""Did a topic deletion really happen everywhere, and if not, why (KAFKA_FORMATS.md §1.6, §3, §8).
+"""Did a topic deletion really happen everywhere, and if not, why.
+
+Kafka's rules as in ``core/src/main/scala/kafka/controller/TopicDeletionManager.scala`` and
+``KafkaController.scala`` (3.3.1), and as a real 3.3.1 cluster behaved (a stopped replica's
+broker parks the deletion with every znode still in place).
 
 One verdict function, used by the deletion-verification operator and by the daily audit alike.
 It reads what ZooKeeper says about one topic name and what the inventoried brokers hold on disk,

@@ -1,4 +1,10 @@
-"""Text files and directory names in a ZooKeeper-mode broker's log dir (KAFKA_FORMATS.md §2, §4).
+"""Text files and directory names in a ZooKeeper-mode broker's log dir.
+
+As Kafka reads and writes them (3.3.1): ``kafka/server/PartitionMetadataFile.scala``,
+``kafka/server/BrokerMetadataCheckpoint.scala`` (meta.properties),
+``server-common/.../CheckpointFile.java`` and ``kafka/server/checkpoints/*`` (offset and
+leader-epoch checkpoints), ``kafka/log/UnifiedLog.scala``/``LogManager.scala`` (directory names:
+``<topic>-<p>``, ``.<uuid>-delete``, ``-future``, ``-stray``).
 
 Every parser takes the file's bytes (or text) plus ``source``, the path or label used in error
 messages, and reads the way the broker does: what Kafka accepts is accepted and what Kafka

@@ -151,7 +151,8 @@ class TopicState:
     """A topic as ZooKeeper has it: assignment znode (with its Stat), partitions, config, marker.
 
     ``topic_id`` is None exactly when the topic znode has no ``topic_id`` key, whatever its format
-    version says (2.8+ writes version 3 with or without it; KAFKA_FORMATS.md fact 1). ``czxid``
+    version says (2.8+ writes version 3 with or without it: ``TopicZNode.encode`` in ZkData.scala,
+    3.3.1, adds the key only when it has an id). ``czxid``
     identifies this incarnation of the topic znode: a topic deleted and created again gets a new one.
     """
 

@@ -1,4 +1,8 @@
-"""Kafka's ZooKeeper-mode reassignment rules, as pure functions (KAFKA_FORMATS.md §1.7, §1.9-1.10, §6).
+"""Kafka's ZooKeeper-mode reassignment rules, as pure functions.
+
+From ``core/src/main/scala/kafka/admin/ReassignPartitionsCommand.scala`` (throttles),
+``kafka/controller/KafkaController.scala`` (completion, the reassign znode) and
+``kafka/zk/ZkData.scala`` (``/admin/reassign_partitions``, ``/config/changes``), 3.3.1.
 
 Throttles are computed exactly as ``kafka-reassign-partitions`` 2.6+/3.x computes them; completion
 and "in flight" are read the way the controller and the tool read them. The operators only do the

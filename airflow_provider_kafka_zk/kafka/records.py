@@ -1,4 +1,8 @@
-"""Log segments and their indexes, byte for byte (KAFKA_FORMATS.md §4, §5, §8).
+"""Log segments and their indexes, byte for byte.
+
+As in ``clients/.../record/DefaultRecordBatch.java`` and ``FileLogInputStream.java``,
+``core/src/main/scala/kafka/log/LogSegment.scala``, ``OffsetIndex.scala``, ``TimeIndex.scala`` and
+``LogValidator.scala`` (3.3.1), checked against the golden segments of a real 3.3.1 cluster.
 
 Readers take a whole file's bytes plus ``source`` (its path, for messages) and never touch the
 disk, so they run unchanged on a Spark executor. Writers produce what a 2.0+ broker produces.
@@ -937,7 +941,8 @@ def check_time_index(index: TimeIndex, log: LogScan, source: str) -> list[IndexP
     never writes otherwise). Each offset must lie inside some batch, and that batch's max
     timestamp should equal the entry's. Deliberately *not* required: offset == the batch's last
     offset. A leader indexes the offset of the max-timestamp *record* of an uncompressed batch
-    (``LogValidator``), followers and recovery the batch's last offset (§8); both satisfy
+    (``LogValidator``), followers and recovery the batch's last offset (seen in the real 3.3.1
+    golden files: leader and follower ``.timeindex`` differ); both satisfy
     "inside the batch whose max timestamp this is", so DumpLogSegments' "not found in the log"
     complaint about leaders is not repeated here.
     """

@@ -75,7 +75,7 @@ def ibp_uses_alter_partition(ibp: KafkaVersion) -> bool:
 
 
 def broker_registration_version(ibp: KafkaVersion) -> int:
-    """Version of ``/brokers/ids/<id>`` a 2.x/3.x broker writes for this IBP (§1.1)."""
+    """Version of ``/brokers/ids/<id>`` a 2.x/3.x broker writes for this IBP (``BrokerInfo.apply`` in ZkData.scala, 3.3.1: 5 from IBP 2.7-IV0, 4 from 0.10.0-IV1)."""
     if ibp >= KafkaVersion(2, 7, 0, 0):
         return 5
     if ibp >= KafkaVersion(0, 10, 0, 1):
@@ -84,7 +84,7 @@ def broker_registration_version(ibp: KafkaVersion) -> int:
 
 
 def topic_znode_version(release: KafkaVersion) -> int:
-    """Format version of the topic znode a controller/admin of this release writes (§1.2)."""
+    """Format version of the topic znode a controller/admin of this release writes (``TopicZNode`` in ZkData.scala: v3 from 2.8, v2 from 2.4)."""
     if release >= KafkaVersion(2, 8):
         return 3
     if release >= KafkaVersion(2, 4):
@@ -93,7 +93,7 @@ def topic_znode_version(release: KafkaVersion) -> int:
 
 
 def feature_znode_version(ibp: KafkaVersion) -> int:
-    """``/feature`` v2 drops min_version_level from IBP 3.3-IV0 (§1.15)."""
+    """``/feature`` v2 drops min_version_level from IBP 3.3-IV0 (``FeatureZNode`` in ZkData.scala, 3.3.1)."""
     return 2 if ibp >= KafkaVersion(3, 3, 0, 0) else 1
 
 

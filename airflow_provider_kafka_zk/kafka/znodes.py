@@ -1,4 +1,8 @@
-"""Codecs for the znodes a ZooKeeper-mode Kafka cluster keeps (KAFKA_FORMATS.md §1).
+"""Codecs for the znodes a ZooKeeper-mode Kafka cluster keeps.
+
+Formats as ``core/src/main/scala/kafka/zk/ZkData.scala`` writes and reads them at each release
+tag (0.11 ... 3.9), re-encoded byte for byte against the real 3.3.1 dump in
+``tests/fixtures/real-kafka-3.3.1/zk_tree.json``.
 
 One frozen dataclass per znode kind, each with ``decode(data, path)`` and ``encode()``:
 

@@ -2,7 +2,7 @@
 
 Thin shells around the pure core (:mod:`~airflow_provider_kafka_zk.kafka.drain`,
 :mod:`~airflow_provider_kafka_zk.kafka.reassignment`); they do exactly what Kafka's ZooKeeper
-tooling does (KAFKA_FORMATS.md §1.7, §1.9-1.10, §6): throttles by read-modify-versioned-write of
+tooling does (``ReassignPartitionsCommand.scala``, ``AdminZkClient.scala``, 3.3.1): throttles by read-modify-versioned-write of
 ``/config/<type>/<name>`` plus a ``config_change_`` notification, the reassignment by *creating*
 ``/admin/reassign_partitions`` (never overwriting it, never with ``log_dirs``). Artefacts go to
 ``<base>/<cluster>/drain/<ts>/``: ``rollback.json`` (written first), ``reassignment.json``,

@@ -1,4 +1,4 @@
-"""Facts about the installed stack that ENVIRONMENT.md warns can silently go wrong."""
+"""Facts about the installed stack that can silently go wrong (pyspark-client overwriting pyspark's files)."""
 
 from __future__ import annotations
 

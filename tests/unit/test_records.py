@@ -216,7 +216,7 @@ def test_lz4_batches_are_reported_not_decoded() -> None:
 
 
 def test_leader_time_index_differs_from_follower_rule_and_is_not_corruption() -> None:
-    """§8: the leader's .timeindex points at the max-timestamp record, not the batch's last offset."""
+    """Real 3.3.1 files: the leader's .timeindex points at the max-timestamp record, not the batch's last offset."""
     log = RF3_0 / "00000000000000000000.log"
     leader_file = read(log.with_suffix(".timeindex"))
     as_follower = rebuild_indexes(read(log), 0, "rf3").time_index_bytes()

@@ -1,7 +1,7 @@
 """In-memory model of a ZooKeeper-mode Kafka cluster and the incident steps that change it.
 
-Each step changes ZooKeeper and the brokers' disks the way Kafka itself would (KAFKA_FORMATS.md,
-including what a real 3.3.1 cluster did in §8), and records the incident it leaves behind in
+Each step changes ZooKeeper and the brokers' disks the way Kafka itself would (its controller and
+broker code at the simulated release, and what a real 3.3.1 cluster did), and records the incident it leaves behind in
 ``incidents`` so tests can check that later code finds exactly what was planted. Nothing here
 does I/O: ``zk_writer`` and ``disk_writer`` put the model into a real ZooKeeper and onto disk.
 """
@@ -256,7 +256,7 @@ class SimulatedCluster:
 
         The running 2.8+ controller creates the new partitions with the id it holds in memory
         (3.x replicas write it to partition.metadata at once, 2.8.x ones only on a later
-        LeaderAndIsr) but never writes the id back to ZooKeeper (KAFKA_FORMATS.md §2, §8).
+        LeaderAndIsr) but never writes the id back to ZooKeeper (observed on a real 3.3.1 cluster).
         """
         topic = self.topic(topic_name)
         old_count = len(topic.partitions)
@@ -377,7 +377,7 @@ class SimulatedCluster:
 
         The controller moves leadership to another in-sync replica; a partition whose only
         in-sync replica was this broker (every RF=1 partition) goes offline with leader -1 and
-        keeps the dead broker in its ISR, as a real 3.3.1 cluster showed (§8).
+        keeps the dead broker in its ISR, as a real 3.3.1 cluster showed.
         """
         broker = self.broker(broker_id)
         if not broker.online:
@@ -415,7 +415,7 @@ class SimulatedCluster:
 
     # ------------------------------------------------------------------ deletion
     def delete_topic(self, topic_name: str, *, leave_delete_dirs: bool = False) -> None:
-        """``kafka-topics --delete``: the marker, then whatever Kafka's controller does with it (§3, §8)."""
+        """``kafka-topics --delete``: the marker, then whatever Kafka's controller does with it."""
         topic = self.topic(topic_name)
         self.tick()
         if not self.spec.delete_topic_enable:

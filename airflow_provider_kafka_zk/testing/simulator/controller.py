@@ -1,7 +1,7 @@
 """A stand-in for Kafka's ZooKeeper-mode controller, for the reassignment path only.
 
 It watches a deployed simulated cluster's real ZooKeeper for ``/admin/reassign_partitions`` and
-carries the request out as Kafka 2.4+ does (KAFKA_FORMATS.md §1.7, §6, §8): entries for unknown
+carries the request out as Kafka 2.4+ does (``KafkaController.scala``, 3.3.1): entries for unknown
 partitions or topics queued for deletion are dropped at once; adding/removing replicas are written
 into the topic znode first; the new replicas' directories appear on the destination broker hosts,
 fetch the data and join the ISR; then each partition finishes (leader moved if needed, old replicas

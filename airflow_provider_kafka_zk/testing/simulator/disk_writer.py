@@ -1,8 +1,8 @@
 """Writes one broker host root per simulated broker: server.properties and real log dirs.
 
 Layout of ``<root>/broker-<id>/``: ``config/server.properties`` and ``data/kafka-logs-<n>/`` (the
-``log.dirs``), each holding what a broker of the simulated release keeps there (KAFKA_FORMATS.md
-§4, checked against the real 3.3.1 files): meta.properties, the offset checkpoint files, the
+``log.dirs``), each holding what a broker of the simulated release keeps there (checked
+against the real 3.3.1 files in tests/fixtures): meta.properties, the offset checkpoint files, the
 clean-shutdown marker of a cleanly stopped broker, and partition directories with
 partition.metadata, leader-epoch-checkpoint and real segments (v2 batches with valid CRC-32C,
 indexes written by the index-interval rule; the active segment's indexes preallocated, sparse,
