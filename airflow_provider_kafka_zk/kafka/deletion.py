@@ -1,8 +1,10 @@
 """Did a topic deletion really happen everywhere, and if not, why.
 
 Kafka's rules as in ``core/src/main/scala/kafka/controller/TopicDeletionManager.scala`` and
-``KafkaController.scala`` (3.3.1), and as a real 3.3.1 cluster behaved (a stopped replica's
-broker parks the deletion with every znode still in place).
+``KafkaController.scala`` (3.3.1), and as a real 3.3.1 cluster behaved: with a replica's broker
+down, ZooKeeper keeps the marker, topic, config and state znodes while the live replicas are
+renamed ``-delete`` at once and removed 60 s later; when the broker returns, ZooKeeper is cleaned
+within seconds, before that broker's own ``-delete`` directories go.
 
 One verdict function, used by the deletion-verification operator and by the daily audit alike.
 It reads what ZooKeeper says about one topic name and what the inventoried brokers hold on disk,
