@@ -39,7 +39,12 @@ from fsspec.implementations.local import LocalFileSystem
 from airflow_provider_kafka_zk import __version__
 from airflow_provider_kafka_zk.kafka import znodes
 from airflow_provider_kafka_zk.kafka.errors import ZnodeFormatError
-from airflow_provider_kafka_zk.kafka.safety import REDACTED_PREFIXES, is_redacted_path
+from airflow_provider_kafka_zk.kafka.safety import (
+    REDACTED_DATA_PREFIX,
+    REDACTED_PREFIXES,
+    is_redacted_path,
+    is_redaction_digest,
+)
 from airflow_provider_kafka_zk.kafka.snapshot import ZNODE_ROW_FIELDS, ZnodeRow
 
 from .files import write_atomically
@@ -61,7 +66,6 @@ PACKAGE_NAME = "airflow-provider-kafka-zk"
 FUTURE_SKEW = timedelta(minutes=5)
 """A snapshot dated later than now + this is "from the future": never latest, never deleted."""
 
-REDACTED_DATA_PREFIX = b"redacted:sha256:"
 """What a redacted znode's data starts with; the hex sha256 of the original data follows."""
 REDACTION_HOW = "data replaced by its sha256; Stat kept"
 
@@ -173,11 +177,7 @@ def is_redacted_row(row: ZnodeRow) -> bool:
 
     A loader must not write such data back as if it were a credential or a token.
     """
-    return (
-        isinstance(row.data, bytes)
-        and row.data.startswith(REDACTED_DATA_PREFIX)
-        and is_redacted_path(row.path)
-    )
+    return is_redaction_digest(row.path, row.data)
 
 
 def _redact(columns: dict[str, list[Any]]) -> int:

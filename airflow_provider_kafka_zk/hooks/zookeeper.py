@@ -255,10 +255,6 @@ class MultiOpError(RuntimeError):
         )
 
 
-class MaintenanceFenceError(RuntimeError):
-    """The lease check in front of a write failed: this run no longer holds the maintenance lease."""
-
-
 class _Unchrooted:
     """A transaction's async result with created paths made chroot-relative again (as kazoo does)."""
 
@@ -678,7 +674,7 @@ class KafkaZooKeeperHook(BaseHook):
             return []
         fence = list(gate.fence_ops())
         results = self._submit_ops([*fence, *ops], gate).get()
-        self._raise_if_failed([*fence, *ops], results, committed_before=0, fenced=len(fence))
+        self._raise_if_failed([*fence, *ops], results, gate, committed_before=0, fenced=len(fence))
         results = results[len(fence) :]
         gate.after_write(self._describe_ops(ops, results))
         return results
@@ -697,7 +693,7 @@ class KafkaZooKeeperHook(BaseHook):
             nonlocal committed_batches, applied
             ops, fenced, result = in_flight.popleft()
             results = result.get()
-            self._raise_if_failed(ops, results, committed_before=committed_batches, fenced=fenced)
+            self._raise_if_failed(ops, results, gate, committed_before=committed_batches, fenced=fenced)
             committed_batches += 1
             applied += len(ops) - fenced
             gate.after_write(self._describe_ops(ops[fenced:], results[fenced:]))
@@ -767,7 +763,13 @@ class KafkaZooKeeperHook(BaseHook):
         return _Unchrooted(result, chroot)
 
     def _raise_if_failed(
-        self, ops: Sequence[ZnodeOp], results: list[Any], *, committed_before: int, fenced: int = 0
+        self,
+        ops: Sequence[ZnodeOp],
+        results: list[Any],
+        gate: WriteGate,
+        *,
+        committed_before: int,
+        fenced: int = 0,
     ) -> None:
         from kazoo.exceptions import AuthFailedError, NoAuthError, RolledBackError, RuntimeInconsistency
 
@@ -780,13 +782,8 @@ class KafkaZooKeeperHook(BaseHook):
                 op = ops[index]
                 if isinstance(result, NoAuthError | AuthFailedError):
                     raise self.auth_error(op.path, result)
-                if index < fenced and self._gate is not None:
-                    raise self._gate.fence_failed(
-                        f"the maintenance lease {self.describe_path(op.path)} is no longer this run's "
-                        f"({type(result).__name__}): another writer took it; nothing of this write was applied"
-                    )
                 if index < fenced:
-                    raise MaintenanceFenceError(
+                    raise gate.fence_failed(
                         f"the maintenance lease {self.describe_path(op.path)} is no longer this run's "
                         f"({type(result).__name__}): another writer took it; nothing of this write was applied"
                     )

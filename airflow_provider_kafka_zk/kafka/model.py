@@ -27,7 +27,7 @@ from typing import Final, Literal, TypeAlias
 from . import _bulk
 from . import znodes as zk
 from .errors import KafkaFormatError, describe
-from .safety import is_redacted_path
+from .safety import is_redaction_digest
 from .snapshot import ZnodeRow
 from .uuid import KafkaUuid
 
@@ -376,7 +376,6 @@ class ClusterState:
 # --------------------------------------------------------------------------------------------
 
 _TOPIC_CONFIG_PATH = re.compile(r"/config/topics/([^/]+)")
-_REDACTED_DATA = b"redacted:sha256:"  # artefacts.snapshots.REDACTED_DATA_PREFIX
 
 
 class _Builder:
@@ -421,7 +420,7 @@ class _Builder:
     def _decode(self, row: ZnodeRow) -> None:
         """Decode one row (already counted in ``seen`` and ``last_zxid``) into the builder."""
         path = row.path
-        if row.data and row.data.startswith(_REDACTED_DATA) and is_redacted_path(path):
+        if is_redaction_digest(path, row.data):
             return  # a snapshot kept only the digest of this credential or token: nothing to decode
         try:
             decoded = zk.decode_znode(path, row.data)

@@ -70,9 +70,18 @@ def is_sensitive_path(path: str) -> bool:
     return any(path.startswith(root) for root in SENSITIVE_ROOT_PATHS)
 
 
+#: What a redacted znode's data starts with in a snapshot (followed by the hex sha256).
+REDACTED_DATA_PREFIX = b"redacted:sha256:"
+
+
 def is_redacted_path(path: str) -> bool:
     """Whether a snapshot replaces this znode's data by a digest (credentials, tokens)."""
     return any(path.startswith(prefix) for prefix in REDACTED_PREFIXES)
+
+
+def is_redaction_digest(path: str, data: bytes | None) -> bool:
+    """Whether ``data`` at ``path`` is a snapshot's digest, not the znode's real data."""
+    return isinstance(data, bytes) and data.startswith(REDACTED_DATA_PREFIX) and is_redacted_path(path)
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kafka_zk.artefacts.files import write_url_atomically
 from airflow_provider_kafka_zk.artefacts.store import (
+    DEFAULT_MIN_FREE_BYTES,
     ArtefactStoreError,
     check_store_writable,
     write_and_verify,
@@ -72,11 +73,12 @@ from airflow_provider_kafka_zk.kafka.safety import (
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from kazoo.protocol.states import ZnodeStat
+
 log = logging.getLogger(__name__)
 
 IDENTITY_FILE = "identity.json"
 DEFAULT_LEASE_TTL_S = 12 * 3600
-DEFAULT_MIN_FREE_BYTES = 64 * 1024 * 1024
 
 
 class MaintenanceRefusedError(AirflowFailException):
@@ -354,13 +356,11 @@ class MaintenanceSession:
             if holder and not self.dry_run:
                 raise self._held_error(holder)
             return
-        try:
-            data, stat = self.hook.get_znode(LEASE_PATH)
-        except ZnodeNotFoundError:
+        holder, stat = read_lease(self.hook)
+        if stat is None:
             raise MaintenanceLeaseLostError(
                 f"the maintenance lease {self.hook.describe_path(LEASE_PATH)} is gone: stopping before the next change"
-            ) from None
-        holder = LeaseHolder.decode(data)
+            )
         if stat.version != self._lease_version or holder is None or not holder.same_run(self._me()):
             raise MaintenanceLeaseLostError(
                 "the maintenance lease is now held by "
@@ -389,14 +389,9 @@ class MaintenanceSession:
             self._acquire_lease()
 
     def _foreign_holder(self) -> str | None:
-        stat = self.hook.exists(LEASE_PATH)
+        holder, stat = read_lease(self.hook)
         if stat is None:
             return None
-        try:
-            data, _ = self.hook.get_znode(LEASE_PATH)
-        except ZnodeNotFoundError:
-            return None
-        holder = LeaseHolder.decode(data)
         me = self._me()
         decision = lease_decision(holder, True, me, me.since_ms)
         if decision in ("renew", "take_over"):
@@ -410,14 +405,7 @@ class MaintenanceSession:
         try:
             for _ in range(3):
                 me = self._me()
-                stat = self.hook.exists(LEASE_PATH)
-                data = None
-                if stat is not None:
-                    try:
-                        data, stat = self.hook.get_znode(LEASE_PATH)
-                    except ZnodeNotFoundError:
-                        continue
-                holder = LeaseHolder.decode(data)
+                holder, stat = read_lease(self.hook)
                 decision = lease_decision(holder, stat is not None, me, me.since_ms)
                 if decision == "refuse":
                     raise self._held_error(
@@ -464,12 +452,10 @@ class MaintenanceSession:
         """
         if self.dry_run:
             return False
-        try:
-            data, stat = self.hook.get_znode(LEASE_PATH)
-        except ZnodeNotFoundError:
+        holder, stat = read_lease(self.hook)
+        if stat is None:
             self._lease_version = None
             return False
-        holder = LeaseHolder.decode(data)
         if holder is None or not holder.same_run(self._me()):
             log.warning(
                 "Maintenance lease not released: it is held by %s", holder.describe() if holder else "?"
@@ -555,13 +541,19 @@ class MaintenanceSession:
             log.error("Could not write the change log %s (%s); the change was made: %s", name, exc, changes)
 
 
+def read_lease(hook: KafkaZooKeeperHook) -> tuple[LeaseHolder | None, ZnodeStat | None]:
+    """The lease record and its Stat in one read: (None, None) when there is no lease, (None, stat)
+    when its data is not a record of ours."""
+    try:
+        data, stat = hook.get_znode(LEASE_PATH)
+    except ZnodeNotFoundError:
+        return None, None
+    return LeaseHolder.decode(data), stat
+
+
 def lease_held_by(hook: KafkaZooKeeperHook, run: RunIdentity) -> bool:
     """Whether the cluster's maintenance lease is held by ``run`` (same DAG and run id) right now."""
-    try:
-        data, _ = hook.get_znode(LEASE_PATH)
-    except ZnodeNotFoundError:
-        return False
-    holder = LeaseHolder.decode(data)
+    holder, _ = read_lease(hook)
     return holder is not None and (holder.dag_id, holder.run_id) == (run.dag_id, run.run_id)
 
 

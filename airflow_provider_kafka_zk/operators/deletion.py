@@ -163,6 +163,7 @@ class TopicDeletionVerifyOperator(BaseOperator):
         self.dry_run = dry_run
         self.quarantine_dir = quarantine_dir
         self.allow_running_broker_orphans = allow_running_broker_orphans
+        self._flags: dict[str, bool] | None = None  # parsed at execute time (templates rendered)
         self.fail_when_unsuccessful = fail_when_unsuccessful
         self.run_ts = run_ts
 
@@ -210,10 +211,12 @@ class TopicDeletionVerifyOperator(BaseOperator):
             return pending_deletion_topics(hook)
 
     def _flag(self, name: str) -> bool:
-        return self._parsed_flags()[name]
+        if self._flags is None:
+            self._flags = self._parsed_flags()
+        return self._flags[name]
 
     def _parsed_flags(self) -> dict[str, bool]:
-        """``cleanup`` and ``dry_run`` parsed strictly (a real boolean or true/false text), else refuse."""
+        """The safety switches parsed strictly (a real boolean or true/false text), else refuse."""
         return parse_safety_flags(
             cleanup=self.cleanup,
             dry_run=self.dry_run,
@@ -221,7 +224,7 @@ class TopicDeletionVerifyOperator(BaseOperator):
         )
 
     def execute(self, context: Context) -> list[dict[str, Any]]:
-        self._parsed_flags()  # before any I/O: a typo in a safety switch refuses here
+        self._flags = self._parsed_flags()  # before any I/O: a typo in a safety switch refuses here
         topics = self._resolve_topics()
         # A marker is proof that someone asked, so marker topics count as requested too.
         settings = self._settings(requested=True)
@@ -248,7 +251,7 @@ class TopicDeletionVerifyOperator(BaseOperator):
         return self._conclude(context, topics, settings, check, completed_by="poll")
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> list[dict[str, Any]]:
-        self._parsed_flags()
+        self._flags = self._parsed_flags()
         if event.get("status") == "error":
             raise TopicDeletionNotSettledError(f"could not check the deletions: {event.get('message')}")
         topics = [v["topic"] for v in event.get("verdicts", ())]
@@ -499,14 +502,16 @@ class TopicDeletionVerifyOperator(BaseOperator):
                 # A topic's config znode goes only when every one of its directories is out of the
                 # log dirs: a half-cleaned topic keeps it, so the next run still sees the leftovers.
                 topic_of = {(d.broker_id, d.path): v.topic for v in incomplete for d in check.leftovers(v)}
-                unfinished = {
-                    topic_of.get((d["broker_id"], d.get("source", "")))
-                    for d in report["directories"]
-                    if d["status"] not in ("moved", "already_moved", "gone", "would_move")
+                status = {
+                    (d["broker_id"], d["source"]): d["status"] for d in report["directories"] if "source" in d
                 }
-                if any(d["status"] == "failed" and "source" not in d for d in report["directories"]):
-                    failed = {d["broker_id"] for d in report["directories"] if "source" not in d}
-                    unfinished |= {t for (b, _), t in topic_of.items() if b in failed}
+                failed_brokers = {d["broker_id"] for d in report["directories"] if "source" not in d}
+                unfinished = {
+                    topic
+                    for key, topic in topic_of.items()
+                    if key[0] in failed_brokers
+                    or status.get(key) not in ("moved", "already_moved", "gone", "would_move")
+                }
                 unfinished -= set(reappeared)  # those get their own, more precise refusal below
                 kept = [t for t in config_topics if t in unfinished]
                 for topic in kept:
@@ -520,8 +525,6 @@ class TopicDeletionVerifyOperator(BaseOperator):
                 config_topics = [t for t in config_topics if t not in unfinished]
                 if config_topics:
                     report["znodes"] += self._remove_config_znodes(hook, session, config_topics, report)
-                if not dry_run:
-                    session.release_lease()
         return report
 
     def _topics_back_in_zookeeper(self, hook: Any, topics: Sequence[str]) -> dict[str, str]:
