@@ -33,6 +33,12 @@ again by the script on the host, answering ``refused``):
   shows no Kafka broker process in ``/proc``; ``allow_running_broker_orphans=True`` overrides.
   ``-delete`` (and ``-stray``) directories, which Kafka closed before renaming, may move under a
   running broker.
+
+What other host scripts share with this one lives here, written once: the path rules (``_RULES``,
+also exec'd on this side by :func:`load_rules`), the host-side helpers (``_HOST_COMMON``: output,
+refusals, directories opened one checked component at a time, the time limit), the command
+(:func:`remote_command`) and the read loop (:func:`run_remote`); ``broker_partition_files.py``
+builds its scripts on them.
 """
 
 from __future__ import annotations
@@ -100,22 +106,15 @@ def within(child, parent):
     return parent == "/" or child == parent or child.startswith(parent + "/")
 """
 
-# Python 3.6+ stdlib only. Reads one JSON request from stdin:
-#   {"dry_run", "ts", "limit_s", "log_dirs", "broker_running", "allow_running_broker_orphans",
-#    "main_classes", "moves": [{"log_dir", "name", "quarantine", "kind"}],
-#    "_test_sleep_s" (tests only: sleep that long before the first move)}
-# and writes one JSON line per move, one per listing, then {"t": "end"}; or {"t": "fatal", ...}.
-_REMOTE = (
+# What every host script shares, written once (Python 3.6+ stdlib only): its output, its refusals,
+# the path rules, directories opened one checked component at a time, and the time limit. The
+# partition-file scripts (broker_partition_files.py) are built from the same text.
+_HOST_COMMON = (
     r"""
-# kafka-zk-quarantine-remote: moves leftover Kafka partition directories into a quarantine.
-import errno, json, os, re, signal, stat, sys, time
+import errno, json, os, signal, stat, sys, time
 
-STATE = {"fatal": False, "orphaned": False, "limit": 60, "groups": {}}
+STATE = {"fatal": False, "orphaned": False, "limit": 60}
 O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-O_LISTING = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-LISTING = "quarantine-listing.json"
-SUFFIXED = [(k, re.compile(r"\S+-\S+\.\S+-" + k + r"\Z", re.ASCII)) for k in ("delete", "future", "stray")]
-SAFE_KINDS = ("delete", "stray")
 
 
 def emit(rec):
@@ -125,7 +124,7 @@ def emit(rec):
         sys.stdout.write(json.dumps(rec, sort_keys=True) + "\n")
         sys.stdout.flush()
     except (OSError, ValueError):
-        STATE["orphaned"] = True  # the reader is gone: nothing more is moved
+        STATE["orphaned"] = True  # the reader is gone: nothing more is changed
 
 
 class Refused(Exception):
@@ -138,13 +137,6 @@ class Refused(Exception):
 
 def join(parent, name):
     return parent.rstrip("/") + "/" + name
-
-
-def kind_of(name):
-    for kind, pattern in SUFFIXED:
-        if pattern.match(name):
-            return kind
-    return "normal"
 
 
 def close_all(fds):
@@ -197,6 +189,66 @@ def open_path(path, fds):
             return fd, shown or "/", components[i:]
         fd, shown = child, shown + "/" + component
     return fd, shown or "/", []
+
+
+def read_request(on_limit, default_limit, cpu_limit=True):
+    # The JSON request on stdin (under a first alarm of 60 s), then the request's own limit_s:
+    # signal.alarm and, unless cpu_limit is False, RLIMIT_CPU (children inherit it: a script that
+    # starts other programs passes False). None, after a bad_request record, when it is unusable.
+    signal.signal(signal.SIGALRM, on_limit)
+    signal.alarm(60)  # until the request names the limit
+    try:
+        req = json.loads(sys.stdin.read())
+        limit = int(req.get("limit_s") or default_limit)
+        if limit < 1:
+            raise ValueError("limit_s must be at least 1")
+    except (ValueError, TypeError, AttributeError) as exc:
+        emit({"t": "fatal", "kind": "bad_request", "detail": "%s: %s" % (type(exc).__name__, exc)})
+        return None
+    STATE["limit"] = limit
+    signal.alarm(limit)
+    if not cpu_limit:
+        return req
+    if hasattr(signal, "SIGXCPU"):
+        signal.signal(signal.SIGXCPU, on_limit)
+    try:
+        import resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
+        new_soft, new_hard = limit + 1, limit + 3
+        if hard != resource.RLIM_INFINITY:
+            new_soft, new_hard = min(new_soft, hard), min(new_hard, hard)
+        resource.setrlimit(resource.RLIMIT_CPU, (new_soft, new_hard))
+    except (ImportError, ValueError, OSError):
+        pass
+    return req
+"""
+)
+
+# Python 3.6+ stdlib only. Reads one JSON request from stdin:
+#   {"dry_run", "ts", "limit_s", "log_dirs", "broker_running", "allow_running_broker_orphans",
+#    "main_classes", "moves": [{"log_dir", "name", "quarantine", "kind"}],
+#    "_test_sleep_s" (tests only: sleep that long before the first move)}
+# and writes one JSON line per move, one per listing, then {"t": "end"}; or {"t": "fatal", ...}.
+_REMOTE = (
+    r"""
+# kafka-zk-quarantine-remote: moves leftover Kafka partition directories into a quarantine.
+"""
+    + _HOST_COMMON
+    + r"""
+import re
+
+STATE["groups"] = {}
+O_LISTING = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+LISTING = "quarantine-listing.json"
+SUFFIXED = [(k, re.compile(r"\S+-\S+\.\S+-" + k + r"\Z", re.ASCII)) for k in ("delete", "future", "stray")]
+SAFE_KINDS = ("delete", "stray")
+
+
+def kind_of(name):
+    for kind, pattern in SUFFIXED:
+        if pattern.match(name):
+            return kind
+    return "normal"
 
 
 def create_path(fd, shown, missing, fds):
@@ -471,30 +523,10 @@ def move_one(req, m, log_dirs):
 
 
 def main():
-    signal.signal(signal.SIGALRM, on_limit)
-    signal.alarm(60)  # until the request names the limit
-    try:
-        req = json.loads(sys.stdin.read())
-        limit = int(req.get("limit_s") or 300)
-        if limit < 1:
-            raise ValueError("limit_s must be at least 1")
-        ts = req.get("ts")
-    except (ValueError, TypeError, AttributeError) as exc:
-        emit({"t": "fatal", "kind": "bad_request", "detail": "%s: %s" % (type(exc).__name__, exc)})
+    req = read_request(on_limit, 300)
+    if req is None:
         return 2
-    STATE["limit"] = limit
-    signal.alarm(limit)
-    if hasattr(signal, "SIGXCPU"):
-        signal.signal(signal.SIGXCPU, on_limit)
-    try:
-        import resource
-        soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
-        new_soft, new_hard = limit + 1, limit + 3
-        if hard != resource.RLIM_INFINITY:
-            new_soft, new_hard = min(new_soft, hard), min(new_hard, hard)
-        resource.setrlimit(resource.RLIMIT_CPU, (new_soft, new_hard))
-    except (ImportError, ValueError, OSError):
-        pass
+    ts = req.get("ts")
     moves = req.get("moves") or []
     request_why = name_rule(ts)
     request_why = "quarantine timestamp %r %s" % (ts, request_why) if request_why else None
@@ -563,12 +595,18 @@ class QuarantineMove:
     kind: str = "normal"
 
 
-def remote_command(interpreters: Sequence[str]) -> str:
-    """The one shell command: constant for a given interpreter list (no paths, no caller data)."""
+def remote_command(interpreters: Sequence[str], script: str | None = None) -> str:
+    """The one shell command: constant for a given interpreter list and script (no caller data).
+
+    :param interpreters: the Python interpreters to try on the host, first found wins.
+    :param script: the host script to exec (default: the quarantine's); the caller's data travels
+        on stdin as JSON, never in this command.
+    """
+    source = _REMOTE if script is None else script
     candidates = " ".join(shlex.quote(p) for p in interpreters)
     inner = (
         f'for p in {candidates}; do if command -v "$p" >/dev/null 2>&1; then '
-        f'exec "$p" -c {shlex.quote(_REMOTE)}; fi; done; echo "no python3 on this host" >&2; exit 127'
+        f'exec "$p" -c {shlex.quote(source)}; fi; done; echo "no python3 on this host" >&2; exit 127'
     )
     return "sh -c " + shlex.quote(inner)
 
@@ -578,13 +616,19 @@ def remote_command(interpreters: Sequence[str]) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-def _load_rules() -> dict[str, Any]:
-    namespace: dict[str, Any] = {"os": os}
-    exec(compile(_RULES, "<quarantine path rules>", "exec"), namespace)  # noqa: S102 - our own constant
+def load_rules(text: str = _RULES, name: str = "<quarantine path rules>", **modules: Any) -> dict[str, Any]:
+    """Exec host-side rule text (a constant of this provider) here, so both sides run the same rules.
+
+    :param text: the rules' source (``_RULES``, or rules built on it).
+    :param name: the name shown in tracebacks.
+    :param modules: modules the text uses besides ``os`` (e.g. ``re=re``).
+    """
+    namespace: dict[str, Any] = {"os": os, **modules}
+    exec(compile(text, name, "exec"), namespace)  # noqa: S102 - our own constant
     return namespace
 
 
-_RULE_FUNCTIONS = _load_rules()
+_RULE_FUNCTIONS = load_rules()
 path_rule = _RULE_FUNCTIONS["path_rule"]
 """Why ``path`` is not an absolute, already-normalised path; None when it is (the host's own rule)."""
 _name_rule = _RULE_FUNCTIONS["name_rule"]
@@ -722,12 +766,27 @@ def quarantine_directories(
 
 
 def run_remote(
-    hook: BrokerHostHook, address: BrokerAddress, request: dict[str, Any], limit_s: int
+    hook: BrokerHostHook,
+    address: BrokerAddress,
+    request: dict[str, Any],
+    limit_s: int,
+    *,
+    script: str | None = None,
+    what: str = "quarantine",
+    done_status: str = "moved",
 ) -> list[dict[str, Any]]:
     """Send ``request`` to the script on the host and return its records (``end`` included).
 
     The read loop enforces ``limit_s`` (plus a grace for the host's own alarm to report first)
     with channel timeouts, and always closes the channel and the connection.
+
+    :param script: the host script (built on ``_HOST_COMMON``); default: the quarantine's.
+    :param what: names the command in errors ("quarantine", "partition files", ...).
+    :param done_status: the record status meaning "changed on the host" ("moved", "removed"):
+        a timeout error lists those records, or says nothing was changed.
+    :raises BrokerHostTimeoutError: past the limit (``.records``: what arrived before it).
+    :raises RemotePythonMissingError: no Python 3 on the host.
+    :raises BrokerHostCommandError: the script refused the request, broke the protocol or failed.
     """
     broker_id = address.broker_id
     where = (broker_id, address.host, address.port)
@@ -745,7 +804,12 @@ def run_remote(
             raise BrokerHostCommandError(*where, "SSH transport closed")
         channel = transport.open_session(timeout=max(1.0, min(30.0, float(limit_s))))
         channel.settimeout(max(1.0, float(limit_s)))
-        channel.exec_command(remote_command(hook.python_interpreters))
+        # The one-argument form is the quarantine's own command (and what its tests substitute).
+        if script is None:
+            command = remote_command(hook.python_interpreters)
+        else:
+            command = remote_command(hook.python_interpreters, script)
+        channel.exec_command(command)
         channel.sendall(json.dumps(request).encode())
         channel.shutdown_write()
         channel.settimeout(0.5)
@@ -754,7 +818,14 @@ def run_remote(
                 stderr += channel.recv_stderr(1 << 16)
                 del stderr[:-_STDERR_KEEP]
             if time.monotonic() > deadline:
-                raise _timeout(address, limit_s, records, "no answer from the host in time; channel closed")
+                raise _timeout(
+                    address,
+                    limit_s,
+                    records,
+                    "no answer from the host in time; channel closed",
+                    what,
+                    done_status,
+                )
             try:
                 chunk = channel.recv(1 << 16)
             except TimeoutError:
@@ -765,7 +836,7 @@ def run_remote(
             *lines, buffer = buffer.split(b"\n")
             for line in lines:
                 if line.startswith(b"{"):
-                    records.append(_record(line, where))
+                    records.append(_record(line, where, what))
         while not channel.exit_status_ready() and time.monotonic() < deadline:
             time.sleep(0.05)
         if channel.exit_status_ready():
@@ -777,46 +848,64 @@ def run_remote(
             channel.close()
         client.close()
     if buffer.startswith(b"{"):
-        records.append(_record(buffer, where))
+        records.append(_record(buffer, where, what))
     fatal = next((r for r in records if r.get("t") == "fatal"), None)
     if fatal is not None and fatal.get("kind") == "timeout":
-        raise _timeout(address, limit_s, records, "the host's alarm stopped the script")
+        raise _timeout(address, limit_s, records, "the host's alarm stopped the script", what, done_status)
     tail = bytes(stderr[-1000:]).decode("utf-8", "replace").strip()
     if status == 127 and not records:
         raise RemotePythonMissingError(
             *where, f"no Python 3 on the host (tried {list(hook.python_interpreters)}): {tail}"
         )
     if fatal is not None:
-        raise BrokerHostCommandError(*where, f"quarantine script refused the request: {fatal.get('detail')}")
+        raise BrokerHostCommandError(*where, f"{what} script refused the request: {fatal.get('detail')}")
     if status != 0 or not records or records[-1].get("t") != "end":
         if time.monotonic() - started >= limit_s:
-            raise _timeout(address, limit_s, records, f"the script ended without finishing (exit {status})")
-        raise BrokerHostCommandError(*where, f"quarantine command failed (exit {status}): {tail}")
+            raise _timeout(
+                address,
+                limit_s,
+                records,
+                f"the script ended without finishing (exit {status})",
+                what,
+                done_status,
+            )
+        raise BrokerHostCommandError(*where, f"{what} command failed (exit {status}): {tail}")
     return records
 
 
-def _record(line: bytes, where: tuple[int, str, int]) -> dict[str, Any]:
+def _record(line: bytes, where: tuple[int, str, int], what: str = "quarantine") -> dict[str, Any]:
     try:
         record = json.loads(line)
     except ValueError:
         raise BrokerHostCommandError(
-            *where, f"not a quarantine record: {line[:80].decode('utf-8', 'replace')!r}"
+            *where, f"not a {what} record: {line[:80].decode('utf-8', 'replace')!r}"
         ) from None
     if not isinstance(record, dict):
-        raise BrokerHostCommandError(*where, f"not a quarantine record: {line[:80]!r}")
+        raise BrokerHostCommandError(*where, f"not a {what} record: {line[:80]!r}")
     return record
 
 
 def _timeout(
-    address: BrokerAddress, limit_s: int, records: Sequence[dict[str, Any]], how: str
+    address: BrokerAddress,
+    limit_s: int,
+    records: Sequence[dict[str, Any]],
+    how: str,
+    what: str = "quarantine",
+    done_status: str = "moved",
 ) -> BrokerHostTimeoutError:
-    moved = [r.get("source", r.get("name")) for r in records if r.get("status") == "moved"]
+    done = [
+        r.get("source") or r.get("path") or r.get("name") for r in records if r.get("status") == done_status
+    ]
     error = BrokerHostTimeoutError(
         address.broker_id,
         address.host,
         address.port,
-        f"the quarantine command on host {address.host} ran past its time limit of {limit_s}s ({how}); "
-        + (f"moved before the limit: {', '.join(map(str, moved))}" if moved else "nothing was moved"),
+        f"the {what} command on host {address.host} ran past its time limit of {limit_s}s ({how}); "
+        + (
+            f"{done_status} before the limit: {', '.join(map(str, done))}"
+            if done
+            else f"nothing was {done_status}"
+        ),
     )
     error.records = list(records)  # type: ignore[attr-defined]
     return error
