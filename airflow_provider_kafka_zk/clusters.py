@@ -87,3 +87,28 @@ def load_clusters(
             raise ClusterFileError(f"{file}: clusters.{name}.engine must be 'spark' or 'in-process'")
         out[name] = merged
     return out
+
+
+def cluster_setting(params: dict[str, Any], key: str) -> Any:
+    """A per-cluster setting at task run time (a DAG macro): the cluster file's value for the run's
+    ``params.cluster``, else the ``KAFKA_ZK_*`` environment default for a file-less single cluster."""
+    cluster = params["cluster"]
+    configured = load_clusters(builtin_demo=False)
+    value = configured.get(cluster, {}).get(key)
+    if value:
+        return value
+    if key == "kafka_zookeeper_conn_id":
+        return os.environ.get("KAFKA_ZK_ZOOKEEPER_CONN_ID") or (
+            f"kafka_zk_{cluster}" if configured else "kafka_zookeeper_default"
+        )
+    if key == "ssh_conn_id":
+        return os.environ.get("KAFKA_ZK_SSH_CONN_ID") or (
+            f"kafka_zk_{cluster}_ssh" if configured else "ssh_default"
+        )
+    if key == "base_path":
+        from airflow_provider_kafka_zk.operators.snapshot import default_artefacts_base
+
+        return os.environ.get("KAFKA_ZK_ARTEFACTS_BASE") or default_artefacts_base()
+    if key == "server_properties_path":
+        return os.environ.get("KAFKA_ZK_SERVER_PROPERTIES_PATH") or None
+    return None

@@ -23,7 +23,7 @@ from typing import Any
 from airflow.providers.standard.operators.python import ShortCircuitOperator
 from airflow.sdk import DAG, Param, task
 
-from airflow_provider_kafka_zk.clusters import load_clusters
+from airflow_provider_kafka_zk.clusters import cluster_setting, load_clusters
 from airflow_provider_kafka_zk.operators.drain import (
     REPORT_FILE,
     ClearReplicationThrottlesOperator,
@@ -37,31 +37,12 @@ from airflow_provider_kafka_zk.operators.inventory import (
     InventoryCoverageOperator,
     ListBrokerIdsOperator,
 )
-from airflow_provider_kafka_zk.operators.snapshot import ZooKeeperSnapshotOperator, default_artefacts_base
+from airflow_provider_kafka_zk.operators.snapshot import ZooKeeperSnapshotOperator
 
 DAG_ID = "kafka_zk_pre_maintenance_drain"
 
 
-def drain_setting(params: dict[str, Any], key: str) -> Any:
-    """A per-cluster setting at run time: the cluster file's value, else the environment default."""
-    cluster = params["cluster"]
-    configured = load_clusters(builtin_demo=False)
-    value = configured.get(cluster, {}).get(key)
-    if value:
-        return value
-    if key == "kafka_zookeeper_conn_id":
-        return os.environ.get("KAFKA_ZK_ZOOKEEPER_CONN_ID") or (
-            f"kafka_zk_{cluster}" if configured else "kafka_zookeeper_default"
-        )
-    if key == "ssh_conn_id":
-        return os.environ.get("KAFKA_ZK_SSH_CONN_ID") or (
-            f"kafka_zk_{cluster}_ssh" if configured else "ssh_default"
-        )
-    if key == "base_path":
-        return os.environ.get("KAFKA_ZK_ARTEFACTS_BASE") or default_artefacts_base()
-    if key == "server_properties_path":
-        return os.environ.get("KAFKA_ZK_SERVER_PROPERTIES_PATH") or None
-    return None
+drain_setting = cluster_setting  # the macro name this DAG's templates use
 
 
 class _SnapshotOperator(ZooKeeperSnapshotOperator):

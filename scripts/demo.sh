@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job on the built-in demo cluster, from nothing: set-up (idempotent), then start real
 # ZooKeeper and sshd on loopback, build the simulated incident cluster, show what it holds, then run
-# the daily hygiene DAG on it (airflow dags test, audit on Spark) and print the findings summary.
+# the daily hygiene DAG on it (airflow dags test, audit on Spark), print the findings summary, and
+# end with the topicId repair plan (a dry run of kafka_zk_topic_id_repair) for the topics it found.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh

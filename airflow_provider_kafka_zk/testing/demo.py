@@ -83,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
             status = 0
             if args.run_dag:
                 status = run_dag(workdir, zookeeper, sshd, addresses, args.dags_folder)
+                if status == 0:
+                    status = run_repair_plan(workdir, zookeeper, sshd, addresses, args.dags_folder)
             if args.keep_running:
                 print("\nServices and broker sessions stay up; Ctrl-C stops them.")
                 try:
@@ -157,6 +159,64 @@ def run_dag(
     print(findings_summary(json.loads((runs[-1] / "summary.json").read_text()), result.returncode, seconds))
     print(f"  DAG log: {log_path}")
     return 0
+
+
+REPAIR_DAG_ID = "kafka_zk_topic_id_repair"
+REPAIR_TOPICS = ("clickstream", "inventory-updates")
+
+
+def run_repair_plan(
+    workdir: Path, zookeeper: ZooKeeperServer, sshd: SshServer, addresses: tuple[str, ...], dags_folder: Path
+) -> int:
+    """``airflow dags test kafka_zk_topic_id_repair`` as a dry run for the audit's topicId findings;
+    prints the plan (nothing is changed). 0 when the plan was made."""
+    from airflow_provider_kafka_zk.clusters import BUILT_IN_DEMO
+
+    env = dag_environment(workdir, zookeeper, sshd, addresses, dags_folder)
+    clusters = workdir / "kafka_zk_clusters.toml"
+    hosts = ", ".join(f'"{b}" = "{h}"' for b, h in BUILT_IN_DEMO["broker_hosts"].items())
+    properties = BUILT_IN_DEMO["server_properties_path"].replace(
+        "${KAFKA_ZK_DEMO_HOSTS}", str(workdir / "hosts")
+    )
+    clusters.write_text(
+        "[clusters.demo]\n"
+        f'kafka_zookeeper_conn_id = "{BUILT_IN_DEMO["kafka_zookeeper_conn_id"]}"\n'
+        f'ssh_conn_id = "{BUILT_IN_DEMO["ssh_conn_id"]}"\n'
+        f'base_path = "{workdir / "artefacts"}"\n'
+        f'server_properties_path = "{properties}"\n'
+        f"broker_hosts = {{ {hosts} }}\n"
+    )
+    env["KAFKA_ZK_CLUSTERS_FILE"] = str(clusters)
+    airflow = str(Path(sys.executable).parent / "airflow")
+    log_path = workdir / "repair-dry-run.log"
+    conf = json.dumps({"cluster": "demo", "topics": list(REPAIR_TOPICS), "dry_run": True})
+    print(f"\nRunning the {REPAIR_DAG_ID} DAG as a dry run for {', '.join(REPAIR_TOPICS)} ...", flush=True)
+    started = time.monotonic()
+    with log_path.open("w") as log_file:
+        result = subprocess.run(
+            [airflow, "dags", "test", REPAIR_DAG_ID, "-c", conf],
+            env=env,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            timeout=1800,
+        )
+    plans = sorted((workdir / "artefacts" / "demo" / "topic-id-repair").glob("*/summary.txt"))
+    if not plans:
+        print(log_path.read_text()[-4000:])
+        print(
+            f"\nNo repair plan was written (exit {result.returncode}); full log: {log_path}", file=sys.stderr
+        )
+        return 1
+    print(
+        f"\ntopicId repair, DRY RUN ({time.monotonic() - started:.0f}s; nothing was changed; exit {result.returncode}):"
+    )
+    print("  " + plans[-1].read_text().rstrip().replace("\n", "\n  "))
+    print(
+        f"  To carry it out: airflow dags trigger {REPAIR_DAG_ID} -c "
+        + json.dumps({"cluster": "demo", "topics": list(REPAIR_TOPICS), "dry_run": False})
+    )
+    print(f"  plan: {plans[-1].parent}  DAG log: {log_path}")
+    return 0 if result.returncode == 0 else 1
 
 
 def findings_summary(summary: dict, dag_exit: int, seconds: float) -> str:

@@ -24,7 +24,7 @@ def test_demo_runs_the_daily_hygiene_dag_and_prints_the_findings(tmp_path):
         ],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=900,
     )
     out = result.stdout
     assert result.returncode == 0, out[-3000:] + result.stderr[-3000:]
@@ -33,5 +33,10 @@ def test_demo_runs_the_daily_hygiene_dag_and_prints_the_findings(tmp_path):
     assert "[CRITICAL] topic-id-mismatch: 16 replica(s) of clickstream" in out
     assert "[CRITICAL] topic-id-missing-in-zookeeper: inventory-updates" in out
     assert "The DAG run FAILED at its gate, as expected here" in out
+    # then the repair plan for those two topics, as a dry run next to the audit
+    assert "topicId repair, DRY RUN" in out and "nothing was changed; exit 0" in out
+    assert "- clickstream: DIVERGED: ZooKeeper has " in out
+    assert "- inventory-updates: PRECURSOR: the topic znode has no topic_id" in out
+    assert "delete /controller (controller now: broker 2)" in out
     report = next(line.split("report: ", 1)[1] for line in out.splitlines() if "  report: " in line)
     assert Path(report).is_file() and Path(report).is_relative_to(workdir)
