@@ -347,6 +347,7 @@ def plan_repair(
     reset_leader_epoch_checkpoint: bool = False,
     controller_id: int | None = None,
     live_brokers: Iterable[int] = (),
+    others: Sequence[TopicIdDiagnosis] = (),
 ) -> RepairPlan:
     """The steps that repair ``diagnoses``; pure.
 
@@ -356,6 +357,11 @@ def plan_repair(
     :param reset_leader_epoch_checkpoint: also remove the reset replicas' ``leader-epoch-checkpoint``.
     :param controller_id: the active controller (restarted last; moved when ZooKeeper's id changes).
     :param live_brokers: registered brokers; a reset on a broker that is not running is refused.
+    :param others: the diagnoses of the cluster's other topics. A controller move (or a restart of
+        the controller) is refused while another topic is a precursor -- the new controller would
+        mint it a new id, which is KAFKA-14190 itself -- and a broker restart while another topic's
+        replicas on that broker disagree with ZooKeeper (the restarted broker would skip them and
+        leave their ISR).
     """
     try:
         requested = Strategy(strategy)
@@ -443,6 +449,14 @@ def plan_repair(
             list, {b: [f for f in fs if f.topic not in refused_topics] for b, fs in resets.items()}
         )
         resets = defaultdict(list, {b: fs for b, fs in resets.items() if fs})
+    _refuse_collateral(plan, writes, move_for, resets, others, controller_id)
+    refused_topics = set(plan.refused)
+    writes = [w for w in writes if w["topic"] not in refused_topics]
+    move_for = [t for t in move_for if t not in refused_topics]
+    resets = defaultdict(
+        list, {b: [f for f in fs if f.topic not in refused_topics] for b, fs in resets.items()}
+    )
+    resets = defaultdict(list, {b: fs for b, fs in resets.items() if fs})
     plan.steps.extend(writes)
     written_topics = sorted(w["topic"] for w in writes)
     if move_for:
@@ -480,6 +494,47 @@ def plan_repair(
             }
         )
     return plan
+
+
+def _refuse_collateral(
+    plan: RepairPlan,
+    writes: Sequence[Mapping[str, Any]],
+    move_for: Sequence[str],
+    resets: Mapping[int, Sequence[FileToReset]],
+    others: Sequence[TopicIdDiagnosis],
+    controller_id: int | None,
+) -> None:
+    """Refuse the topics whose repair would break another topic (see :func:`plan_repair`)."""
+    fixed = {w["topic"] for w in writes} | {f.topic for fs in resets.values() for f in fs}
+    unfixed = [o for o in others if o.topic not in fixed]
+    precursors = sorted(o.topic for o in unfixed if o.case is TopicIdCase.PRECURSOR)
+    moves_controller = bool(move_for) or (controller_id is not None and controller_id in resets)
+    if moves_controller and precursors:
+        movers = set(move_for) | (
+            {f.topic for f in resets[controller_id]} if controller_id in resets else set()
+        )
+        for topic in sorted(movers):
+            plan.refused[topic] = (
+                f"refused: its repair moves the controller, and the new controller would mint a new id for "
+                f"precursor topic(s) {precursors} (KAFKA-14190 itself): include them in this run"
+            )
+            plan.topics[topic]["strategy"] = None
+    for broker, files in sorted(resets.items()):
+        skipped = sorted(
+            o.topic
+            for o in unfixed
+            if o.zookeeper_id is not None
+            and any(r.broker_id == broker and r.topic_id not in (None, o.zookeeper_id) for r in o.replicas)
+        )
+        if not skipped:
+            continue
+        for topic in sorted({f.topic for f in files}):
+            plan.refused.setdefault(
+                topic,
+                f"refused: restarting broker {broker} would take its replicas of {skipped} out of the ISR "
+                "(their ids disagree with ZooKeeper, so the broker skips them): repair those in this run",
+            )
+            plan.topics[topic]["strategy"] = None
 
 
 def remaining_steps(steps: Sequence[Mapping[str, Any]], completed: Iterable[str]) -> list[Mapping[str, Any]]:

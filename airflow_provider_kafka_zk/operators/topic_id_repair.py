@@ -248,9 +248,12 @@ class TopicIdRepairPlanOperator(BaseOperator):
         state = inputs.state
         inventoried = set(inputs.coverage.get("inventoried") or [])
         dirs = [ReplicaDir.from_inventory_row(r) for r in inputs.dir_rows]
-        diagnoses = diagnose(state, dirs, inventoried, requested)
+        everything = diagnose(state, dirs, inventoried, sorted(set(state.topics) | set(requested or ())))
         if requested is None:
-            diagnoses = [d for d in diagnoses if d.case is not TopicIdCase.CONSISTENT]
+            diagnoses = [d for d in everything if d.case not in (TopicIdCase.CONSISTENT, TopicIdCase.UNKNOWN)]
+        else:
+            diagnoses = [d for d in everything if d.topic in requested]
+        others = [d for d in everything if d not in diagnoses]
         raw = {r.path: (r.data, r.version) for r in rows if r.path.startswith("/brokers/topics/")}
         znode_bytes = {
             d.topic: raw[d.znode_path] for d in diagnoses if raw.get(d.znode_path, (None,))[0] is not None
@@ -264,6 +267,7 @@ class TopicIdRepairPlanOperator(BaseOperator):
                 reset_leader_epoch_checkpoint=flags["reset_leader_epoch_checkpoint"],
                 controller_id=state.controller_id,
                 live_brokers=state.live_broker_ids,
+                others=others,
             )
         except (RepairPlanError, ValueError) as exc:
             raise TopicIdRepairError(f"cannot plan the repair: {exc}") from None
@@ -276,6 +280,7 @@ class TopicIdRepairPlanOperator(BaseOperator):
             "snapshot": str(snapshot),
             "inventory": self.inventory_path,
             "coverage": inputs.coverage,
+            "unknown": {d.topic: d.reason for d in others if d.case is TopicIdCase.UNKNOWN},
             "controller_at_plan": state.controller_id,
             "live_brokers_at_plan": sorted(state.live_broker_ids),
             "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -335,6 +340,8 @@ def describe_plan(plan: Mapping[str, Any]) -> str:
             lines.append(
                 f"     without partition.metadata: {', '.join(entry['without_partition_metadata'][:6])}"
             )
+    for topic, why in sorted((plan.get("unknown") or {}).items()):
+        lines.append(f"- {topic}: UNKNOWN, not planned: {why}")
     if not plan["steps"]:
         lines.append("Nothing to do.")
     for n, step in enumerate(plan["steps"], 1):
@@ -395,7 +402,9 @@ class TopicIdRepairExecuteOperator(BaseOperator):
         "restart_command",
         "dry_run",
         "health_timeout",
+        "restart_timeout",
         "gate_timeout",
+        "poll_interval",
     )
     ui_color = "#f5b7b1"
 
@@ -431,6 +440,8 @@ class TopicIdRepairExecuteOperator(BaseOperator):
     # ------------------------------------------------------------------ driver
     def execute(self, context: Context) -> dict[str, Any]:
         dry_run = parse_safety_flags(dry_run=self.dry_run)["dry_run"]
+        for name in ("health_timeout", "restart_timeout", "gate_timeout", "poll_interval"):
+            setattr(self, name, _positive_seconds(getattr(self, name), name))
         location = DrainLocation(str(self.plan_dir))
         plan = location.read_json(PLAN_FILE)
         if plan.get("format") != PLAN_FORMAT:
@@ -788,6 +799,17 @@ class TopicIdRepairExecuteOperator(BaseOperator):
             "epoch_after": epochs_after.get(broker),
             "gate_s": round(waited, 1),
         }
+
+
+def _positive_seconds(value: Any, name: str) -> float:
+    """A number of seconds > 0 (rendered text accepted); anything else fails before any I/O."""
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = float("nan")
+    if not seconds > 0 or seconds == float("inf") or isinstance(value, bool):
+        raise TopicIdRepairError(f"{name} must be a positive number of seconds, not {value!r}")
+    return seconds
 
 
 def _steps_after(location: DrainLocation, step_id: str) -> list[Mapping[str, Any]]:

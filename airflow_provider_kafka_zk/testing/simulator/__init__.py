@@ -9,7 +9,7 @@ what was planted, for tests.
 from .cluster import Incident, SimulatedCluster, SimulationError
 from .deploy import DeployedCluster
 from .disk_writer import BrokerHost
-from .scenarios import deletion_disabled_cluster, healthy_cluster, incident_cluster
+from .scenarios import deletion_disabled_cluster, healthy_cluster, incident_cluster, topic_id_repair_cluster
 from .spec import BrokerSpec, ClusterSpec, TopicSpec
 
 __all__ = [
@@ -24,4 +24,5 @@ __all__ = [
     "deletion_disabled_cluster",
     "healthy_cluster",
     "incident_cluster",
+    "topic_id_repair_cluster",
 ]

@@ -76,6 +76,10 @@ class ReplicaDir:
     kind: DirKind = DirKind.NORMAL
     unique_id: str | None = None
     corrupt_offset_index: bool = False
+    # Whether the files are on disk. ``topic_id`` is the broker's in-memory id (what the file held
+    # when the log was loaded): a running broker keeps it when someone removes the file.
+    metadata_file: bool = True
+    epoch_file: bool = True
 
 
 @dataclass
@@ -309,6 +313,21 @@ class SimulatedCluster:
         online = self.online_broker_ids()
         if new_controller is None:
             new_controller = next(b for b in online if b != self.controller_id)
+        self._become_controller(new_controller)
+
+    def elect_controller(self, broker_id: int | None = None) -> int:
+        """What follows a deletion of ``/controller``: every live broker races to create it
+        (``KafkaController.elect``, 3.3.1); the simulator lets the lowest online id win (it may be
+        the previous controller). The winner initialises its context like any new controller."""
+        online = self.online_broker_ids()
+        if not online:
+            raise SimulationError("no broker online to become controller")
+        winner = broker_id if broker_id is not None else online[0]
+        self._become_controller(winner)
+        return winner
+
+    def _become_controller(self, new_controller: int) -> None:
+        online = self.online_broker_ids()
         if new_controller not in online:
             raise SimulationError(f"broker {new_controller} is not online and cannot become controller")
         previous = self.controller_id
@@ -340,21 +359,45 @@ class SimulatedCluster:
             self._send_leader_and_isr_everywhere()
 
     def _send_leader_and_isr_everywhere(self) -> None:
+        self._send_leader_and_isr(self.online_broker_ids())
+
+    def _send_leader_and_isr(self, brokers: Iterable[int]) -> None:
+        """LeaderAndIsr to ``brokers`` for their replicas, with the controller's in-memory ids.
+
+        A replica without an id adopts the request's (file written); one with another id skips the
+        partition (``ReplicaManager.hasConsistentTopicId``, 3.3.1): it neither leads nor follows, so
+        it stays out of the ISR. A consistent follower on a running broker catches up and rejoins
+        the ISR; a partition without a leader whose ISR holds the broker gets it as leader again.
+        """
+        targets = set(brokers)
+        sends_ids = ibp_sends_topic_ids(self.spec.ibp)
         mismatched: dict[tuple[str, int], set[int]] = {}
         for d in self.dirs:
             if (
                 d.kind is not DirKind.NORMAL
+                or d.broker_id not in targets
                 or not self.brokers[d.broker_id].online
                 or d.topic not in self.topics
             ):
                 continue
-            zk_id = self.topics[d.topic].zk_topic_id
-            if zk_id is None:
-                continue
-            if d.topic_id is None:
-                d.topic_id = zk_id
-            elif d.topic_id != zk_id:
-                mismatched.setdefault((d.topic, d.broker_id), set()).add(d.partition)
+            topic = self.topics[d.topic]
+            request_id = topic.controller_topic_id if sends_ids else None
+            if request_id is not None:
+                if d.topic_id is None:
+                    d.topic_id = request_id
+                    d.metadata_file = True
+                elif d.topic_id != request_id:
+                    mismatched.setdefault((d.topic, d.broker_id), set()).add(d.partition)
+                    continue
+            part = topic.partitions.get(d.partition)
+            if part is None or d.broker_id not in part.replicas or d.broker_id in part.adding:
+                continue  # (a reassignment's new replica joins the ISR when it has caught up)
+            if part.leader == -1 and d.broker_id in part.isr:
+                self._bump_state(part, leader=d.broker_id, isr=part.isr)
+                self._leader_epoch_started(d.topic, d.partition, d.broker_id, part.leader_epoch)
+            elif part.leader != -1 and d.broker_id not in part.isr:
+                self._bump_state(part, leader=part.leader, isr=[*part.isr, d.broker_id])
+        self._refresh_topic_id_incidents()
         for (topic, broker_id), partitions in sorted(mismatched.items()):
             known = any(
                 i.kind == "topic_id_mismatch" and i.topic == topic and i.broker_id == broker_id
@@ -371,7 +414,75 @@ class SimulatedCluster:
                     )
                 )
 
+    def _refresh_topic_id_incidents(self) -> None:
+        """Drop the topic-id incidents that no longer hold (a repair healed them)."""
+
+        def holds(i: Incident) -> bool:
+            topic = self.topics.get(i.topic or "")
+            if topic is None:
+                return False
+            if i.kind == "topic_id_missing_in_zookeeper":
+                return topic.zk_topic_id is None
+            if i.kind == "topic_id_mismatch":
+                return any(
+                    d.topic_id is not None and d.topic_id != topic.zk_topic_id
+                    for d in self.replica_dirs(i.topic, i.broker_id)
+                )
+            return True
+
+        self.incidents = [i for i in self.incidents if holds(i)]
+
+    def adopt_topic_znode(self, topic_name: str, *, topic_id: KafkaUuid | None, format_version: int) -> None:
+        """A tool rewrote ``/brokers/topics/<t>`` with the same partitions (e.g. a topicId repair).
+
+        The running controller's PartitionModifications handler does not reload topic ids
+        (``KafkaController.processPartitionModifications``, 3.3.1): only ZooKeeper changes until the
+        controller moves.
+        """
+        topic = self.topic(topic_name)
+        topic.zk_topic_id = topic_id
+        topic.znode_format = format_version
+        topic.znode_version += 1
+        self.history.append(
+            f"{topic_name}: the topic znode was rewritten from outside (format v{format_version}, "
+            f"topic_id {topic_id or 'none'}); the controller keeps {topic.controller_topic_id} in memory"
+        )
+        self._refresh_topic_id_incidents()
+        self.tick()
+
     # ------------------------------------------------------------------ brokers
+    def start_broker(self, broker_id: int) -> None:
+        """A stopped broker starts: loads its logs, registers, and the controller sends it LeaderAndIsr.
+
+        At load a log without partition.metadata has no id, and a missing leader-epoch-checkpoint
+        is created empty (``UnifiedLog``/``LeaderEpochFileCache``, 3.3.1).
+        """
+        broker = self.broker(broker_id)
+        if broker.online:
+            raise SimulationError(f"broker {broker_id} is already running")
+        for d in self.replica_dirs(broker_id=broker_id):
+            if not d.metadata_file:
+                d.topic_id = None
+            if not d.epoch_file:
+                d.leader_epochs = []
+                d.epoch_file = True
+        broker.online = True
+        broker.clean_shutdown = False
+        broker.registered_at_ms = self.tick()
+        self.history.append(f"broker {broker_id} started and registered")
+        self.incidents = [
+            i for i in self.incidents if not (i.broker_id == broker_id and i.kind == "unclean_shutdown")
+        ]
+        self._send_leader_and_isr([broker_id])
+        self.incidents = [
+            i for i in self.incidents if not (i.kind == "offline_partitions" and i.broker_id == broker_id)
+        ]
+
+    def restart_broker(self, broker_id: int) -> None:
+        """``systemctl restart kafka``: a controlled shutdown, then a start."""
+        self.stop_broker(broker_id, clean=True)
+        self.start_broker(broker_id)
+
     def stop_broker(self, broker_id: int, *, clean: bool = True) -> None:
         """Broker stops (clean: controlled shutdown, marker written; unclean: crash, no marker).
 

@@ -159,10 +159,11 @@ def _write_partition_dir(
         replica.topic, replica.partition, replica.kind, replica.unique_id
     )
     path.mkdir()
-    if replica.topic_id is not None:
+    if replica.topic_id is not None and replica.metadata_file:
         (path / "partition.metadata").write_bytes(PartitionMetadata(replica.topic_id).encode())
-    epochs = LeaderEpochCheckpoint(tuple(EpochEntry(e, o) for e, o in replica.leader_epochs))
-    (path / "leader-epoch-checkpoint").write_bytes(epochs.encode())
+    if replica.epoch_file:
+        epochs = LeaderEpochCheckpoint(tuple(EpochEntry(e, o) for e, o in replica.leader_epochs))
+        (path / "leader-epoch-checkpoint").write_bytes(epochs.encode())
     segments = _segments(
         replica.records,
         replica.record_value_bytes,

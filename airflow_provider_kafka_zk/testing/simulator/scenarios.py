@@ -147,3 +147,38 @@ def deletion_disabled_cluster(name: str = "nodelete", seed: int = 5) -> Simulate
     cluster = SimulatedCluster(spec)
     cluster.delete_topic("keep-me")
     return cluster
+
+
+def topic_id_repair_cluster(
+    name: str = "repair", kafka_version: str = "3.3.1", seed: int = 23
+) -> SimulatedCluster:
+    """Four running brokers (0-3 on 127.0.0.1-4, two racks) and each KAFKA-14190 case to repair.
+
+    ``diverged`` and ``split`` got a partition from a 1.0 client, then the controller failed over
+    (0 -> 1) and minted new ids: every replica keeps the original. ``split`` then had the old
+    recipe applied on broker 3 only (its partition.metadata files removed, broker restarted): broker
+    3's replicas adopted ZooKeeper's new id -- and broker 3 now skips ``diverged`` (its replicas
+    there hold the old id), so it is out of that topic's ISR. ``precursor`` got a partition from a
+    2.7 client after the failover: ZooKeeper has no id, its replicas agree. ``healthy`` is untouched.
+    """
+    spec = ClusterSpec(
+        name=name,
+        kafka_version=kafka_version,
+        brokers=_brokers(4, racks=2, first_address=1),
+        seed=seed,
+        topics=(
+            TopicSpec("diverged", partitions=3, replication_factor=3, records_per_partition=40),
+            TopicSpec("split", partitions=3, replication_factor=3, records_per_partition=40),
+            TopicSpec("precursor", partitions=3, replication_factor=2, records_per_partition=40),
+            TopicSpec("healthy", partitions=2, replication_factor=3, records_per_partition=40),
+        ),
+    )
+    cluster = SimulatedCluster(spec)
+    cluster.old_client_adds_partitions("diverged", 4, client="1.0")
+    cluster.old_client_adds_partitions("split", 4, client="1.0")
+    cluster.controller_failover(new_controller=1)
+    cluster.old_client_adds_partitions("precursor", 4, client="2.7")
+    for d in cluster.replica_dirs("split", 3):
+        d.metadata_file = False
+    cluster.restart_broker(3)
+    return cluster

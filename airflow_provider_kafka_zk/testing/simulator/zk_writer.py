@@ -12,6 +12,7 @@ removes its registration.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -95,6 +96,15 @@ class ZooKeeperTreeWriter:
         self._persistent = {p: r.data for p, r in persistent.items()}
         return {"created": created, "rewritten": rewrites, "deleted": len(gone), "ephemeral": len(ephemeral)}
 
+    def note_external_write(self, path: str, data: bytes | None) -> None:
+        """Someone else wrote ``path`` and the model adopted it: do not write it again."""
+        if path in self._persistent:
+            self._persistent[path] = data
+
+    def forget_ephemeral(self, path: str) -> None:
+        """Someone else deleted the ephemeral ``path`` (e.g. ``/controller``): create it anew when wanted."""
+        self._ephemeral.pop(path, None)
+
     def session_id(self, broker_id: int) -> int | None:
         client = self._sessions.get(broker_id)
         return None if client is None else client.client_id[0]
@@ -162,7 +172,8 @@ class ZooKeeperTreeWriter:
             record = wanted.get(path)
             if record is None or record.owner_broker != owner:
                 if owner in self._sessions:
-                    self._sessions[owner].delete(path)
+                    with contextlib.suppress(NoNodeError):  # deleted from outside already
+                        self._sessions[owner].delete(path)
                 del self._ephemeral[path]
             elif record.data != data:
                 self._sessions[owner].set(path, record.data or b"")

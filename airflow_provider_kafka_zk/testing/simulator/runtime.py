@@ -1,0 +1,187 @@
+"""A deployed simulated cluster that reacts while a DAG acts on it: Kafka's controller and brokers for
+what a topicId repair does (see ``SimulatedController`` for reassignments).
+
+Each tick, in a thread of the test process:
+
+* partition.metadata / leader-epoch-checkpoint files removed on a running broker's disk are noted
+  in the model (the broker keeps the id in memory until it restarts), so no sync brings them back;
+* a topic znode rewritten from outside is adopted into the model (ZooKeeper only: the running
+  controller keeps its in-memory id);
+* a missing ``/controller`` while brokers run means an election: the winner loads ids from ZooKeeper
+  and sends LeaderAndIsr (``SimulatedCluster.elect_controller``);
+* restart requests written by :mod:`.restart` (the broker host's restart command) are carried out:
+  a controlled shutdown, then a start (or, for a broker in ``fail_restart``, no start: a broker that
+  does not come back).
+
+It writes the model to ZooKeeper and the disks only when something changed, so the files stay still
+while a DAG inventories them, as a real cluster's would.
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import sys
+import threading
+from collections.abc import Collection
+from pathlib import Path
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+from airflow_provider_kafka_zk.kafka import znodes as zk
+from airflow_provider_kafka_zk.kafka.errors import ZnodeFormatError
+from airflow_provider_kafka_zk.kafka.logdir import DirKind, format_partition_dir_name
+
+from .deploy import DeployedCluster
+from .disk_writer import broker_host
+from .render import topic_assignment
+
+log = logging.getLogger(__name__)
+
+
+class ClusterRuntime:
+    """Runs the deployed cluster's reactions in a thread; use as a context manager.
+
+    :param restart_dir: where the restart command leaves requests (created).
+    :param fail_restart: brokers that stop and never start again when asked to restart.
+    """
+
+    def __init__(
+        self,
+        deployed: DeployedCluster,
+        *,
+        restart_dir: Path,
+        interval: float = 0.2,
+        fail_restart: Collection[int] = (),
+    ) -> None:
+        self.deployed = deployed
+        self.restart_dir = Path(restart_dir)
+        self.restart_dir.mkdir(parents=True, exist_ok=True)
+        self.interval = interval
+        self.fail_restart = set(fail_restart)
+        self.restarted: list[int] = []
+        self.elections: list[int] = []
+        self._lock = threading.Lock()
+        self._client = KazooClient(hosts=deployed.zookeeper_connect)
+        self._client.start(timeout=15)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def restart_command_template(self) -> str:
+        """The restart command to give the repair (``{broker_id}`` is filled in by it)."""
+        return " ".join(
+            [
+                shlex.quote(sys.executable),
+                "-m",
+                "airflow_provider_kafka_zk.testing.simulator.restart",
+                "--dir",
+                shlex.quote(str(self.restart_dir)),
+                "--broker",
+                "{broker_id}",
+                "--timeout",
+                "60",
+            ]
+        )
+
+    # ------------------------------------------------------------------ one tick
+    def step(self) -> bool:
+        """One round; True when the model changed (and was synced)."""
+        with self._lock:
+            changed = self._note_removed_files()
+            changed |= self._adopt_topic_znodes()
+            changed |= self._elect_if_needed()
+            if changed:
+                self.deployed.sync()
+            self._restart_requested()
+            return changed
+
+    def _note_removed_files(self) -> bool:
+        cluster = self.deployed.cluster
+        changed = False
+        for d in cluster.dirs:
+            if d.kind is not DirKind.NORMAL or not cluster.brokers[d.broker_id].online:
+                continue
+            host = broker_host(cluster, d.broker_id, self.deployed.root)
+            path = host.log_dirs[d.log_dir_index] / format_partition_dir_name(
+                d.topic, d.partition, d.kind, d.unique_id
+            )
+            if not path.is_dir():
+                continue
+            if d.metadata_file and d.topic_id is not None and not (path / "partition.metadata").exists():
+                d.metadata_file = False
+                changed = True
+            if d.epoch_file and not (path / "leader-epoch-checkpoint").exists():
+                d.epoch_file = False
+                changed = True
+        return changed
+
+    def _adopt_topic_znodes(self) -> bool:
+        cluster = self.deployed.cluster
+        changed = False
+        for name in list(cluster.topics):
+            path = zk.topic_path(name)
+            try:
+                data, _ = self._client.get(path)
+            except NoNodeError:  # deleted meanwhile: the deletion path is not this runtime's business
+                continue
+            ours = topic_assignment(cluster, name).encode()
+            if data == ours:
+                continue
+            try:
+                written = zk.TopicAssignment.decode(data, path)
+            except ZnodeFormatError as exc:
+                log.warning("Ignoring an undecodable write of %s: %s", path, exc)
+                continue
+            cluster.adopt_topic_znode(name, topic_id=written.topic_id, format_version=written.version)
+            self.deployed.writer.note_external_write(path, data)
+            changed = True
+        return changed
+
+    def _elect_if_needed(self) -> bool:
+        cluster = self.deployed.cluster
+        if not cluster.online_broker_ids() or self._client.exists(zk.CONTROLLER) is not None:
+            return False
+        self.deployed.writer.forget_ephemeral(zk.CONTROLLER)
+        winner = cluster.elect_controller()
+        self.elections.append(winner)
+        log.info("simulated controller election after /controller vanished: broker %d", winner)
+        return True
+
+    def _restart_requested(self) -> None:
+        cluster = self.deployed.cluster
+        for request in sorted(self.restart_dir.glob("*.request")):
+            broker_id = int(request.name.split(".", 1)[0])
+            done = request.with_suffix(".done")
+            request.unlink()
+            if broker_id in self.fail_restart:
+                cluster.stop_broker(broker_id, clean=False)
+                self.deployed.sync()
+                log.info("simulated broker %d stopped and did not start again", broker_id)
+            else:
+                cluster.stop_broker(broker_id, clean=True)
+                self.deployed.sync()  # the registration goes with the old session
+                cluster.start_broker(broker_id)
+                self.deployed.sync()
+                self.restarted.append(broker_id)
+            done.write_text(f"broker {broker_id} at {cluster.clock_ms}\n")
+
+    # ------------------------------------------------------------------ thread
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.step()
+            except Exception:  # keep reacting, like Kafka's event loop; tests see the log
+                log.exception("simulated cluster runtime step failed")
+
+    def __enter__(self) -> ClusterRuntime:
+        self._thread = threading.Thread(target=self._loop, name="simulated-cluster-runtime", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._client.stop()
+        self._client.close()

