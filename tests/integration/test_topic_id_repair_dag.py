@@ -24,6 +24,7 @@ from kazoo.client import KazooClient
 
 from airflow_provider_kafka_zk.kafka import znodes as zk
 from airflow_provider_kafka_zk.kafka.logdir import PartitionMetadata
+from airflow_provider_kafka_zk.operators.topic_id_repair import TopicIdRepairExecuteOperator
 from airflow_provider_kafka_zk.testing.simulator import DeployedCluster
 from airflow_provider_kafka_zk.testing.simulator.runtime import ClusterRuntime
 from airflow_provider_kafka_zk.testing.simulator.scenarios import topic_id_repair_cluster
@@ -231,3 +232,120 @@ def test_write_back_heals_without_touching_a_file_and_the_rollback_restores_the_
         assert entry["restore"].startswith("zookeeper-shell.sh ")
         client.set(entry["path"], base64.b64decode(entry["data_b64"]))  # what the restore command does
         assert client.get(entry["path"])[0] == original[topic]
+
+
+def _registration_epochs(client: KazooClient) -> dict[int, int]:
+    return {int(b): client.exists(f"{zk.BROKER_IDS}/{b}").czxid for b in client.get_children(zk.BROKER_IDS)}
+
+
+def test_file_reset_heals_the_split_topic_touching_only_the_disagreeing_replicas(live):
+    deployed, client, base = live
+    zk_split = _zk_id(client, "split")
+    before_ids = _disk_ids(deployed, "split")
+    targeted = {k for k, v in before_ids.items() if v != zk_split}
+    assert targeted and {b for b, _ in targeted} == {0, 1, 2}  # broker 3 already holds ZooKeeper's id
+    before_files = _partition_files(deployed.root)
+    restart_dir = deployed.root.parent / "restarts"
+    with ClusterRuntime(deployed, restart_dir=restart_dir) as runtime:
+        run = _dags_test(
+            {
+                "topics": [],
+                "dry_run": False,
+                "restart_command": runtime.restart_command_template(),
+                "gate_timeout_s": 60,
+            }
+        )
+        output = run.stdout + run.stderr
+        assert run.returncode == 0, output[-8000:]
+        assert runtime.restarted == [0, 2, 1]  # one at a time, the controller at plan time (1) last
+        for topic in ("diverged", "split", "precursor", "healthy"):
+            assert set(_disk_ids(deployed, topic).values()) == {_zk_id(client, topic)}, topic
+            assert _healthy(client, topic), topic
+    after_files = _partition_files(deployed.root)
+    changed = {k for k in before_files if after_files.get(k) != before_files[k]}
+    metadata_changed = {k for k in changed if k.endswith("/partition.metadata")}
+    assert metadata_changed == {
+        f"broker-{b}/data/kafka-logs-0/split-{p}/partition.metadata" for b, p in targeted
+    }
+    # besides those, only leader-epoch-checkpoints of partitions whose leader moved during the restarts
+    assert all(k.endswith("/leader-epoch-checkpoint") for k in changed - metadata_changed)
+    assert not [k for k in changed if k.endswith((".log", ".index", ".timeindex"))]  # no record lost
+    run_dir = _repair_dir(base)
+    backups = json.loads((run_dir / "rollback-files.json").read_text())["files"]
+    assert len(backups) == len(targeted)
+    for entry in backups:
+        copy = run_dir / "files" / f"broker-{entry['broker_id']}" / entry["path"].lstrip("/")
+        assert (
+            f"topic_id: {before_ids[(entry['broker_id'], int(entry['path'].split('/')[-2].rsplit('-', 1)[1]))]}"
+            in copy.read_text()
+        )
+        assert entry["restore"].startswith(f"ssh 127.0.0.{entry['broker_id'] + 1} ")
+    verify = json.loads((run_dir / "verify.json").read_text())
+    assert verify["cases_after"] == {
+        "diverged": "consistent",
+        "precursor": "consistent",
+        "split": "consistent",
+    }
+
+
+def test_a_failed_restart_gate_stops_the_run_and_clearing_the_task_resumes_without_restarting_again(
+    live, monkeypatch
+):
+    deployed, client, base = live
+    restart_dir = deployed.root.parent / "restarts"
+    with ClusterRuntime(deployed, restart_dir=restart_dir, fail_restart={0}) as runtime:
+        epochs = _registration_epochs(client)
+        run = _dags_test(
+            {
+                "topics": [],
+                "dry_run": False,
+                "restart_command": runtime.restart_command_template(),
+                "gate_timeout_s": 4,
+            }
+        )
+        output = run.stdout + run.stderr
+        assert run.returncode != 0
+        assert "broker 0 did not pass its restart gate within 4.0s" in output
+        assert "brokers not restarted yet: [2, 1]" in output
+        now = _registration_epochs(client)
+        assert 0 not in now  # the broker that did not come back
+        assert now[2] == epochs[2] and now[1] == epochs[1]  # the next brokers were not restarted
+        split_ids = _disk_ids(deployed, "split")
+        assert split_ids[(2, 0)] is not None and split_ids[(1, 0)] is not None  # nor their files touched
+        run_dir = _repair_dir(base)
+        progress = json.loads((run_dir / "progress.json").read_text())
+        assert "reset-files:0" in progress["completed"] and "restart-broker:0" in progress["pending"]
+        assert not client.exists("/kafka_zk_maintenance")  # the refused step gave the lease back
+
+        # someone fixes broker 0 and starts it; then clears the execute task
+        with runtime._lock:
+            runtime.fail_restart.clear()
+            deployed.cluster.start_broker(0)
+            deployed.sync()
+        monkeypatch.setenv(  # this process resolves it from the environment; the DAG used the metadata DB
+            f"AIRFLOW_CONN_{ZK_CONN.upper()}",
+            json.dumps(
+                {
+                    "conn_type": "kafka_zookeeper",
+                    "host": deployed.zookeeper_hosts,
+                    "extra": {"chroot": deployed.chroot, "session_timeout": 10, "connect_timeout": 5},
+                }
+            ),
+        )
+        hosts = {str(b): f"127.0.0.{b + 1}" for b in deployed.cluster.brokers}
+        resumed = TopicIdRepairExecuteOperator(
+            task_id="execute",
+            plan_dir=str(run_dir),
+            kafka_zookeeper_conn_id=ZK_CONN,
+            ssh_conn_id=SSH_CONN,
+            broker_hosts=hosts,
+            server_properties_path=str(deployed.root / "broker-{broker_id}" / "config" / "server.properties"),
+            restart_command=runtime.restart_command_template(),
+            dry_run=False,
+            gate_timeout=60,
+            poll_interval=0.3,
+        ).execute({})
+        assert resumed["ran"][0] == "restart-broker:0"  # resumed at the gate ...
+        assert runtime.restarted == [2, 1]  # ... without restarting broker 0 again
+        assert set(_disk_ids(deployed, "split").values()) == {_zk_id(client, "split")}
+        assert _healthy(client, "split")
