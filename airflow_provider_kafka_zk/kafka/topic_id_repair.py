@@ -289,6 +289,7 @@ class FileToReset:
     dir_name: str
     name: str
     topic_id_on_disk: str | None
+    target_id: str  # what the replica adopts at restart (ZooKeeper's id once the plan's writes ran)
 
     @property
     def path(self) -> str:
@@ -431,7 +432,7 @@ def plan_repair(
                 for name in names:
                     resets[r.broker_id].append(
                         FileToReset(
-                            r.broker_id, d.topic, r.partition, r.log_dir, r.dir_name, name, r.topic_id
+                            r.broker_id, d.topic, r.partition, r.log_dir, r.dir_name, name, r.topic_id, target
                         )
                     )
     stopped = sorted(b for b in resets if b not in live)

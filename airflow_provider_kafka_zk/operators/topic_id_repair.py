@@ -19,6 +19,7 @@ import logging
 import shlex
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
@@ -376,6 +377,38 @@ def describe_plan(plan: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+@dataclass
+class _RepairRun:
+    """What every step of one execute try works with; ``progress`` is ``progress.json``'s content."""
+
+    hook: KafkaZooKeeperHook
+    host_hook: BrokerHostHook | None
+    session: MaintenanceSession
+    location: DrainLocation
+    progress: dict[str, Any]
+    dry_run: bool
+
+    @property
+    def completed(self) -> dict[str, Any]:
+        return self.progress.setdefault("completed", {})
+
+    def pending(self, step_id: str) -> dict[str, Any] | None:
+        """What a started but unfinished step recorded (e.g. the broker epoch before its restart)."""
+        return self.progress.setdefault("pending", {}).get(step_id)
+
+    def set_pending(self, step_id: str, record: dict[str, Any]) -> None:
+        self.progress.setdefault("pending", {})[step_id] = record
+        self.save()
+
+    def complete(self, step_id: str, outcome: dict[str, Any]) -> None:
+        self.completed[step_id] = outcome
+        self.progress.setdefault("pending", {}).pop(step_id, None)
+        self.save()
+
+    def save(self) -> None:
+        self.location.write(PROGRESS_FILE, json.dumps(self.progress, indent=1, sort_keys=True))
+
+
 class TopicIdRepairExecuteOperator(BaseOperator):
     """Carry out a repair plan step by step inside a maintenance session; resume after the last done.
 
@@ -479,28 +512,25 @@ class TopicIdRepairExecuteOperator(BaseOperator):
                 expected=identity,
                 single_step=True,
             ) as session:
+                state = _RepairRun(hook, host_hook, session, location, progress, dry_run)
                 if not dry_run and "baseline" not in progress:
                     epochs, partitions, _ = read_health(hook)
                     progress["baseline"] = {
                         "under_replicated": len(under_replicated(partitions)),
                         "broker_epochs": {str(b): e for b, e in epochs.items()},
                     }
-                    self._save(location, progress, completed)
+                    state.save()
                 for step in todo:
                     session.recheck()
                     log.info("Step %s (%s)%s", step["id"], step["kind"], " [DRY RUN]" if dry_run else "")
-                    handler = getattr(self, f"_step_{step['kind']}")
-                    outcome = handler(step, hook, host_hook, session, location, progress, dry_run)
-                    if dry_run:
-                        ran.append(step["id"])
-                        continue
-                    completed[step["id"]] = outcome
-                    progress.setdefault("pending", {}).pop(step["id"], None)
-                    self._save(location, progress, completed)
+                    outcome = getattr(self, f"_step_{step['kind']}")(step, state)
+                    if not dry_run:
+                        state.complete(step["id"], outcome)
                     ran.append(step["id"])
         finally:
             hook.close()
-        return {"plan_dir": location.url, "dry_run": dry_run, "completed": list(completed), "ran": ran}
+        done = list(progress.get("completed") or {})
+        return {"plan_dir": location.url, "dry_run": dry_run, "completed": done, "ran": ran}
 
     def _host_hook(self) -> BrokerHostHook:
         hosts = self.broker_hosts
@@ -513,48 +543,41 @@ class TopicIdRepairExecuteOperator(BaseOperator):
             server_properties_path=self.server_properties_path or None,
         )
 
-    @staticmethod
-    def _save(location: DrainLocation, progress: dict[str, Any], completed: Mapping[str, Any]) -> None:
-        progress["completed"] = dict(completed)
-        location.write(PROGRESS_FILE, json.dumps(progress, indent=1, sort_keys=True))
-
     # ------------------------------------------------------------------ steps
-    def _step_write_topic_id(
-        self, step, hook, host_hook, session, location, progress, dry_run
-    ) -> dict[str, Any]:
+    def _step_write_topic_id(self, step: Mapping[str, Any], run: _RepairRun) -> dict[str, Any]:
         path = step["path"]
         old = base64.b64decode(step["old_data_b64"])
         new = base64.b64decode(step["new_data_b64"])
         try:
-            data, stat = hook.get_znode(path)
+            data, stat = run.hook.get_znode(path)
         except ZnodeNotFoundError:
             raise ClusterStateChangedError(
-                f"{hook.describe_path(path)} is gone since the plan: plan again"
+                f"{run.hook.describe_path(path)} is gone since the plan: plan again"
             ) from None
         if data == new:
             log.info("%s already holds topic_id %s (an earlier try wrote it)", path, step["topic_id"])
             return {"version": stat.version, "already": True}
         if data != old or stat.version != step["expected_version"]:
             raise ClusterStateChangedError(
-                f"{hook.describe_path(path)} changed since the plan (version {stat.version}, plan "
+                f"{run.hook.describe_path(path)} changed since the plan (version {stat.version}, plan "
                 f"{step['expected_version']}; data {'same' if data == old else 'different'}): nothing written, plan again"
             )
-        if dry_run:
+        if run.dry_run:
             log.info("DRY RUN: would set %s to %s (version %d)", path, new.decode(), stat.version)
             return {}
-        session.write_rollback(
+        run.session.write_rollback(
             f"rollback-znode-{step['topic']}.json",
             json.dumps(
                 {
                     "path": path,
                     "version_before": stat.version,
                     "data_b64": base64.b64encode(old).decode(),
-                    "restore": _restore_znode_command(hook.describe_path("/"), path, old),
+                    "restore": _restore_znode_command(run.hook.describe_path("/"), path, old),
                 },
                 indent=1,
             ),
         )
-        new_stat = hook.set_if_version(path, new, stat.version)
+        new_stat = run.hook.set_if_version(path, new, stat.version)
         log.info(
             "Wrote topic_id %s into %s (version %d -> %d; was %s)",
             step["topic_id"],
@@ -565,16 +588,14 @@ class TopicIdRepairExecuteOperator(BaseOperator):
         )
         return {"version": new_stat.version}
 
-    def _step_move_controller(
-        self, step, hook, host_hook, session, location, progress, dry_run
-    ) -> dict[str, Any]:
-        pending = progress.setdefault("pending", {}).get(step["id"])
-        current = hook.get_controller()
-        epoch_now = _controller_epoch(hook)
+    def _step_move_controller(self, step: Mapping[str, Any], run: _RepairRun) -> dict[str, Any]:
+        pending = run.pending(step["id"])
+        current = run.hook.get_controller()
+        epoch_now = _controller_epoch(run.hook)
         if pending is not None and epoch_now is not None and epoch_now > pending["epoch_before"]:
             log.info("The controller already moved (epoch %s -> %s)", pending["epoch_before"], epoch_now)
             return {"epoch_before": pending["epoch_before"], "epoch_after": epoch_now, "already": True}
-        if dry_run:
+        if run.dry_run:
             who = current[0].broker_id if current else "none"
             log.info(
                 "DRY RUN: would delete /controller (broker %s, epoch %s) to force an election", who, epoch_now
@@ -582,17 +603,16 @@ class TopicIdRepairExecuteOperator(BaseOperator):
             return {}
         if epoch_now is None:
             raise ClusterStateChangedError("/controller_epoch cannot be read: is this a Kafka cluster?")
-        progress["pending"][step["id"]] = {"epoch_before": epoch_now}
-        self._save(location, progress, progress.get("completed") or {})
+        run.set_pending(step["id"], {"epoch_before": epoch_now})
         if current is not None:
             registration, stat = current
             log.info("Deleting /controller (broker %d, epoch %d)", registration.broker_id, epoch_now)
-            session.take_lease()
-            hook.multi([DeleteOp(znodes.CONTROLLER, stat.version)])
+            run.session.take_lease()
+            run.hook.multi([DeleteOp(znodes.CONTROLLER, stat.version)])
 
         def elected() -> list[str]:
-            epoch = _controller_epoch(hook)
-            if hook.get_controller() is None or epoch is None or epoch <= epoch_now:
+            epoch = _controller_epoch(run.hook)
+            if run.hook.get_controller() is None or epoch is None or epoch <= epoch_now:
                 return [f"no new controller yet (epoch {epoch})"]
             return []
 
@@ -606,25 +626,23 @@ class TopicIdRepairExecuteOperator(BaseOperator):
                 "the brokers elect one themselves: check their logs, then clear this task to resume"
             ),
         )
-        new_controller = hook.get_controller()
+        new_controller = run.hook.get_controller()
         return {
             "epoch_before": epoch_now,
-            "epoch_after": _controller_epoch(hook),
+            "epoch_after": _controller_epoch(run.hook),
             "controller": new_controller[0].broker_id if new_controller else None,
         }
 
-    def _step_wait_healthy(
-        self, step, hook, host_hook, session, location, progress, dry_run
-    ) -> dict[str, Any]:
+    def _step_wait_healthy(self, step: Mapping[str, Any], run: _RepairRun) -> dict[str, Any]:
         topics = step["topics"]
-        if dry_run:
-            _, partitions, state = read_health(hook)
+        if run.dry_run:
+            _, partitions, state = read_health(run.hook)
             waiting = topics_healthy(partitions, topics, state.live_broker_ids)
             log.info("DRY RUN: health of %s now: %s", ", ".join(topics), "; ".join(waiting) or "healthy")
             return {}
 
         def check() -> list[str]:
-            _, partitions, state = read_health(hook)
+            _, partitions, state = read_health(run.hook)
             return topics_healthy(partitions, topics, state.live_broker_ids)
 
         waited = _wait(
@@ -634,28 +652,26 @@ class TopicIdRepairExecuteOperator(BaseOperator):
             float(self.poll_interval),
             lambda why: TopicIdRepairError(
                 f"{', '.join(topics)} not healthy {self.health_timeout}s after the repair: {'; '.join(why[:10])}. "
-                f"The id was written (rollback: {location.path(ROLLBACK_FILE)}); check the brokers' "
+                f"The id was written (rollback: {run.location.path(ROLLBACK_FILE)}); check the brokers' "
                 "state-change logs for 'Topic ID in memory', then clear this task to wait again"
             ),
         )
         return {"waited_s": round(waited, 1)}
 
-    def _step_reset_files(
-        self, step, hook, host_hook, session, location, progress, dry_run
-    ) -> dict[str, Any]:
+    def _step_reset_files(self, step: Mapping[str, Any], run: _RepairRun) -> dict[str, Any]:
         broker = int(step["broker_id"])
-        assert host_hook is not None
-        inventory = host_hook.inventory(broker)
+        assert run.host_hook is not None
+        inventory = run.host_hook.inventory(broker)
         log_dirs = [d.path for d in inventory.log_dirs]
         meta = [
             (d.path, d.meta.broker_id if d.meta else None, d.meta.cluster_id if d.meta else None)
             for d in inventory.log_dirs
         ]
-        session.pin_broker(
+        run.session.pin_broker(
             broker, inventory.host, meta, effective_broker_id(inventory.facts, inventory.log_dirs)
         )
         files = [PartitionFile(f["log_dir"], f["dir_name"], f["name"]) for f in step["files"]]
-        found = read_partition_files(host_hook, broker, files, log_dirs=log_dirs)
+        found = read_partition_files(run.host_hook, broker, files, log_dirs=log_dirs)
         by_path = {r["path"]: r for r in found}
         to_remove: list[tuple[PartitionFile, str]] = []
         copies = []
@@ -671,25 +687,30 @@ class TopicIdRepairExecuteOperator(BaseOperator):
             content = base64.b64decode(record["content_b64"])
             if f.name == "partition.metadata":
                 text = content.decode("utf-8", "replace")
-                if planned["topic_id_on_disk"] not in text:
+                if text.endswith(f"topic_id: {planned['target_id']}"):
+                    log.info(
+                        "Broker %d: %s already holds %s: left alone", broker, f.path, planned["target_id"]
+                    )
+                    continue
+                if not text.endswith(f"topic_id: {planned['topic_id_on_disk']}"):
                     raise ClusterStateChangedError(
                         f"broker {broker}: {f.path} no longer holds {planned['topic_id_on_disk']} ({text!r}): "
                         "nothing removed, plan again"
                     )
             copies.append((f, record, content))
             to_remove.append((f, record["sha256"]))
-        if dry_run:
+        if run.dry_run:
             for f, record, _ in copies:
                 log.info(
                     "DRY RUN: broker %d: would copy and remove %s (%d bytes)", broker, f.path, record["size"]
                 )
-            remove_partition_files(host_hook, broker, to_remove, log_dirs=log_dirs, dry_run=True)
+            remove_partition_files(run.host_hook, broker, to_remove, log_dirs=log_dirs, dry_run=True)
             return {}
-        session.take_lease()
+        run.session.take_lease()
         backups = []
         for f, record, content in copies:
             relative = f"files/broker-{broker}{f.path}"
-            session.write_rollback(relative, content)
+            run.session.write_rollback(relative, content)
             b64 = base64.b64encode(content).decode()
             backups.append(
                 {
@@ -697,7 +718,7 @@ class TopicIdRepairExecuteOperator(BaseOperator):
                     "host": inventory.host,
                     "path": f.path,
                     "sha256": record["sha256"],
-                    "copy": location.path(relative),
+                    "copy": run.location.path(relative),
                     "restore": "ssh {} {}".format(
                         shlex.quote(inventory.host),
                         shlex.quote(
@@ -709,13 +730,15 @@ class TopicIdRepairExecuteOperator(BaseOperator):
                 }
             )
         record_so_far = (
-            location.read_json(ROLLBACK_FILES_FILE) if location.exists(ROLLBACK_FILES_FILE) else {"files": []}
+            run.location.read_json(ROLLBACK_FILES_FILE)
+            if run.location.exists(ROLLBACK_FILES_FILE)
+            else {"files": []}
         )
         known = {(b["broker_id"], b["path"]) for b in record_so_far["files"]}
         record_so_far["files"].extend(b for b in backups if (b["broker_id"], b["path"]) not in known)
-        session.write_rollback(ROLLBACK_FILES_FILE, json.dumps(record_so_far, indent=1))
+        run.session.write_rollback(ROLLBACK_FILES_FILE, json.dumps(record_so_far, indent=1))
         results = remove_partition_files(
-            host_hook, broker, to_remove, log_dirs=log_dirs, dry_run=False, session=session
+            run.host_hook, broker, to_remove, log_dirs=log_dirs, dry_run=False, session=run.session
         )
         bad = [r for r in results if r["status"] not in ("removed", "already_absent")]
         if bad:
@@ -727,17 +750,15 @@ class TopicIdRepairExecuteOperator(BaseOperator):
             log.info("Broker %d: %s %s", broker, r["status"], r["path"])
         return {"removed": [r["path"] for r in results if r["status"] == "removed"], "host": inventory.host}
 
-    def _step_restart_broker(
-        self, step, hook, host_hook, session, location, progress, dry_run
-    ) -> dict[str, Any]:
+    def _step_restart_broker(self, step: Mapping[str, Any], run: _RepairRun) -> dict[str, Any]:
         broker = int(step["broker_id"])
-        assert host_hook is not None
-        epochs, partitions, _state = read_health(hook)
+        assert run.host_hook is not None
+        epochs, partitions, _state = read_health(run.hook)
         baseline = int(
-            (progress.get("baseline") or {}).get("under_replicated", len(under_replicated(partitions)))
+            (run.progress.get("baseline") or {}).get("under_replicated", len(under_replicated(partitions)))
         )
-        pending = progress.setdefault("pending", {}).get(step["id"])
-        if dry_run:
+        pending = run.pending(step["id"])
+        if run.dry_run:
             log.info(
                 "DRY RUN: would run %r on broker %d, then wait until it re-registers, rejoins the ISR of %s and "
                 "the under-replicated count is back to %d",
@@ -762,22 +783,23 @@ class TopicIdRepairExecuteOperator(BaseOperator):
                     f"broker {broker} is not registered before its restart: it is down; refusing to restart it. "
                     "Start it, then clear this task to resume"
                 )
-            progress["pending"][step["id"]] = {"epoch_before": epoch_before}
-            self._save(location, progress, progress.get("completed") or {})
-            session.require_broker(broker, host_hook.resolve(broker).host)
-            session.take_lease()
+            run.set_pending(step["id"], {"epoch_before": epoch_before})
+            run.session.require_broker(broker, run.host_hook.resolve(broker).host)
+            run.session.take_lease()
             outcome = run_restart_command(
-                host_hook,
+                run.host_hook,
                 broker,
                 str(self.restart_command),
                 timeout=float(self.restart_timeout),
-                session=session,
+                session=run.session,
             )
             log.info("Broker %d: restart command finished in %.1fs", broker, outcome["seconds"])
-        later = [s["broker_id"] for s in _steps_after(location, step["id"]) if s["kind"] == "restart_broker"]
+        later = [
+            s["broker_id"] for s in _steps_after(run.location, step["id"]) if s["kind"] == "restart_broker"
+        ]
 
         def gate() -> list[str]:
-            epochs_now, partitions_now, _ = read_health(hook)
+            epochs_now, partitions_now, _ = read_health(run.hook)
             return restart_gate(broker, epoch_before, epochs_now, partitions_now, baseline)
 
         waited = _wait(
@@ -790,10 +812,10 @@ class TopicIdRepairExecuteOperator(BaseOperator):
                 f"The run stops here; brokers not restarted yet: {later or 'none'}. Fix broker {broker} "
                 "(its server.log says why), then clear this task: the run resumes at this gate and does not "
                 f"restart broker {broker} again once it is registered with a new epoch. Rollback: "
-                f"{location.path(ROLLBACK_FILES_FILE)}"
+                f"{run.location.path(ROLLBACK_FILES_FILE)}"
             ),
         )
-        epochs_after, _, _ = read_health(hook)
+        epochs_after, _, _ = read_health(run.hook)
         return {
             "epoch_before": epoch_before,
             "epoch_after": epochs_after.get(broker),
