@@ -406,7 +406,8 @@ class _RepairRun:
         self.save()
 
     def save(self) -> None:
-        self.location.write(PROGRESS_FILE, json.dumps(self.progress, indent=1, sort_keys=True))
+        # insertion order is completion order: the report lists steps as they ran
+        self.location.write(PROGRESS_FILE, json.dumps(self.progress, indent=1))
 
 
 class TopicIdRepairExecuteOperator(BaseOperator):

@@ -2,16 +2,20 @@
 them, and a report of what a Kafka tool reading ZooKeeper and the broker disks now finds.
 
     python -m airflow_provider_kafka_zk.testing.demo [--workdir .demo] [--kafka-version 3.3.1] [--keep-running]
-        [--run-dag]
+        [--run-dag [--repair]]
 
 ``--run-dag`` then runs the daily hygiene DAG (``airflow dags test kafka_zk_daily_hygiene``: snapshot,
 inventory over SSH, the audit on Spark, the gate) against the live services, in an Airflow home under
-the workdir, and prints the findings summary. The gate fails on this cluster, as it should.
+the workdir, and prints the findings summary. The gate fails on this cluster, as it should. Then
+the topicId repair DAG plans the fix of the two KAFKA-14190 topics it found, as a dry run;
+``--repair`` carries it out (the simulated controller and brokers react in a thread) and prints the
+repair's verification (the same audit rules, on a fresh snapshot and inventory).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -44,6 +48,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=Path(".demo"), help="where broker host roots go")
     parser.add_argument("--kafka-version", default="3.3.1", help="simulated release (2.8.x or 3.x)")
     parser.add_argument("--keep-running", action="store_true", help="keep the services up until Ctrl-C")
+    parser.add_argument(
+        "--repair",
+        action="store_true",
+        help="with --run-dag: after the dry run, carry the topicId repair out and show its verification",
+    )
     parser.add_argument(
         "--run-dag",
         action="store_true",
@@ -84,7 +93,11 @@ def main(argv: list[str] | None = None) -> int:
             if args.run_dag:
                 status = run_dag(workdir, zookeeper, sshd, addresses, args.dags_folder)
                 if status == 0:
-                    status = run_repair_plan(workdir, zookeeper, sshd, addresses, args.dags_folder)
+                    status = run_repair(workdir, zookeeper, sshd, addresses, args.dags_folder)
+                if status == 0 and args.repair:
+                    status = run_repair(
+                        workdir, zookeeper, sshd, addresses, args.dags_folder, deployed=deployed
+                    )
             if args.keep_running:
                 print("\nServices and broker sessions stay up; Ctrl-C stops them.")
                 try:
@@ -165,13 +178,23 @@ REPAIR_DAG_ID = "kafka_zk_topic_id_repair"
 REPAIR_TOPICS = ("clickstream", "inventory-updates")
 
 
-def run_repair_plan(
-    workdir: Path, zookeeper: ZooKeeperServer, sshd: SshServer, addresses: tuple[str, ...], dags_folder: Path
+def run_repair(
+    workdir: Path,
+    zookeeper: ZooKeeperServer,
+    sshd: SshServer,
+    addresses: tuple[str, ...],
+    dags_folder: Path,
+    *,
+    deployed: DeployedCluster | None = None,
 ) -> int:
-    """``airflow dags test kafka_zk_topic_id_repair`` as a dry run for the audit's topicId findings;
-    prints the plan (nothing is changed). 0 when the plan was made."""
+    """``airflow dags test kafka_zk_topic_id_repair`` for the audit's topicId findings: a dry run that
+    prints the plan, or -- given the deployed cluster, whose controller and brokers then react in a
+    thread (``ClusterRuntime``) -- the real repair, printing its verification report. 0 on success."""
     from airflow_provider_kafka_zk.clusters import BUILT_IN_DEMO
 
+    from .simulator.runtime import ClusterRuntime
+
+    dry_run = deployed is None
     env = dag_environment(workdir, zookeeper, sshd, addresses, dags_folder)
     clusters = workdir / "kafka_zk_clusters.toml"
     hosts = ", ".join(f'"{b}" = "{h}"' for b, h in BUILT_IN_DEMO["broker_hosts"].items())
@@ -188,34 +211,45 @@ def run_repair_plan(
     )
     env["KAFKA_ZK_CLUSTERS_FILE"] = str(clusters)
     airflow = str(Path(sys.executable).parent / "airflow")
-    log_path = workdir / "repair-dry-run.log"
-    conf = json.dumps({"cluster": "demo", "topics": list(REPAIR_TOPICS), "dry_run": True})
-    print(f"\nRunning the {REPAIR_DAG_ID} DAG as a dry run for {', '.join(REPAIR_TOPICS)} ...", flush=True)
+    log_path = workdir / ("repair-dry-run.log" if dry_run else "repair.log")
+    conf = {"cluster": "demo", "topics": list(REPAIR_TOPICS), "dry_run": dry_run, "poll_interval_s": 0.5}
+    what = "as a dry run" if dry_run else "for real (the simulated controller and brokers react)"
+    print(f"\nRunning the {REPAIR_DAG_ID} DAG {what} for {', '.join(REPAIR_TOPICS)} ...", flush=True)
+    runs_root = workdir / "artefacts" / "demo" / "topic-id-repair"
+    known = set(runs_root.glob("*")) if runs_root.exists() else set()
     started = time.monotonic()
-    with log_path.open("w") as log_file:
+    with log_path.open("w") as log_file, contextlib.ExitStack() as stack:
+        if deployed is not None:
+            stack.enter_context(ClusterRuntime(deployed, restart_dir=workdir / "restarts"))
         result = subprocess.run(
-            [airflow, "dags", "test", REPAIR_DAG_ID, "-c", conf],
+            [airflow, "dags", "test", REPAIR_DAG_ID, "-c", json.dumps(conf)],
             env=env,
             stdout=log_file,
             stderr=subprocess.STDOUT,
             timeout=1800,
         )
-    plans = sorted((workdir / "artefacts" / "demo" / "topic-id-repair").glob("*/summary.txt"))
-    if not plans:
+    runs = sorted(p for p in runs_root.glob("*") if p not in known and (p / "summary.txt").exists())
+    name = "summary.txt" if dry_run else "report.txt"
+    if not runs or not (runs[-1] / name).exists():
         print(log_path.read_text()[-4000:])
         print(
-            f"\nNo repair plan was written (exit {result.returncode}); full log: {log_path}", file=sys.stderr
+            f"\nNo repair {name} was written (exit {result.returncode}); full log: {log_path}",
+            file=sys.stderr,
         )
         return 1
-    print(
-        f"\ntopicId repair, DRY RUN ({time.monotonic() - started:.0f}s; nothing was changed; exit {result.returncode}):"
-    )
-    print("  " + plans[-1].read_text().rstrip().replace("\n", "\n  "))
-    print(
-        f"  To carry it out: airflow dags trigger {REPAIR_DAG_ID} -c "
-        + json.dumps({"cluster": "demo", "topics": list(REPAIR_TOPICS), "dry_run": False})
-    )
-    print(f"  plan: {plans[-1].parent}  DAG log: {log_path}")
+    seconds = time.monotonic() - started
+    if dry_run:
+        print(f"\ntopicId repair, DRY RUN ({seconds:.0f}s; nothing was changed; exit {result.returncode}):")
+    else:
+        print(f"\ntopicId repair, carried out ({seconds:.0f}s; exit {result.returncode}):")
+    print("  " + (runs[-1] / name).read_text().rstrip().replace("\n", "\n  "))
+    if dry_run:
+        print(
+            f"  To carry it out: airflow dags trigger {REPAIR_DAG_ID} -c "
+            + json.dumps({"cluster": "demo", "topics": list(REPAIR_TOPICS), "dry_run": False})
+            + "  (here: demo --repair)"
+        )
+    print(f"  artefacts: {runs[-1]}  DAG log: {log_path}")
     return 0 if result.returncode == 0 else 1
 
 

@@ -11,7 +11,7 @@ import pytest
 pytestmark = pytest.mark.integration
 
 
-def test_demo_runs_the_daily_hygiene_dag_and_prints_the_findings(tmp_path):
+def test_demo_runs_the_daily_hygiene_dag_then_plans_and_carries_out_the_topic_id_repair(tmp_path):
     workdir = tmp_path / "demo"
     result = subprocess.run(
         [
@@ -19,6 +19,7 @@ def test_demo_runs_the_daily_hygiene_dag_and_prints_the_findings(tmp_path):
             "-m",
             "airflow_provider_kafka_zk.testing.demo",
             "--run-dag",
+            "--repair",
             "--workdir",
             str(workdir),
         ],
@@ -40,3 +41,12 @@ def test_demo_runs_the_daily_hygiene_dag_and_prints_the_findings(tmp_path):
     assert "delete /controller (controller now: broker 2)" in out
     report = next(line.split("report: ", 1)[1] for line in out.splitlines() if "  report: " in line)
     assert Path(report).is_file() and Path(report).is_relative_to(workdir)
+    # --repair: carried out against the simulated controller and brokers, verified by the audit rules
+    repaired = out.split("topicId repair, carried out", 1)[1]
+    assert "- clickstream: diverged -> consistent (write_back)" in repaired
+    assert "- inventory-updates: precursor -> consistent (write_back)" in repaired
+    assert "audit: no topic-id finding for these topics" in repaired
+    assert (
+        "steps completed: write-topic-id:clickstream, write-topic-id:inventory-updates, move-controller,"
+        in repaired
+    )
