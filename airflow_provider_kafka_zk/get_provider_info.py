@@ -53,6 +53,8 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_provider_kafka_zk.operators.inventory",
                     "airflow_provider_kafka_zk.operators.deletion",
                     "airflow_provider_kafka_zk.operators.drain",
+                    "airflow_provider_kafka_zk.operators.post_maintenance",
+                    "airflow_provider_kafka_zk.operators.topic_id_repair",
                     "airflow_provider_kafka_zk.operators.audit",
                 ],
             }
@@ -63,6 +65,7 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "airflow_provider_kafka_zk.triggers.deletion",
                     "airflow_provider_kafka_zk.triggers.reassignment",
+                    "airflow_provider_kafka_zk.triggers.leader_election",
                 ],
             }
         ],

@@ -23,6 +23,7 @@ from .deletion import (
 )
 from .errors import KafkaFormatError
 from .findings import Finding, Severity
+from .leadership import blocked_reasons, imbalance_advice, leader_imbalance
 from .logdir import DirKind
 from .model import ClusterState, TopicState
 from .reassignment import BROKER_THROTTLE_KEYS
@@ -550,12 +551,10 @@ def check_partition_health(evidence: TopicEvidence, facts: ClusterFacts) -> list
     offline, urp, under_min = [], [], []
     min_isr = int(state.config.get("min.insync.replicas", facts.min_insync_default()))
     for p, info in sorted(state.partitions.items()):
-        leader = info.leader
-        if info.state is None or leader is None or leader == -1 or leader not in facts.live_brokers:
+        if info.is_offline(facts.live_brokers):
             offline.append(p)
             continue
-        target = info.target_replicas or info.replicas
-        if len(info.isr) < len(target):
+        if info.under_replicated:
             urp.append(p)
         if len(info.isr) < min_isr:
             under_min.append(p)
@@ -695,38 +694,48 @@ def audit_cluster(state: ClusterState, facts: ClusterFacts) -> list[Finding]:
 
 
 def _leader_imbalance(state: ClusterState, facts: ClusterFacts) -> list[Finding]:
-    preferred: dict[int, int] = defaultdict(int)
-    not_leading: dict[int, int] = defaultdict(int)
-    for info in state.partitions():
-        pref = info.preferred_leader
-        if pref is None or pref not in facts.live_brokers:
-            continue
-        preferred[pref] += 1
-        if info.leader != pref:
-            not_leading[pref] += 1
+    """Kafka's own rule and the controller's settings (it is the controller that rebalances)."""
+    controller = None if state.controller is None else state.controller.broker_id
+    settings = (
+        facts.settings.get(controller, BrokerSettings(-1)) if controller is not None else BrokerSettings(-1)
+    )
+    reassigning = bool(state.reassign_partitions or state.reassigning_partitions)
     out = []
-    for broker_id, total in sorted(preferred.items()):
-        threshold = facts.settings.get(
-            broker_id, BrokerSettings(broker_id)
-        ).leader_imbalance_per_broker_percentage
-        ratio = 100.0 * not_leading[broker_id] / total
-        if ratio > threshold:
-            out.append(
-                _finding(
-                    facts,
-                    "preferred-leader-imbalance",
-                    Severity.WARNING,
-                    f"broker {broker_id} leads {total - not_leading[broker_id]} of the {total} partitions it is "
-                    f"preferred leader for ({ratio:.0f}% imbalance > {threshold}%)",
-                    "Run a preferred leader election (auto.leader.rebalance.enable does it every 300 s when on)",
-                    broker_id=broker_id,
-                    evidence={
-                        "preferred": total,
-                        "not_leading": not_leading[broker_id],
-                        "threshold_percent": threshold,
-                    },
-                )
+    for broker_id, imbalance in leader_imbalance(
+        state, threshold_percent=settings.leader_imbalance_per_broker_percentage
+    ).items():
+        if broker_id not in facts.live_brokers or not imbalance.over_threshold:
+            continue  # a stopped broker's partitions are reported as offline / under-replicated
+        blocked = blocked_reasons(state, imbalance.not_leading)
+        shown = ", ".join(f"{t}-{p}" for t, p in imbalance.not_leading[:10])
+        more = len(imbalance.not_leading) - 10
+        out.append(
+            _finding(
+                facts,
+                "preferred-leader-imbalance",
+                Severity.WARNING,
+                f"broker {broker_id} leads {imbalance.preferred - len(imbalance.not_leading)} of the "
+                f"{imbalance.preferred} partitions it is preferred leader for ({100 * imbalance.ratio:.0f}% "
+                f"imbalance > leader.imbalance.per.broker.percentage={imbalance.threshold_percent}): "
+                f"{shown}{f' and {more} more' if more > 0 else ''}",
+                imbalance_advice(
+                    imbalance,
+                    auto_rebalance=settings.auto_leader_rebalance_enable,
+                    blocked=blocked,
+                    reassigning=reassigning,
+                ),
+                broker_id=broker_id,
+                evidence={
+                    "preferred": imbalance.preferred,
+                    "not_leading": len(imbalance.not_leading),
+                    "partitions": [f"{t}-{p}" for t, p in imbalance.not_leading],
+                    "threshold_percent": imbalance.threshold_percent,
+                    "auto_leader_rebalance_enable": settings.auto_leader_rebalance_enable,
+                    "settings_from": "controller" if controller in facts.settings else "Kafka defaults",
+                    "not_electable": {f"{t}-{p}": r for (t, p), r in blocked.items()},
+                },
             )
+        )
     return out
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import gc
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
@@ -144,6 +144,16 @@ class PartitionInfo:
     @property
     def state_path(self) -> str:
         return zk.partition_state_path(self.topic, self.partition)
+
+    def is_offline(self, live: Collection[int]) -> bool:
+        """No live leader: no (readable) state znode, leader -1, or a leader that is not registered."""
+        leader = self.leader
+        return self.state is None or leader is None or leader == -1 or leader not in live
+
+    @property
+    def under_replicated(self) -> bool:
+        """Fewer in-sync replicas than target replicas (a reassignment's extra replicas do not count)."""
+        return len(self.isr) < len(self.target_replicas or self.replicas)
 
 
 @dataclass(frozen=True, slots=True)

@@ -803,6 +803,8 @@ class ReplicaOneDrainPlanOperator(BaseOperator):
             "version": 1,
             "cluster": self.cluster,
             "created_at": datetime.now(UTC).isoformat(),
+            # the Airflow run that made it: what kafka_zk_post_maintenance's drain_run can name
+            "run_id": context.get("run_id"),
             "snapshot": str(snapshot),
             "snapshot_last_zxid": state.last_zxid,
             # the cluster this plan is for: every mutating step refuses another one

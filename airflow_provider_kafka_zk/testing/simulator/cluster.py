@@ -524,6 +524,39 @@ class SimulatedCluster:
         if self.controller_id == broker_id:
             self.controller_failover()
 
+    # ------------------------------------------------------------------ leadership
+    def preferred_replica_election(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], str]:
+        """What the controller does with ``/admin/preferred_replica_election`` (``KafkaController.
+        processReplicaLeaderElection`` with ``PreferredReplicaPartitionLeaderElectionStrategy``, 3.3.1).
+
+        Unknown partitions and topics queued for deletion are skipped; a partition already led by its
+        first replica needs no election; otherwise it moves only when that replica is alive and in
+        the ISR: leader epoch +1, ISR unchanged. Returns each partition's outcome (``elected``,
+        ``not_needed``, ``unknown``, ``deleting``, ``preferred_unavailable``); the caller deletes the
+        znode whatever the outcome, as Kafka does.
+        """
+        outcome: dict[tuple[str, int], str] = {}
+        for topic_name, p in partitions:
+            topic = self.topics.get(topic_name)
+            part = None if topic is None else topic.partitions.get(p)
+            if part is None:
+                outcome[(topic_name, p)] = "unknown"
+            elif topic_name in self.delete_markers:
+                outcome[(topic_name, p)] = "deleting"
+            elif part.leader == part.replicas[0]:
+                outcome[(topic_name, p)] = "not_needed"
+            elif self.brokers[part.replicas[0]].online and part.replicas[0] in part.isr:
+                preferred = part.replicas[0]
+                self._bump_state(part, leader=preferred, isr=part.isr)
+                self._leader_epoch_started(topic_name, p, preferred, part.leader_epoch)
+                outcome[(topic_name, p)] = "elected"
+            else:
+                outcome[(topic_name, p)] = "preferred_unavailable"
+        elected = sum(1 for v in outcome.values() if v == "elected")
+        self.history.append(f"preferred replica election: {elected} of {len(outcome)} partition(s) moved")
+        self.tick()
+        return outcome
+
     # ------------------------------------------------------------------ deletion
     def delete_topic(self, topic_name: str, *, leave_delete_dirs: bool = False) -> None:
         """``kafka-topics --delete``: the marker, then whatever Kafka's controller does with it."""

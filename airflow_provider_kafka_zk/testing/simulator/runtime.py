@@ -9,9 +9,17 @@ Each tick, in a thread of the test process:
   controller keeps its in-memory id);
 * a missing ``/controller`` while brokers run means an election: the winner loads ids from ZooKeeper
   and sends LeaderAndIsr (``SimulatedCluster.elect_controller``);
+* ``/admin/preferred_replica_election`` is carried out and deleted, moved or not
+  (``SimulatedCluster.preferred_replica_election``);
 * restart requests written by :mod:`.restart` (the broker host's restart command) are carried out:
   a controlled shutdown, then a start (or, for a broker in ``fail_restart``, no start: a broker that
-  does not come back).
+  does not come back);
+* with ``reassignments``, a :class:`~.controller.SimulatedController` steps in the same thread, so
+  one runtime serves a drain, a restart and a move-back in turn.
+
+Kafka's automatic leader rebalance is not simulated: a restarted broker leads nothing until an
+election runs, which is what a cluster with ``auto.leader.rebalance.enable=false`` does (and one
+with it on does for up to ``leader.imbalance.check.interval.seconds``).
 
 It writes the model to ZooKeeper and the disks only when something changed, so the files stay still
 while a DAG inventories them, as a real cluster's would.
@@ -33,6 +41,7 @@ from airflow_provider_kafka_zk.kafka import znodes as zk
 from airflow_provider_kafka_zk.kafka.errors import ZnodeFormatError
 from airflow_provider_kafka_zk.kafka.logdir import DirKind, format_partition_dir_name
 
+from .controller import SimulatedController
 from .deploy import DeployedCluster
 from .disk_writer import broker_host
 from .render import topic_assignment
@@ -45,6 +54,7 @@ class ClusterRuntime:
 
     :param restart_dir: where the restart command leaves requests (created).
     :param fail_restart: brokers that stop and never start again when asked to restart.
+    :param reassignments: also carry out partition reassignments (a ``SimulatedController``).
     """
 
     def __init__(
@@ -54,6 +64,7 @@ class ClusterRuntime:
         restart_dir: Path,
         interval: float = 0.2,
         fail_restart: Collection[int] = (),
+        reassignments: bool = False,
     ) -> None:
         self.deployed = deployed
         self.restart_dir = Path(restart_dir)
@@ -62,6 +73,8 @@ class ClusterRuntime:
         self.fail_restart = set(fail_restart)
         self.restarted: list[int] = []
         self.elections: list[int] = []
+        self.preferred_elections: list[dict[tuple[str, int], str]] = []
+        self.controller = SimulatedController(deployed, partitions_per_step=50) if reassignments else None
         self._lock = threading.Lock()
         self._client = KazooClient(hosts=deployed.zookeeper_connect)
         self._client.start(timeout=15)
@@ -93,7 +106,14 @@ class ClusterRuntime:
             changed |= self._elect_if_needed()
             if changed:
                 self.deployed.sync()
+            self._preferred_election()
             self._restart_requested()
+            # stepped only while something moves: its sync rewrites the hosts, which must stay still
+            # while a DAG inventories them (as a real cluster's files would)
+            if self.controller is not None and (
+                self.deployed.cluster.reassignment or self._client.exists(zk.REASSIGN_PARTITIONS)
+            ):
+                self.controller.step()
             return changed
 
     def _note_removed_files(self) -> bool:
@@ -148,12 +168,33 @@ class ClusterRuntime:
         log.info("simulated controller election after /controller vanished: broker %d", winner)
         return True
 
+    def _preferred_election(self) -> None:
+        try:
+            data, _ = self._client.get(zk.PREFERRED_REPLICA_ELECTION)
+        except NoNodeError:
+            return
+        try:
+            request = zk.PreferredReplicaElection.decode(data)
+        except ZnodeFormatError as exc:
+            log.warning("Ignoring an undecodable %s: %s", zk.PREFERRED_REPLICA_ELECTION, exc)
+            partitions: tuple[zk.TopicPartition, ...] = ()
+        else:
+            partitions = request.partitions
+        outcome = self.deployed.cluster.preferred_replica_election(partitions)
+        self.deployed.sync()  # the new leaders first, then the znode goes (KafkaController)
+        self._client.delete(zk.PREFERRED_REPLICA_ELECTION)
+        self.preferred_elections.append(outcome)
+        log.info("simulated preferred replica election: %s", outcome)
+
     def _restart_requested(self) -> None:
         cluster = self.deployed.cluster
         for request in sorted(self.restart_dir.glob("*.request")):
             broker_id = int(request.name.split(".", 1)[0])
             done = request.with_suffix(".done")
             request.unlink()
+            # files removed after this tick's first look and before the request: the broker reads its
+            # disk as it starts, so look again now (else a sync could write them back)
+            self._note_removed_files()
             if broker_id in self.fail_restart:
                 cluster.stop_broker(broker_id, clean=False)
                 self.deployed.sync()
@@ -183,5 +224,7 @@ class ClusterRuntime:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
+        if self.controller is not None:
+            self.controller.stop()
         self._client.stop()
         self._client.close()

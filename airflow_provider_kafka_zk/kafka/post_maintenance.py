@@ -1,0 +1,185 @@
+"""After maintenance, decided without I/O: is the cluster healthy enough to continue, and which of a
+drain's moves can be undone.
+
+A drain moved partitions off brokers (its ``plan.json`` lists ``current`` -> ``target`` per
+partition, its ``rollback.json`` the assignment before). Moving one back is safe only while the
+partition is still exactly where the drain put it: anything moved since (another reassignment, a
+person) is reported and left alone, never "restored" over someone else's change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from .drain import Move
+from .model import ClusterState
+
+PartitionKey = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class DrainedMove:
+    """One partition a drain moved: where it was (``original``) and where the drain put it."""
+
+    topic: str
+    partition: int
+    original: tuple[int, ...]
+    drained_to: tuple[int, ...]
+    size_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class Untouched:
+    topic: str
+    partition: int
+    reason: str
+
+    def describe(self) -> str:
+        return f"{self.topic}-{self.partition}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class MoveBackPlan:
+    moves: tuple[Move, ...]  # current = where the drain put it, target = where it was before
+    already_back: tuple[PartitionKey, ...]
+    untouched: tuple[Untouched, ...]  # moved since, gone, or still moving: reported, not touched
+
+
+def plan_move_back(
+    drained: Iterable[DrainedMove],
+    current: Mapping[PartitionKey, tuple[int, ...]],
+    *,
+    reassigning: Collection[PartitionKey] = (),
+    sizes: Mapping[PartitionKey, int] | None = None,
+) -> MoveBackPlan:
+    """The moves that put each drained partition back, for those still where the drain put them.
+
+    :param drained: the drain's moves (from its plan and rollback artefacts).
+    :param current: every partition's assignment in ZooKeeper now (target replicas).
+    :param reassigning: partitions with a reassignment in flight now (never touched).
+    :param sizes: current partition sizes in bytes (else the drain's sizes are used).
+    """
+    moves, back, untouched = [], [], []
+    for d in sorted(drained, key=lambda m: (m.topic, m.partition)):
+        key = (d.topic, d.partition)
+        now = current.get(key)
+        if now is None:
+            untouched.append(Untouched(d.topic, d.partition, "the partition no longer exists"))
+        elif key in reassigning:
+            untouched.append(
+                Untouched(d.topic, d.partition, f"a reassignment of it is in flight (now {list(now)})")
+            )
+        elif tuple(now) == tuple(d.original):
+            back.append(key)
+        elif tuple(now) != tuple(d.drained_to):
+            untouched.append(
+                Untouched(
+                    d.topic,
+                    d.partition,
+                    f"moved since the drain: the drain put it on {list(d.drained_to)}, it is on {list(now)} "
+                    f"now (before the drain: {list(d.original)}); left where it is",
+                )
+            )
+        elif len(d.original) != len(now):
+            untouched.append(
+                Untouched(
+                    d.topic,
+                    d.partition,
+                    f"replica count differs: {list(d.original)} before, {list(now)} now; left where it is",
+                )
+            )
+        else:
+            size = (sizes or {}).get(key, d.size_bytes)
+            moves.append(Move(d.topic, d.partition, tuple(now), tuple(d.original), int(size)))
+    return MoveBackPlan(tuple(moves), tuple(back), tuple(untouched))
+
+
+def batch_moves(
+    moves: Sequence[Move], *, max_partitions: int, max_bytes: int | None = None
+) -> list[tuple[Move, ...]]:
+    """Consecutive batches bounded by partitions and bytes (one oversize partition goes alone)."""
+    if max_partitions < 1 or (max_bytes is not None and max_bytes < 1):
+        raise ValueError("batch limits must be positive")
+    batches: list[tuple[Move, ...]] = []
+    current: list[Move] = []
+    size = 0
+    for move in moves:
+        if current and (
+            len(current) >= max_partitions or (max_bytes is not None and size + move.size_bytes > max_bytes)
+        ):
+            batches.append(tuple(current))
+            current, size = [], 0
+        current.append(move)
+        size += move.size_bytes
+    if current:
+        batches.append(tuple(current))
+    return batches
+
+
+# ---------------------------------------------------------------------------------------------
+# Health gate
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HealthGate:
+    missing_brokers: tuple[int, ...]
+    offline: tuple[PartitionKey, ...]
+    under_replicated: tuple[PartitionKey, ...]
+    baseline_under_replicated: int
+
+    @property
+    def problems(self) -> list[str]:
+        out = []
+        if self.missing_brokers:
+            out.append(
+                f"broker(s) {list(self.missing_brokers)} not registered in /brokers/ids (not running?)"
+            )
+        if self.offline:
+            out.append(f"{len(self.offline)} partition(s) without a live leader: {_names(self.offline)}")
+        if len(self.under_replicated) > self.baseline_under_replicated:
+            out.append(
+                f"{len(self.under_replicated)} under-replicated partition(s), {self.baseline_under_replicated} "
+                f"before the maintenance: {_names(self.under_replicated)}"
+            )
+        return out
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems
+
+
+def health_gate(state: ClusterState, returning: Iterable[int], baseline_under_replicated: int) -> HealthGate:
+    """Whether the cluster is back in shape to put partitions and leaders back.
+
+    :param returning: brokers that must be registered again (the ones the maintenance stopped).
+    :param baseline_under_replicated: under-replicated partitions before the maintenance.
+    """
+    live = state.live_broker_ids
+    offline, urp = [], []
+    for info in state.partitions():
+        if info.topic in state.pending_deletions:
+            continue  # a topic being deleted has leader -1 by design
+        if info.is_offline(live):
+            offline.append((info.topic, info.partition))
+        elif info.under_replicated:
+            urp.append((info.topic, info.partition))
+    return HealthGate(
+        tuple(sorted(set(returning) - live)), tuple(offline), tuple(urp), int(baseline_under_replicated)
+    )
+
+
+def count_under_replicated(state: ClusterState) -> int:
+    """The baseline a gate compares with: under-replicated partitions (online ones; offline is its own test)."""
+    live = state.live_broker_ids
+    return sum(
+        1
+        for info in state.partitions()
+        if info.topic not in state.pending_deletions and not info.is_offline(live) and info.under_replicated
+    )
+
+
+def _names(keys: Sequence[PartitionKey]) -> str:
+    shown = ", ".join(f"{t}-{p}" for t, p in keys[:10])
+    return shown + (f" and {len(keys) - 10} more" if len(keys) > 10 else "")

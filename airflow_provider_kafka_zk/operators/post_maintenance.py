@@ -1,0 +1,872 @@
+"""After maintenance: health gate, move-back of a drain's partitions, preferred leader election, verify.
+
+Thin shells around :mod:`~airflow_provider_kafka_zk.kafka.post_maintenance` (gate, move-back plan)
+and :mod:`~airflow_provider_kafka_zk.kafka.leadership` (Kafka's imbalance and election rules).
+The move-back is written as a drain plan (``plan.json`` in the drain's format, ``rollback.json``
+first), so it runs through the drain's own throttled, locked, batched execution and throttle
+clearing. Artefacts: ``<base>/<cluster>/post-maintenance/<ts>/``: ``rollback.json``,
+``reassignment.json``, ``plan.json``, ``summary.txt``, then the drain execution's files,
+``election.json``, ``verify.json`` and ``report.txt``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import fsspec
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_provider_kafka_zk.artefacts.snapshots import (
+    latest_snapshot,
+    read_snapshot,
+    validate_cluster_name,
+)
+from airflow_provider_kafka_zk.audit_job import load_inputs, run_in_process
+from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook
+from airflow_provider_kafka_zk.kafka import znodes
+from airflow_provider_kafka_zk.kafka.drain import dumps_tool_json
+from airflow_provider_kafka_zk.kafka.leadership import (
+    DEFAULT_MAX_ELECTION_BYTES,
+    DEFAULT_MAX_ELECTION_PARTITIONS,
+    ElectionScope,
+    choose_election,
+    election_batches,
+    election_outcome,
+)
+from airflow_provider_kafka_zk.kafka.model import ClusterState
+from airflow_provider_kafka_zk.kafka.post_maintenance import (
+    DrainedMove,
+    batch_moves,
+    count_under_replicated,
+    health_gate,
+    plan_move_back,
+)
+from airflow_provider_kafka_zk.maintenance import MaintenanceSession, RunIdentity, parse_safety_flags
+from airflow_provider_kafka_zk.operators.drain import (
+    PLAN_FILE,
+    PLAN_FORMAT,
+    REASSIGNMENT_FILE,
+    ROLLBACK_FILE,
+    SUMMARY_FILE,
+    DrainLocation,
+    _as_list,
+    _no_plan,
+    _positive_int,
+    _snapshot_identity,
+    inventory_sizes,
+    load_plan,
+    plan_identity,
+)
+from airflow_provider_kafka_zk.operators.inventory import _resolve_ts
+from airflow_provider_kafka_zk.operators.snapshot import default_artefacts_base
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+ELECTION_FILE = "election.json"
+VERIFY_FILE = "verify.json"
+REPORT_FILE = "report.txt"
+IMBALANCE_CHECK = "preferred-leader-imbalance"
+THROTTLE_CHECK = "throttle-left-set"
+
+
+class PostMaintenanceError(AirflowFailException):
+    """The step cannot go on; the message names the run, broker, partition or znode and what to do."""
+
+
+class DrainRunNotFoundError(PostMaintenanceError):
+    pass
+
+
+class HealthGateError(PostMaintenanceError):
+    """The cluster is not back in shape: nothing is moved or elected until it is."""
+
+
+class ElectionInFlightError(PostMaintenanceError):
+    """``/admin/preferred_replica_election`` exists and is not this run's."""
+
+
+class PostMaintenanceVerificationError(PostMaintenanceError):
+    pass
+
+
+def _optional_int(value: Any, name: str) -> int | None:
+    if value is None or value == "" or value == "None":
+        return None
+    if isinstance(value, bool):
+        raise PostMaintenanceError(f"{name} must be a whole number >= 0, not {value!r}")
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise PostMaintenanceError(f"{name} must be a whole number >= 0, not {value!r}")
+    return number
+
+
+def _brokers(value: Any, name: str) -> list[int]:
+    items = _as_list(value)
+    if not all(
+        (isinstance(b, int) and not isinstance(b, bool)) or (isinstance(b, str) and b.isdigit())
+        for b in items
+    ):
+        raise PostMaintenanceError(f"{name} must list broker ids, not {value!r}")
+    return sorted({int(b) for b in items})
+
+
+def find_drain_run(base: str, cluster: str, drain_run: str) -> DrainLocation:
+    """The drain run's folder from its folder name, its full path/URL, or its Airflow run id.
+
+    DrainRunNotFoundError listing the drain runs that exist when nothing matches.
+    """
+    validate_cluster_name(cluster)
+    text = str(drain_run).strip()
+    if "/" in text:
+        location = DrainLocation(text.rstrip("/"))
+        if not location.exists(PLAN_FILE):
+            raise DrainRunNotFoundError(f"{location.path(PLAN_FILE)} does not exist: not a drain run folder")
+        return location
+    root = "/".join([base.rstrip("/"), cluster, "drain"])
+    fs, path = fsspec.core.url_to_fs(root)
+    names = (
+        sorted(p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(path, detail=False)) if fs.exists(path) else []
+    )
+    if text in names:
+        return DrainLocation(f"{root}/{text}")
+    for name in reversed(names):
+        location = DrainLocation(f"{root}/{name}")
+        if location.exists(PLAN_FILE) and location.read_json(PLAN_FILE).get("run_id") == text:
+            return location
+    raise DrainRunNotFoundError(
+        f"no drain run {text!r} of cluster {cluster} under {root} (by folder name or Airflow run id); "
+        f"drain runs there: {', '.join(names[-10:]) or 'none'}"
+    )
+
+
+def drained_moves(location: DrainLocation) -> tuple[list[DrainedMove], dict[str, Any]]:
+    """The drain's moves (its plan) with where each partition was before (its rollback.json)."""
+    plan = load_plan(location.url)
+    rollback = location.read_json(ROLLBACK_FILE)
+    try:
+        before = {(e["topic"], int(e["partition"])): tuple(e["replicas"]) for e in rollback["partitions"]}
+    except (KeyError, TypeError, ValueError) as exc:
+        raise PostMaintenanceError(f"{location.path(ROLLBACK_FILE)} is unreadable ({exc})") from None
+    moves = []
+    for batch in plan["batches"]:
+        for m in batch:
+            key = (m["topic"], int(m["partition"]))
+            original = before.get(key)
+            if original is None or list(original) != list(m["current"]):
+                raise PostMaintenanceError(
+                    f"{location.path(ROLLBACK_FILE)} does not hold {key[0]}-{key[1]} as the plan moved it "
+                    f"(plan: from {m['current']}, rollback: {None if original is None else list(original)})"
+                )
+            moves.append(
+                DrainedMove(key[0], key[1], tuple(original), tuple(m["target"]), int(m["size_bytes"]))
+            )
+    return moves, plan
+
+
+def read_leadership(hook: KafkaZooKeeperHook) -> ClusterState:
+    """Brokers, topics, partition states and the admin znodes, from one walk (the election's view)."""
+    walk = hook.snapshot(include=("/brokers", "/admin", znodes.CONTROLLER), progress_every=3600)
+    return ClusterState.from_snapshot(walk.rows)
+
+
+class PostMaintenancePlanOperator(BaseOperator):
+    """Gate the cluster's health, then plan moving a drain's partitions back and which leaders to elect.
+
+    Fails (HealthGateError) unless the returning brokers are registered, no partition lacks a live
+    leader and under-replicated partitions are back at the pre-maintenance count (the drain's safety
+    snapshot, or ``max_under_replicated``). Partitions moved since the drain, gone, or moving now are
+    reported, never moved. Writes ``rollback.json`` first, then the move-back as a drain plan.
+
+    :param cluster: the cluster's name.
+    :param brokers: the brokers the maintenance stopped (default: the drain's brokers).
+    :param drain_run: the drain run to undo: its folder name, path/URL or Airflow run id ("" = none).
+    :param snapshot_path: the fresh snapshot (default: the latest).
+    :param inventory_ts: this run's inventory folder name (partition sizes).
+    :param max_under_replicated: the URP count the gate accepts (default: the drain's snapshot, else 0).
+    :param move_back: plan the move-back (true/false).
+    :param max_partitions_per_batch: move-back batch size (default: the drain's).
+    :param max_bytes_per_batch: move-back batch bytes (default: the drain's).
+    :param run_ts: this run's folder name (default: from the run).
+    """
+
+    template_fields: Sequence[str] = (
+        "cluster",
+        "base_path",
+        "brokers",
+        "drain_run",
+        "snapshot_path",
+        "inventory_ts",
+        "max_under_replicated",
+        "move_back",
+        "max_partitions_per_batch",
+        "max_bytes_per_batch",
+        "run_ts",
+    )
+    ui_color = "#fcf3cf"
+
+    def __init__(
+        self,
+        *,
+        cluster: str,
+        brokers: Sequence[int] | str = (),
+        drain_run: str | None = None,
+        base_path: str | None = None,
+        snapshot_path: str | None = None,
+        inventory_ts: str | None = None,
+        max_under_replicated: int | str | None = None,
+        move_back: bool | str = True,
+        max_partitions_per_batch: int | str | None = None,
+        max_bytes_per_batch: int | str | None = None,
+        run_ts: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.cluster = cluster
+        self.brokers = brokers
+        self.drain_run = drain_run
+        self.base_path = base_path
+        self.snapshot_path = snapshot_path
+        self.inventory_ts = inventory_ts
+        self.max_under_replicated = max_under_replicated
+        self.move_back = move_back
+        self.max_partitions_per_batch = max_partitions_per_batch
+        self.max_bytes_per_batch = max_bytes_per_batch
+        self.run_ts = run_ts
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        # flags and numbers first: a typo refuses before anything is read
+        move_back = parse_safety_flags(move_back=self.move_back)["move_back"]
+        brokers = _brokers(self.brokers, "brokers")
+        baseline_given = _optional_int(self.max_under_replicated, "max_under_replicated")
+        max_partitions = _optional_int(self.max_partitions_per_batch, "max_partitions_per_batch")
+        max_bytes = _optional_int(self.max_bytes_per_batch, "max_bytes_per_batch")
+        if max_partitions == 0 or max_bytes == 0:
+            raise PostMaintenanceError("batch limits must be positive")
+        base = self.base_path or default_artefacts_base()
+        validate_cluster_name(self.cluster)
+
+        drain = None if _no_plan(self.drain_run) else find_drain_run(base, self.cluster, str(self.drain_run))
+        drained, drain_plan = drained_moves(drain) if drain is not None else ([], None)
+        if not brokers and drain_plan is not None:
+            brokers = list(drain_plan["request"]["brokers"])
+        if not brokers:
+            raise PostMaintenanceError(
+                "name the brokers the maintenance stopped (brokers) or the drain run that moved their "
+                "partitions (drain_run): the gate and the election need them"
+            )
+
+        snapshot = self.snapshot_path
+        if _no_plan(snapshot):
+            ref = latest_snapshot(base, self.cluster)
+            if ref is None:
+                raise PostMaintenanceError(f"no complete snapshot of cluster {self.cluster!r} under {base}")
+            snapshot = ref.path
+        manifest, rows = read_snapshot(str(snapshot))
+        identity = _snapshot_identity(manifest, str(snapshot))
+        state = ClusterState.from_snapshot(rows, cluster=self.cluster)
+        if drain_plan is not None and drain_plan.get("identity", {}).get("cluster_id") != identity.cluster_id:
+            raise PostMaintenanceError(
+                f"the drain run {drain.url} was made on cluster id "
+                f"{drain_plan.get('identity', {}).get('cluster_id')}, this cluster is {identity.cluster_id}"
+            )
+
+        baseline, baseline_from = self._baseline(baseline_given, drain_plan)
+        gate = health_gate(state, brokers, baseline)
+        location = DrainLocation(
+            "/".join(
+                [
+                    base.rstrip("/"),
+                    self.cluster,
+                    "post-maintenance",
+                    self.run_ts or _resolve_ts(None, context),
+                ]
+            )
+        )
+
+        current = {(p.topic, p.partition): p.target_replicas or p.replicas for p in state.partitions()}
+        reassigning = {(p.topic, p.partition) for p in state.partitions() if p.is_reassigning}
+        if state.reassign_partitions is not None:
+            reassigning |= {(e.topic, e.partition) for e in state.reassign_partitions.partitions}
+        sizes, _ = inventory_sizes(base, self.cluster, _resolve_ts(self.inventory_ts, context))
+        back = plan_move_back(drained if move_back else [], current, reassigning=reassigning, sizes=sizes)
+        request = dict(drain_plan["request"]) if drain_plan is not None else {"scope": "all"}
+        limit = max_partitions or int(request.get("max_partitions_per_batch") or 100)
+        byte_limit = max_bytes if max_bytes is not None else request.get("max_bytes_per_batch")
+        batches = batch_moves(back.moves, max_partitions=limit, max_bytes=byte_limit)
+        choice = choose_election(state, ElectionScope(brokers=frozenset(brokers)))
+
+        # The rollback artefact exists before anything else does: the assignment it changes from.
+        location.write(
+            ROLLBACK_FILE,
+            dumps_tool_json(
+                {
+                    "version": 1,
+                    "partitions": [
+                        {"topic": m.topic, "partition": m.partition, "replicas": list(m.current)}
+                        for m in back.moves
+                    ],
+                }
+            ),
+        )
+        location.write(
+            REASSIGNMENT_FILE,
+            dumps_tool_json(
+                {
+                    "version": 1,
+                    "partitions": [
+                        {"topic": m.topic, "partition": m.partition, "replicas": list(m.target)}
+                        for m in back.moves
+                    ],
+                }
+            ),
+        )
+        document = {
+            # a drain plan, so the drain's execution and throttle clearing carry it out as they are
+            "format": PLAN_FORMAT,
+            "version": 1,
+            "kind": "post-maintenance",
+            "cluster": self.cluster,
+            "created_at": datetime.now(UTC).isoformat(),
+            "run_id": context.get("run_id"),
+            "snapshot": str(snapshot),
+            "snapshot_last_zxid": state.last_zxid,
+            "identity": identity.to_dict(),
+            "restores": None if drain is None else drain.url,
+            "restores_run_id": None if drain_plan is None else drain_plan.get("run_id"),
+            "returning_brokers": brokers,
+            "request": {
+                "brokers": brokers,
+                "scope": request.get("scope", "all"),
+                "excluded_topics": [],
+                "max_partitions_per_batch": limit,
+                "max_bytes_per_batch": byte_limit,
+                "rack_aware": False,
+                "allow_partial": True,
+            },
+            "complete": True,
+            "batches": [
+                [
+                    {
+                        "topic": m.topic,
+                        "partition": m.partition,
+                        "current": list(m.current),
+                        "target": list(m.target),
+                        "size_bytes": m.size_bytes,
+                    }
+                    for m in batch
+                ]
+                for batch in batches
+            ],
+            "unmovable": [],
+            "unsatisfiable": [],
+            "excluded": [],
+            "unplanned": [],
+            "gate": {
+                "passed": gate.passed,
+                "problems": gate.problems,
+                "baseline_under_replicated": baseline,
+                "baseline_from": baseline_from,
+                "under_replicated": [f"{t}-{p}" for t, p in gate.under_replicated],
+            },
+            "move_back": {
+                "requested": move_back,
+                "already_back": [f"{t}-{p}" for t, p in back.already_back],
+                "untouched": [u.describe() for u in back.untouched],
+            },
+            "election_preview": {
+                "brokers": brokers,
+                "electable_now": [f"{t}-{p}" for t, p in choice.electable],
+                "not_electable_now": [n.describe() for n in choice.not_electable],
+            },
+        }
+        location.write(PLAN_FILE, json.dumps(document, indent=1))
+        summary = _plan_summary(document, len(back.moves))
+        location.write(SUMMARY_FILE, summary + "\n")
+        self.log.info("Post-maintenance plan %s\n%s", location.url, summary)
+        if not gate.passed:
+            raise HealthGateError(
+                f"cluster {self.cluster} is not back in shape, nothing will be moved or elected: "
+                + "; ".join(gate.problems)
+                + ". Bring the brokers back (or wait for the ISRs to fill) and trigger this DAG again."
+            )
+        return {
+            "plan_dir": location.url,
+            "moves": len(back.moves),
+            "batches": len(batches),
+            "untouched": len(back.untouched),
+            "brokers": brokers,
+            "electable_now": len(choice.electable),
+        }
+
+    def _baseline(self, given: int | None, drain_plan: Mapping[str, Any] | None) -> tuple[int, str]:
+        if given is not None:
+            return given, "max_under_replicated"
+        if drain_plan is not None and drain_plan.get("snapshot"):
+            try:
+                _, rows = read_snapshot(str(drain_plan["snapshot"]))
+            except Exception as exc:  # the count is advisory: say why it is not used
+                self.log.warning(
+                    "The drain's snapshot %s is unreadable (%s): baseline 0", drain_plan["snapshot"], exc
+                )
+                return 0, f"0 (the drain's snapshot {drain_plan['snapshot']} is unreadable)"
+            before = ClusterState.from_snapshot(rows)
+            return count_under_replicated(before), f"the drain's safety snapshot {drain_plan['snapshot']}"
+        return 0, "default (no drain run named)"
+
+
+def _plan_summary(document: Mapping[str, Any], moves: int) -> str:
+    lines = [f"Post-maintenance plan for {document['cluster']}; snapshot {document['snapshot']}"]
+    if document["restores"]:
+        lines.append(f"restores drain run {document['restores']} (run id {document['restores_run_id']})")
+    gate = document["gate"]
+    lines.append(
+        f"health gate: {'passed' if gate['passed'] else 'FAILED'} (returning brokers "
+        f"{document['returning_brokers']}; under-replicated baseline {gate['baseline_under_replicated']}, "
+        f"from {gate['baseline_from']})"
+    )
+    lines += [f"  - {p}" for p in gate["problems"]]
+    back = document["move_back"]
+    if back["requested"]:
+        lines.append(f"move back: {moves} partition(s) in {len(document['batches'])} batch(es)")
+        for batch in document["batches"]:
+            lines += [f"  {m['topic']}-{m['partition']}: {m['current']} -> {m['target']}" for m in batch]
+        if back["already_back"]:
+            lines.append(f"already where they were before the drain: {', '.join(back['already_back'])}")
+        if back["untouched"]:
+            lines.append("left alone (reported, not moved):")
+            lines += [f"  - {u}" for u in back["untouched"]]
+    else:
+        lines.append("move back: not requested")
+    preview = document["election_preview"]
+    lines.append(
+        f"preferred leader election for brokers {preview['brokers']}: "
+        f"{len(preview['electable_now'])} partition(s) electable now (the election recomputes after the move-back)"
+    )
+    lines += [f"  - not electable: {n}" for n in preview["not_electable_now"][:10]]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# Preferred leader election
+# ---------------------------------------------------------------------------------------------
+
+
+class PreferredLeaderElectionOperator(BaseOperator):
+    """Elect preferred leaders through ``/admin/preferred_replica_election``, as Kafka's ZooKeeper tool did.
+
+    Creates the znode (never overwrites: one in flight that is not this run's refuses), in batches
+    bounded by partitions and bytes, each after the last was processed (the controller deletes the
+    znode); waits deferrably (``deferrable``) or in the task. Only partitions an election can move
+    (preferred replica alive and in the ISR) are requested; the rest are reported with the reason.
+    A retried task recomputes from ZooKeeper and never requests a partition twice. Writes
+    ``election.json`` (what was requested, what moved, what did not and why). Dry run by default.
+
+    :param cluster: the cluster's name (artefact folder).
+    :param brokers: only partitions whose preferred replica is one of these (default: any).
+    :param topics: only partitions of these topics (default: any).
+    :param artefact_dir: where ``election.json`` goes (default ``<base>/<cluster>/leader-election/<ts>``).
+    :param plan_dir: a post-maintenance plan to pin the cluster identity to (optional).
+    :param dry_run: only say what would be elected (true/false).
+    :param max_partitions_per_batch: partitions per znode.
+    :param max_bytes_per_batch: bytes per znode (under ZooKeeper's ``jute.maxbuffer``).
+    :param poll_interval: seconds between checks while the controller works.
+    :param timeout: seconds to wait for the controller per batch.
+    :param deferrable: wait in the triggerer (default ``[operators] default_deferrable``).
+    """
+
+    template_fields: Sequence[str] = (
+        "cluster",
+        "kafka_zookeeper_conn_id",
+        "brokers",
+        "topics",
+        "base_path",
+        "artefact_dir",
+        "plan_dir",
+        "dry_run",
+        "max_partitions_per_batch",
+        "max_bytes_per_batch",
+        "poll_interval",
+        "timeout",
+    )
+    ui_color = "#fadbd8"
+
+    def __init__(
+        self,
+        *,
+        cluster: str,
+        kafka_zookeeper_conn_id: str = KafkaZooKeeperHook.default_conn_name,
+        brokers: Sequence[int] | str | None = None,
+        topics: Sequence[str] | str | None = None,
+        base_path: str | None = None,
+        artefact_dir: str | None = None,
+        plan_dir: str | None = None,
+        dry_run: bool | str = True,
+        max_partitions_per_batch: int | str = DEFAULT_MAX_ELECTION_PARTITIONS,
+        max_bytes_per_batch: int | str = DEFAULT_MAX_ELECTION_BYTES,
+        poll_interval: float | str = 5.0,
+        timeout: float | str = 600.0,
+        deferrable: bool | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if deferrable is None:
+            from airflow.configuration import conf
+
+            deferrable = conf.getboolean("operators", "default_deferrable", fallback=False)
+        self.cluster = cluster
+        self.kafka_zookeeper_conn_id = kafka_zookeeper_conn_id
+        self.brokers = brokers
+        self.topics = topics
+        self.base_path = base_path
+        self.artefact_dir = artefact_dir
+        self.plan_dir = plan_dir
+        self.dry_run = dry_run
+        self.max_partitions_per_batch = max_partitions_per_batch
+        self.max_bytes_per_batch = max_bytes_per_batch
+        self.poll_interval = poll_interval
+        self.timeout = timeout
+        self.deferrable = deferrable
+
+    # ------------------------------------------------------------------ inputs
+    def _scope(self) -> ElectionScope:
+        brokers = None if self.brokers in (None, "", "None") else frozenset(_brokers(self.brokers, "brokers"))
+        topics = None
+        if self.topics not in (None, "", "None"):
+            names = _as_list(self.topics)
+            if not all(isinstance(t, str) and t for t in names):
+                raise PostMaintenanceError(f"topics must list topic names, not {self.topics!r}")
+            topics = frozenset(names)
+        return ElectionScope(brokers=brokers or None, topics=topics or None)
+
+    def _numbers(self) -> tuple[int, int, float, float]:
+        partitions = _positive_int(self.max_partitions_per_batch, "max_partitions_per_batch")
+        size = _positive_int(self.max_bytes_per_batch, "max_bytes_per_batch")
+        try:
+            poll, timeout = float(self.poll_interval), float(self.timeout)
+        except (TypeError, ValueError):
+            poll = timeout = -1.0
+        if not (poll > 0 and timeout > 0):
+            raise PostMaintenanceError(
+                f"poll_interval and timeout must be positive seconds, not {self.poll_interval!r}, {self.timeout!r}"
+            )
+        return partitions, size, poll, timeout
+
+    def _location(self, context: Context) -> DrainLocation:
+        if not _no_plan(self.artefact_dir):
+            return DrainLocation(str(self.artefact_dir))
+        validate_cluster_name(self.cluster)
+        base = self.base_path or default_artefacts_base()
+        return DrainLocation(
+            "/".join([base.rstrip("/"), self.cluster, "leader-election", _resolve_ts(None, context)])
+        )
+
+    def _record(self, location: DrainLocation) -> dict[str, Any]:
+        if location.exists(ELECTION_FILE):
+            return location.read_json(ELECTION_FILE)
+        return {"requested": [], "batches": [], "in_flight": None}
+
+    # ------------------------------------------------------------------ run
+    def execute(self, context: Context) -> dict[str, Any]:
+        return self._run(context)
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+        if event.get("status") != "complete":
+            raise PostMaintenanceError(
+                f"preferred leader election: {event.get('message')}. The znode "
+                f"{znodes.PREFERRED_REPLICA_ELECTION} stays for the controller to process; clear this task "
+                "to keep waiting (nothing is requested twice)"
+            )
+        return self._run(context)
+
+    def _run(self, context: Context) -> dict[str, Any]:
+        dry_run = parse_safety_flags(dry_run=self.dry_run)["dry_run"]
+        scope = self._scope()
+        max_partitions, max_bytes, poll, timeout = self._numbers()
+        location = self._location(context)
+        expected = None
+        if not _no_plan(self.plan_dir):
+            expected = plan_identity(
+                DrainLocation(str(self.plan_dir)).read_json(PLAN_FILE), str(self.plan_dir)
+            )
+        record = self._record(location)
+        with KafkaZooKeeperHook(self.kafka_zookeeper_conn_id) as hook:
+            session = MaintenanceSession(
+                hook,
+                cluster=self.cluster,
+                artefact_dir=location.url,
+                run=RunIdentity.from_context(context, fallback_run_id=location.url),
+                dry_run=dry_run,
+                expected=expected,
+                single_step=True,
+            )
+            with session:
+                while True:
+                    state = read_leadership(hook)
+                    waiting = self._in_flight(hook, state, record)
+                    if waiting is not None:
+                        self._wait(hook, location, record, waiting, poll, timeout)
+                        continue
+                    asked = {tuple(tp) for tp in record["requested"]}
+                    choice = choose_election(state, scope)
+                    todo = [tp for tp in choice.electable if tuple(tp) not in asked]
+                    if not record["batches"]:
+                        self.log.info(
+                            "Scope %s: %d partition(s) already led by their preferred replica, %d electable, "
+                            "%d not electable%s",
+                            scope.describe(),
+                            choice.already_preferred,
+                            len(choice.electable),
+                            len(choice.not_electable),
+                            "".join(f"\n  - {n.describe()}" for n in choice.not_electable[:20]),
+                        )
+                    if not todo:
+                        break
+                    batch = election_batches(todo, max_partitions=max_partitions, max_bytes=max_bytes)[0]
+                    data = znodes.PreferredReplicaElection(batch).encode()
+                    if dry_run:
+                        for b in election_batches(todo, max_partitions=max_partitions, max_bytes=max_bytes):
+                            self.log.info(
+                                "DRY RUN: would create %s with %d partition(s): %s",
+                                hook.describe_path(znodes.PREFERRED_REPLICA_ELECTION),
+                                len(b),
+                                ", ".join(f"{t}-{p}" for t, p in b),
+                            )
+                        record.update(dry_run=True, would_elect=[list(tp) for tp in todo])
+                        location.write(ELECTION_FILE, json.dumps(record, indent=1))
+                        return {
+                            "dry_run": True,
+                            "would_elect": len(todo),
+                            "election": location.path(ELECTION_FILE),
+                        }
+                    session.recheck()
+                    # recorded before the create: a retry recognises the znode as this run's
+                    record["in_flight"] = [list(tp) for tp in batch]
+                    record["requested"] += [list(tp) for tp in batch]
+                    record["batches"].append([list(tp) for tp in batch])
+                    location.write(ELECTION_FILE, json.dumps(record, indent=1))
+                    if not hook.create_if_absent(znodes.PREFERRED_REPLICA_ELECTION, data):
+                        continue  # someone created it meanwhile: the loop decides whose it is
+                    self.log.info(
+                        "Created %s for %d partition(s) (batch %d)",
+                        hook.describe_path(znodes.PREFERRED_REPLICA_ELECTION),
+                        len(batch),
+                        len(record["batches"]),
+                    )
+                requested = [znodes.TopicPartition(t, int(p)) for t, p in record["requested"]]
+                outcome = election_outcome(read_leadership(hook), requested)
+        record.update(
+            in_flight=None,
+            dry_run=dry_run,
+            elected=[f"{t}-{p}" for t, p in outcome.elected],
+            not_moved=[n.describe() for n in outcome.not_moved],
+            not_electable=[n.describe() for n in choice.not_electable],
+        )
+        location.write(ELECTION_FILE, json.dumps(record, indent=1))
+        self.log.info("Preferred leader election done: %s", outcome.summary())
+        return {
+            "dry_run": dry_run,
+            "elected": len(outcome.elected),
+            "not_moved": len(outcome.not_moved),
+            "not_electable": len(choice.not_electable),
+            "election": location.path(ELECTION_FILE),
+        }
+
+    def _in_flight(
+        self, hook: KafkaZooKeeperHook, state: ClusterState, record: Mapping[str, Any]
+    ) -> int | None:
+        """The znode's czxid when it exists and is this run's batch; None when there is none.
+        ElectionInFlightError when it is someone else's."""
+        znode = state.preferred_replica_election
+        if znode is None:
+            return None
+        ours = record.get("in_flight")
+        if ours is not None and {tuple(tp) for tp in ours} == {tuple(tp) for tp in znode.partitions}:
+            stat = hook.exists(znodes.PREFERRED_REPLICA_ELECTION)
+            return None if stat is None else stat.czxid
+        shown = ", ".join(f"{t}-{p}" for t, p in znode.partitions[:10])
+        raise ElectionInFlightError(
+            f"{hook.describe_path(znodes.PREFERRED_REPLICA_ELECTION)} exists and is not this run's "
+            f"({len(znode.partitions)} partition(s): {shown}): a preferred leader election is in flight; "
+            "refusing to add to it. Wait until the controller deletes it (if no controller runs, it stays "
+            "forever: check /controller) and run again"
+        )
+
+    def _wait(
+        self,
+        hook: KafkaZooKeeperHook,
+        location: DrainLocation,
+        record: dict[str, Any],
+        czxid: int,
+        poll: float,
+        timeout: float,
+    ) -> None:
+        """Until the controller deleted our znode: in the triggerer when deferrable, else here."""
+        if self.deferrable:
+            from airflow_provider_kafka_zk.triggers.leader_election import PreferredElectionTrigger
+
+            self.defer(
+                trigger=PreferredElectionTrigger(
+                    kafka_zookeeper_conn_id=self.kafka_zookeeper_conn_id,
+                    czxid=czxid,
+                    poll_interval=poll,
+                    deadline=time.time() + timeout,
+                ),
+                method_name="execute_complete",
+            )
+        started = time.monotonic()
+        while True:
+            stat = hook.exists(znodes.PREFERRED_REPLICA_ELECTION)
+            if stat is None or stat.czxid != czxid:
+                break
+            if time.monotonic() - started > timeout:
+                raise PostMaintenanceError(
+                    f"the controller has not processed {hook.describe_path(znodes.PREFERRED_REPLICA_ELECTION)} "
+                    f"in {timeout:g}s: is a controller running (/controller)? The znode stays; clear this "
+                    "task to keep waiting (nothing is requested twice)"
+                )
+            time.sleep(poll)
+        record["in_flight"] = None
+        location.write(ELECTION_FILE, json.dumps(record, indent=1))
+
+
+# ---------------------------------------------------------------------------------------------
+# Verify
+# ---------------------------------------------------------------------------------------------
+
+
+class PostMaintenanceVerifyOperator(BaseOperator):
+    """The cluster after the run, judged by the audit's own rules on a fresh snapshot.
+
+    Fails unless every moved-back partition is where it was before the drain with a live leader and
+    a full ISR, no returning broker is over Kafka's leader-imbalance threshold, and no replication
+    throttle is left set. Writes ``verify.json`` and ``report.txt`` (which names the drain run).
+
+    :param plan_dir: the post-maintenance plan's folder.
+    :param base_path: artefact store root.
+    :param snapshot_path: the snapshot taken after the run.
+    :param inventory_path: this run's inventory (the brokers' settings: the imbalance threshold).
+    """
+
+    template_fields: Sequence[str] = ("plan_dir", "base_path", "snapshot_path", "inventory_path")
+    ui_color = "#d5f5e3"
+
+    def __init__(
+        self,
+        *,
+        plan_dir: str,
+        base_path: str | None = None,
+        snapshot_path: str | None = None,
+        inventory_path: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.plan_dir = plan_dir
+        self.base_path = base_path
+        self.snapshot_path = snapshot_path
+        self.inventory_path = inventory_path
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        if _no_plan(self.plan_dir):
+            raise PostMaintenanceError("no plan to verify (the plan task produced none)")
+        location = DrainLocation(str(self.plan_dir))
+        plan = load_plan(location.url)
+        base = self.base_path or default_artefacts_base()
+        inputs = load_inputs(
+            base,
+            str(plan["cluster"]),
+            snapshot=self.snapshot_path,
+            previous="",
+            inventory=None if _no_plan(self.inventory_path) else self.inventory_path,
+        )
+        state = inputs.state
+        live = state.live_broker_ids
+        returning = set(plan.get("returning_brokers") or plan["request"]["brokers"])
+        problems: list[str] = []
+        not_back = []
+        for batch in plan["batches"]:
+            for m in batch:
+                topic = state.topic(m["topic"])
+                info = None if topic is None else topic.partitions.get(int(m["partition"]))
+                name = f"{m['topic']}-{m['partition']}"
+                if info is None:
+                    not_back.append(f"{name}: gone")
+                elif list(info.replicas) != list(m["target"]):
+                    not_back.append(f"{name}: on {list(info.replicas)}, expected {m['target']}")
+                elif info.is_offline(live) or info.under_replicated:
+                    not_back.append(f"{name}: leader {info.leader}, ISR {list(info.isr)}")
+        if not_back:
+            problems.append("moved-back partitions not in place and healthy: " + "; ".join(not_back[:10]))
+        findings = run_in_process(inputs)
+        imbalance = [f for f in findings if f.check == IMBALANCE_CHECK and f.broker_id in returning]
+        throttles = [f for f in findings if f.check == THROTTLE_CHECK]
+        problems += [f"{f.summary}. {f.action}" for f in imbalance]
+        problems += [f"{f.summary}. {f.action}" for f in throttles]
+        election = location.read_json(ELECTION_FILE) if location.exists(ELECTION_FILE) else {}
+        result = {
+            "plan_dir": location.url,
+            "restores": plan.get("restores"),
+            "restores_run_id": plan.get("restores_run_id"),
+            "returning_brokers": sorted(returning),
+            "moved_back": sum(len(b) for b in plan["batches"]),
+            "not_back": not_back,
+            "untouched": plan.get("move_back", {}).get("untouched", []),
+            "elected": election.get("elected", []),
+            "not_moved": election.get("not_moved", []),
+            "imbalance": [f.to_row() for f in imbalance],
+            "throttles_left": [f.to_row() for f in throttles],
+            "snapshot": inputs.snapshot,
+            "problems": problems,
+        }
+        location.write(VERIFY_FILE, json.dumps(result, indent=1, default=str))
+        report = _report(result)
+        location.write(REPORT_FILE, report)
+        for line in report.splitlines():
+            self.log.info("%s", line)
+        if problems:
+            raise PostMaintenanceVerificationError(
+                "the cluster is not back in shape: "
+                + " | ".join(problems)
+                + f" (report: {location.path(REPORT_FILE)})"
+            )
+        return result
+
+
+def _report(result: Mapping[str, Any]) -> str:
+    lines = [f"Post-maintenance of {result['plan_dir']}"]
+    if result["restores"]:
+        lines.append(f"restores drain run {result['restores']} (run id {result['restores_run_id']})")
+    lines.append(f"returning brokers: {result['returning_brokers']}")
+    lines.append(
+        f"moved back: {result['moved_back'] - len(result['not_back'])} of {result['moved_back']} partition(s)"
+    )
+    lines += [f"  - not back: {n}" for n in result["not_back"]]
+    if result["untouched"]:
+        lines.append("left alone (moved since the drain, gone or moving):")
+        lines += [f"  - {u}" for u in result["untouched"]]
+    lines.append(f"preferred leaders elected: {len(result['elected'])}")
+    lines += [f"  - not moved: {n}" for n in result["not_moved"]]
+    if result["problems"]:
+        lines.append("NOT DONE:")
+        lines += [f"  - {p}" for p in result["problems"]]
+    else:
+        lines.append(
+            "verified: partitions back in place with full ISRs, no leader imbalance on the returning brokers, "
+            "no replication throttle left"
+        )
+    return "\n".join(lines) + "\n"
+
+
+__all__ = [
+    "PostMaintenancePlanOperator",
+    "PostMaintenanceVerifyOperator",
+    "PreferredLeaderElectionOperator",
+]

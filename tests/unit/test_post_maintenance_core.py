@@ -1,0 +1,227 @@
+"""Post-maintenance in the pure core: Kafka's leader-imbalance rule, who an election can move and why
+not, election batches under the znode size limit, the move-back plan and the health gate; and the
+simulated controller's preferred election (the behaviour the DAG test relies on)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+
+import pytest
+
+from airflow_provider_kafka_zk.kafka.audit import BrokerSettings, ClusterFacts, audit_cluster
+from airflow_provider_kafka_zk.kafka.drain import Move
+from airflow_provider_kafka_zk.kafka.leadership import (
+    ElectionScope,
+    choose_election,
+    election_batches,
+    election_outcome,
+    leader_imbalance,
+)
+from airflow_provider_kafka_zk.kafka.model import ClusterState
+from airflow_provider_kafka_zk.kafka.post_maintenance import (
+    DrainedMove,
+    batch_moves,
+    count_under_replicated,
+    health_gate,
+    plan_move_back,
+)
+from airflow_provider_kafka_zk.kafka.znodes import PreferredReplicaElection, TopicPartition
+from airflow_provider_kafka_zk.testing.simulator import (
+    BrokerSpec,
+    ClusterSpec,
+    SimulatedCluster,
+    TopicSpec,
+)
+from airflow_provider_kafka_zk.testing.simulator.rows import cluster_rows
+
+
+def _cluster() -> SimulatedCluster:
+    return SimulatedCluster(
+        ClusterSpec(
+            "lead",
+            brokers=tuple(BrokerSpec(b, rack=None, host=f"10.0.0.{b}") for b in range(3)),
+            topics=(
+                TopicSpec(
+                    "r3",
+                    6,
+                    3,
+                    assignment={
+                        0: (1, 0, 2),
+                        1: (1, 2, 0),
+                        2: (0, 1, 2),
+                        3: (2, 0, 1),
+                        4: (1, 0, 2),
+                        5: (0, 2, 1),
+                    },
+                    records_per_partition=5,
+                ),
+                TopicSpec("one", 2, 1, assignment={0: (1,), 1: (2,)}, records_per_partition=5),
+            ),
+        )
+    )
+
+
+def _state(cluster: SimulatedCluster) -> ClusterState:
+    return ClusterState.from_snapshot(cluster_rows(cluster), cluster="lead")
+
+
+def _restarted() -> SimulatedCluster:
+    """Broker 1 went through a controlled shutdown and came back: it leads nothing it replicates
+    with others (its RF=1 partition it leads again: nobody else could)."""
+    cluster = _cluster()
+    cluster.stop_broker(1, clean=True)
+    cluster.start_broker(1)
+    return cluster
+
+
+def _facts(cluster: SimulatedCluster, **settings) -> ClusterFacts:
+    live = frozenset(cluster.online_broker_ids())
+    return ClusterFacts(
+        cluster="lead",
+        now_ms=int(time.time() * 1000),
+        live_brokers=live,
+        inventoried=live,
+        settings={b: BrokerSettings(b, **settings) for b in cluster.brokers},
+    )
+
+
+def test_kafka_imbalance_rule_after_a_restart():
+    state = _state(_restarted())
+    imbalance = leader_imbalance(state)
+    one = imbalance[1]
+    # broker 1 is first replica of r3-0, r3-1, r3-4 and one-0; it leads only one-0 again
+    assert one.preferred == 4 and sorted(one.not_leading) == [("r3", 0), ("r3", 1), ("r3", 4)]
+    assert one.ratio == 0.75 and one.over_threshold
+    assert not imbalance[0].not_leading and not imbalance[0].over_threshold
+    # the threshold is Kafka's strict ">": 75 % is not over a 75 % setting
+    assert not leader_imbalance(state, threshold_percent=75)[1].over_threshold
+    assert leader_imbalance(state, threshold_percent=74)[1].over_threshold
+
+
+def test_audit_finding_uses_the_controllers_settings_and_says_what_fixes_it():
+    cluster = _restarted()
+    state = _state(cluster)
+    auto_on = [f for f in audit_cluster(state, _facts(cluster)) if f.check == "preferred-leader-imbalance"]
+    [finding] = auto_on
+    assert finding.broker_id == 1 and "r3-0, r3-1, r3-4" in finding.summary
+    assert "auto.leader.rebalance.enable is on" in finding.action
+    off = _facts(cluster, auto_leader_rebalance_enable=False)
+    [finding] = [f for f in audit_cluster(state, off) if f.check == "preferred-leader-imbalance"]
+    assert "Kafka will not move leadership back by itself" in finding.action
+    assert '{"brokers": [1]}' in finding.action and "kafka_zk_post_maintenance" in finding.action
+    # the controller's threshold counts, not the imbalanced broker's own setting
+    controller = state.controller.broker_id
+    lenient = _facts(cluster)
+    lenient = ClusterFacts(
+        **{
+            **lenient.__dict__,
+            "settings": {
+                **lenient.settings,
+                controller: BrokerSettings(controller, leader_imbalance_per_broker_percentage=80),
+            },
+        }
+    )
+    assert not [f for f in audit_cluster(state, lenient) if f.check == "preferred-leader-imbalance"]
+
+
+def test_election_choice_says_why_a_partition_cannot_move():
+    cluster = _restarted()
+    part = cluster.topics["r3"].partitions[1]
+    cluster._bump_state(part, leader=part.leader, isr=[b for b in part.isr if b != 1])
+    state = _state(cluster)
+    choice = choose_election(state, ElectionScope(brokers=frozenset({1})))
+    assert choice.electable == (("r3", 0), ("r3", 4))
+    [stuck] = choice.not_electable
+    assert (stuck.topic, stuck.partition) == ("r3", 1) and "not in the ISR" in stuck.reason
+    assert choice.already_preferred == 1  # one-0
+    # a stopped preferred replica cannot lead; topics limit the scope
+    cluster.stop_broker(2, clean=True)
+    state = _state(cluster)
+    choice = choose_election(state, ElectionScope(topics=frozenset({"r3"})))
+    assert ("r3", 3) in {(n.topic, n.partition) for n in choice.not_electable}
+    assert any("preferred replica 2 is offline" in n.reason for n in choice.not_electable)
+
+
+def test_election_batches_stay_under_the_byte_and_partition_limits():
+    partitions = [TopicPartition(f"topic-{i:04d}", i % 7) for i in range(500)]
+    batches = election_batches(partitions, max_partitions=10_000, max_bytes=4096)
+    assert [tp for b in batches for tp in b] == partitions and len(batches) > 1
+    for batch in batches:
+        encoded = PreferredReplicaElection(batch).encode()
+        assert len(encoded) <= 4096
+        assert json.loads(encoded)["partitions"][0] == {
+            "topic": batch[0].topic,
+            "partition": batch[0].partition,
+        }
+    # the estimate is exact: each batch is as full as the limit allows
+    for batch, following in itertools.pairwise(batches):
+        assert len(PreferredReplicaElection((*batch, following[0])).encode()) > 4096
+    assert [len(b) for b in election_batches(partitions[:25], max_partitions=10)] == [10, 10, 5]
+    with pytest.raises(ValueError, match="alone does not fit"):
+        election_batches([TopicPartition("x" * 200, 0)], max_bytes=100)
+
+
+def test_simulated_controller_elects_only_electable_partitions_and_outcome_matches():
+    cluster = _restarted()
+    part = cluster.topics["r3"].partitions[1]
+    cluster._bump_state(part, leader=part.leader, isr=[b for b in part.isr if b != 1])
+    epoch_before = cluster.topics["r3"].partitions[0].leader_epoch
+    requested = [("r3", 0), ("r3", 1), ("r3", 4), ("gone", 0)]
+    outcome = cluster.preferred_replica_election(requested)
+    assert outcome == {
+        ("r3", 0): "elected",
+        ("r3", 1): "preferred_unavailable",
+        ("r3", 4): "elected",
+        ("gone", 0): "unknown",
+    }
+    assert cluster.topics["r3"].partitions[0].leader == 1
+    assert cluster.topics["r3"].partitions[0].leader_epoch == epoch_before + 1
+    result = election_outcome(_state(cluster), [TopicPartition(t, p) for t, p in requested])
+    assert set(result.elected) == {("r3", 0), ("r3", 4)}
+    reasons = {(n.topic, n.partition): n.reason for n in result.not_moved}
+    assert set(reasons) == {("r3", 1), ("gone", 0)}
+    assert reasons[("r3", 1)].startswith("preferred replica 1 is not in the ISR")
+    assert reasons[("gone", 0)] == "the partition no longer exists"
+
+
+def test_move_back_touches_only_partitions_still_where_the_drain_put_them():
+    drained = [
+        DrainedMove("a", 0, (1,), (2,), 100),  # still on 2: goes back
+        DrainedMove("a", 1, (1,), (2,), 100),  # moved on to 3 since: left alone
+        DrainedMove("a", 2, (1,), (0,), 100),  # already back on 1
+        DrainedMove("a", 3, (1,), (2,), 100),  # moving now: left alone
+        DrainedMove("b", 0, (1,), (2,), 100),  # topic deleted since
+    ]
+    current = {("a", 0): (2,), ("a", 1): (3,), ("a", 2): (1,), ("a", 3): (2,)}
+    plan = plan_move_back(drained, current, reassigning={("a", 3)}, sizes={("a", 0): 555})
+    assert plan.moves == (Move("a", 0, (2,), (1,), 555),)
+    assert plan.already_back == (("a", 2),)
+    reasons = {(u.topic, u.partition): u.reason for u in plan.untouched}
+    assert reasons[("a", 1)].startswith("moved since the drain: the drain put it on [2], it is on [3]")
+    assert "in flight" in reasons[("a", 3)] and "no longer exists" in reasons[("b", 0)]
+    moves = [Move("t", p, (2,), (1,), 40) for p in range(5)]
+    assert [len(b) for b in batch_moves(moves, max_partitions=2)] == [2, 2, 1]
+    assert [len(b) for b in batch_moves(moves, max_partitions=10, max_bytes=100)] == [2, 2, 1]
+
+
+def test_health_gate_names_missing_brokers_offline_partitions_and_urp_over_baseline():
+    cluster = _cluster()
+    assert health_gate(_state(cluster), [1], 0).passed
+    cluster.stop_broker(1, clean=True)
+    state = _state(cluster)
+    gate = health_gate(state, [1], 0)
+    assert gate.missing_brokers == (1,) and gate.offline == (("one", 0),)
+    assert len(gate.under_replicated) == 6  # every r3 partition lost broker 1 from its ISR
+    problems = " | ".join(gate.problems)
+    assert (
+        "broker(s) [1] not registered" in problems
+        and "one-0" in problems
+        and "6 under-replicated" in problems
+    )
+    # a baseline that already had those URPs accepts them (but never the missing broker)
+    assert count_under_replicated(state) == 6
+    assert [p for p in health_gate(state, [1], 6).problems if "under-replicated" in p] == []
+    cluster.start_broker(1)
+    assert health_gate(_state(cluster), [1], 0).passed
