@@ -11,6 +11,7 @@ election already in flight, a partition moved elsewhere since the drain, a faili
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -19,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+from airflow.sdk.exceptions import TaskDeferred
 from kazoo.client import KazooClient
 
 from airflow_provider_kafka_zk.artefacts.snapshots import write_snapshot
@@ -28,6 +30,7 @@ from airflow_provider_kafka_zk.kafka.reassignment import BROKER_THROTTLE_KEYS, T
 from airflow_provider_kafka_zk.operators.post_maintenance import (
     ElectionInFlightError,
     HealthGateError,
+    PostMaintenanceError,
     PostMaintenancePlanOperator,
     PreferredLeaderElectionOperator,
 )
@@ -394,3 +397,61 @@ def test_flags_and_numbers_refuse_before_any_io(live):
                 artefact_dir="/nonexistent/never",
                 **kwargs,
             ).execute({"run_id": "manual__test"})
+
+
+def test_deferrable_election_waits_in_the_trigger_and_resumes(live, monkeypatch):
+    deployed, client, base, _, conn = live
+    _in_process(monkeypatch, conn)
+    _maintenance(deployed)
+
+    def operator() -> PreferredLeaderElectionOperator:
+        return PreferredLeaderElectionOperator(
+            task_id="elect",
+            cluster=CLUSTER,
+            kafka_zookeeper_conn_id=ZK_CONN,
+            brokers=[RETURNING],
+            artefact_dir=str(base / "deferred"),
+            dry_run=False,
+            poll_interval=0.2,
+            timeout=0.5,
+            max_partitions_per_batch=1,
+            deferrable=True,
+        )
+
+    with pytest.raises(TaskDeferred) as deferred:
+        operator().execute({"run_id": "manual__test"})
+    data, stat = client.get(zk.PREFERRED_REPLICA_ELECTION)
+    assert zk.PreferredReplicaElection.decode(data).partitions == (("replicated", 0),)  # batch 1 of 2
+    # no controller processes it: the trigger gives up at the deadline and the znode stays
+    timeout = _first_event(deferred.value.trigger)
+    assert timeout["status"] == "timeout" and "/controller" in timeout["message"]
+    with pytest.raises(PostMaintenanceError, match="stays for the controller"):
+        operator().execute_complete({"run_id": "manual__test"}, timeout)
+    assert client.get(zk.PREFERRED_REPLICA_ELECTION)[1].czxid == stat.czxid
+    # a retry while it is still there waits for it again rather than asking twice
+    with pytest.raises(TaskDeferred) as again:
+        operator().execute({"run_id": "manual__test"})
+    assert again.value.trigger.serialize()[1]["czxid"] == stat.czxid
+    with ClusterRuntime(deployed, restart_dir=base / "restarts"):
+        trigger = again.value.trigger
+        result = None
+        while result is None:
+            event = _first_event(trigger)
+            if event["status"] == "timeout":
+                continue  # the runtime thread has not stepped yet
+            assert event["status"] == "complete", event
+            try:
+                result = operator().execute_complete({"run_id": "manual__test"}, event)
+            except TaskDeferred as next_batch:
+                trigger = next_batch.trigger
+    assert result["elected"] == 2
+    record = json.loads((base / "deferred" / "election.json").read_text())
+    assert record["batches"] == [[["replicated", 0]], [["replicated", 1]]]
+
+
+def _first_event(trigger) -> dict:
+    async def first():
+        async for event in trigger.run():
+            return event.payload
+
+    return asyncio.run(first())
