@@ -2,7 +2,7 @@
 them, and a report of what a Kafka tool reading ZooKeeper and the broker disks now finds.
 
     python -m airflow_provider_kafka_zk.testing.demo [--workdir .demo] [--kafka-version 3.3.1] [--keep-running]
-        [--run-dag [--repair]]
+        [--run-dag [--repair]] [--maintenance]
 
 ``--run-dag`` then runs the daily hygiene DAG (``airflow dags test kafka_zk_daily_hygiene``: snapshot,
 inventory over SSH, the audit on Spark, the gate) against the live services, in an Airflow home under
@@ -33,6 +33,7 @@ from airflow_provider_kafka_zk.kafka.logdir import DirKind
 
 from .simulator import DeployedCluster, incident_cluster
 from .simulator.readback import BrokerOnDisk, ZnodeReading, read_broker, read_zookeeper
+from .simulator.scenarios import maintenance_cluster
 from .sshd import SshServer
 from .zookeeper import ZooKeeperServer
 
@@ -54,6 +55,12 @@ def main(argv: list[str] | None = None) -> int:
         help="with --run-dag: after the dry run, carry the topicId repair out and show its verification",
     )
     parser.add_argument(
+        "--maintenance",
+        action="store_true",
+        help="instead of the incident cluster: a healthy one with RF=1 topics, drained, restarted and put back "
+        "by kafka_zk_post_maintenance",
+    )
+    parser.add_argument(
         "--run-dag",
         action="store_true",
         help=f"run the {DAG_ID} DAG on the demo cluster and print its findings",
@@ -68,7 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     if workdir.exists():
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True)
-    cluster = incident_cluster(kafka_version=args.kafka_version)
+    cluster = (maintenance_cluster if args.maintenance else incident_cluster)(
+        kafka_version=args.kafka_version
+    )
     addresses = tuple(b.spec.host for b in cluster.brokers.values())
     started = time.monotonic()
     with (
@@ -90,7 +99,9 @@ def main(argv: list[str] | None = None) -> int:
             disks = {b: read_broker(b, h.server_properties) for b, h in deployed.hosts.items()}
             print(report(deployed, tree, disks, time.monotonic() - started))
             status = 0
-            if args.run_dag:
+            if args.maintenance:
+                status = run_maintenance(workdir, zookeeper, sshd, addresses, args.dags_folder, deployed)
+            elif args.run_dag:
                 status = run_dag(workdir, zookeeper, sshd, addresses, args.dags_folder)
                 if status == 0:
                     status = run_repair(workdir, zookeeper, sshd, addresses, args.dags_folder)
@@ -174,6 +185,30 @@ def run_dag(
     return 0
 
 
+def manual_dag_environment(
+    workdir: Path, zookeeper: ZooKeeperServer, sshd: SshServer, addresses: tuple[str, ...], dags_folder: Path
+) -> dict[str, str]:
+    """The DAG environment plus a cluster file naming the demo cluster (the manual DAGs read one)."""
+    from airflow_provider_kafka_zk.clusters import BUILT_IN_DEMO
+
+    env = dag_environment(workdir, zookeeper, sshd, addresses, dags_folder)
+    clusters = workdir / "kafka_zk_clusters.toml"
+    hosts = ", ".join(f'"{b}" = "{h}"' for b, h in BUILT_IN_DEMO["broker_hosts"].items())
+    properties = BUILT_IN_DEMO["server_properties_path"].replace(
+        "${KAFKA_ZK_DEMO_HOSTS}", str(workdir / "hosts")
+    )
+    clusters.write_text(
+        "[clusters.demo]\n"
+        f'kafka_zookeeper_conn_id = "{BUILT_IN_DEMO["kafka_zookeeper_conn_id"]}"\n'
+        f'ssh_conn_id = "{BUILT_IN_DEMO["ssh_conn_id"]}"\n'
+        f'base_path = "{workdir / "artefacts"}"\n'
+        f'server_properties_path = "{properties}"\n'
+        f"broker_hosts = {{ {hosts} }}\n"
+    )
+    env["KAFKA_ZK_CLUSTERS_FILE"] = str(clusters)
+    return env
+
+
 REPAIR_DAG_ID = "kafka_zk_topic_id_repair"
 REPAIR_TOPICS = ("clickstream", "inventory-updates")
 
@@ -190,26 +225,10 @@ def run_repair(
     """``airflow dags test kafka_zk_topic_id_repair`` for the audit's topicId findings: a dry run that
     prints the plan, or -- given the deployed cluster, whose controller and brokers then react in a
     thread (``ClusterRuntime``) -- the real repair, printing its verification report. 0 on success."""
-    from airflow_provider_kafka_zk.clusters import BUILT_IN_DEMO
-
     from .simulator.runtime import ClusterRuntime
 
     dry_run = deployed is None
-    env = dag_environment(workdir, zookeeper, sshd, addresses, dags_folder)
-    clusters = workdir / "kafka_zk_clusters.toml"
-    hosts = ", ".join(f'"{b}" = "{h}"' for b, h in BUILT_IN_DEMO["broker_hosts"].items())
-    properties = BUILT_IN_DEMO["server_properties_path"].replace(
-        "${KAFKA_ZK_DEMO_HOSTS}", str(workdir / "hosts")
-    )
-    clusters.write_text(
-        "[clusters.demo]\n"
-        f'kafka_zookeeper_conn_id = "{BUILT_IN_DEMO["kafka_zookeeper_conn_id"]}"\n'
-        f'ssh_conn_id = "{BUILT_IN_DEMO["ssh_conn_id"]}"\n'
-        f'base_path = "{workdir / "artefacts"}"\n'
-        f'server_properties_path = "{properties}"\n'
-        f"broker_hosts = {{ {hosts} }}\n"
-    )
-    env["KAFKA_ZK_CLUSTERS_FILE"] = str(clusters)
+    env = manual_dag_environment(workdir, zookeeper, sshd, addresses, dags_folder)
     airflow = str(Path(sys.executable).parent / "airflow")
     log_path = workdir / ("repair-dry-run.log" if dry_run else "repair.log")
     conf = {"cluster": "demo", "topics": list(REPAIR_TOPICS), "dry_run": dry_run, "poll_interval_s": 0.5}
@@ -251,6 +270,85 @@ def run_repair(
         )
     print(f"  artefacts: {runs[-1]}  DAG log: {log_path}")
     return 0 if result.returncode == 0 else 1
+
+
+MAINTENANCE_BROKER = 2
+
+
+def run_maintenance(
+    workdir: Path,
+    zookeeper: ZooKeeperServer,
+    sshd: SshServer,
+    addresses: tuple[str, ...],
+    dags_folder: Path,
+    deployed: DeployedCluster,
+) -> int:
+    """A maintenance window on the maintenance cluster: the drain of broker 2 (real run), broker 2
+    stopped and started again, then ``kafka_zk_post_maintenance`` with the drain's run id; prints both
+    reports. The simulated controller and brokers react in a thread. 0 when both runs passed."""
+    from .simulator.runtime import ClusterRuntime
+
+    env = manual_dag_environment(workdir, zookeeper, sshd, addresses, dags_folder)
+    airflow = str(Path(sys.executable).parent / "airflow")
+    log_path = workdir / "maintenance.log"
+    started = time.monotonic()
+    with log_path.open("w") as log_file:
+        if subprocess.run(
+            [airflow, "db", "migrate"], env=env, stdout=log_file, stderr=subprocess.STDOUT
+        ).returncode:
+            print(f"airflow db migrate failed; see {log_path}", file=sys.stderr)
+            return 1
+
+        def dags_test(dag_id: str, conf: dict) -> int:
+            print(f"\nRunning {dag_id} with {json.dumps(conf)} ...", flush=True)
+            with ClusterRuntime(deployed, restart_dir=workdir / "restarts", reassignments=True):
+                return subprocess.run(
+                    [airflow, "dags", "test", dag_id, "-c", json.dumps(conf)],
+                    env=env,
+                    stdout=log_file,
+                    stderr=subprocess.STDOUT,
+                    timeout=1800,
+                ).returncode
+
+        base = workdir / "artefacts" / "demo"
+        drain_conf = {
+            "cluster": "demo",
+            "brokers": [MAINTENANCE_BROKER],
+            "dry_run": False,
+            "poll_interval_s": 0.5,
+        }
+        status = dags_test("kafka_zk_pre_maintenance_drain", drain_conf)
+        drains = sorted((base / "drain").glob("*/report.txt"))
+        if status != 0 or not drains:
+            print(f"The drain failed (exit {status}); full log: {log_path}", file=sys.stderr)
+            return 1
+        print("  " + drains[-1].read_text().rstrip().replace("\n", "\n  "))
+        run_id = json.loads((drains[-1].parent / "plan.json").read_text())["run_id"]
+
+        print(
+            f"\nMaintenance: broker {MAINTENANCE_BROKER} stops (controlled shutdown) and starts again",
+            flush=True,
+        )
+        deployed.cluster.stop_broker(MAINTENANCE_BROKER, clean=True)
+        deployed.sync()
+        deployed.cluster.start_broker(MAINTENANCE_BROKER)
+        deployed.sync()
+
+        status = dags_test(
+            "kafka_zk_post_maintenance",
+            {"cluster": "demo", "drain_run": run_id, "dry_run": False, "poll_interval_s": 0.5},
+        )
+        reports = sorted((base / "post-maintenance").glob("*/report.txt"))
+        if not reports:
+            print(
+                f"kafka_zk_post_maintenance wrote no report (exit {status}); full log: {log_path}",
+                file=sys.stderr,
+            )
+            return 1
+    print(f"\nAfter maintenance ({time.monotonic() - started:.0f}s for the window; exit {status}):")
+    print("  " + reports[-1].read_text().rstrip().replace("\n", "\n  "))
+    print(f"  artefacts: {reports[-1].parent}  DAG log: {log_path}")
+    return 0 if status == 0 else 1
 
 
 def findings_summary(summary: dict, dag_exit: int, seconds: float) -> str:

@@ -50,3 +50,27 @@ def test_demo_runs_the_daily_hygiene_dag_then_plans_and_carries_out_the_topic_id
         "steps completed: write-topic-id:clickstream, write-topic-id:inventory-updates, move-controller,"
         in repaired
     )
+
+
+def test_demo_maintenance_window_drains_restarts_and_puts_the_cluster_back(tmp_path):
+    workdir = tmp_path / "demo"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "airflow_provider_kafka_zk.testing.demo",
+            "--maintenance",
+            "--workdir",
+            str(workdir),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    out = result.stdout
+    assert result.returncode == 0, out[-3000:] + result.stderr[-3000:]
+    assert "Verification: OK; 1 moved partition(s) checked" in out  # the drain of broker 2
+    after = out.split("After maintenance", 1)[1]
+    assert "restores drain run " in after and "(run id manual__" in after
+    assert "moved back: 1 of 1 partition(s)" in after
+    assert "verified: partitions back in place with full ISRs, no leader imbalance" in after

@@ -47,6 +47,25 @@ def healthy_cluster(name: str = "healthy", kafka_version: str = "3.3.1", seed: i
     return SimulatedCluster(spec)
 
 
+def maintenance_cluster(name: str = "demo", kafka_version: str = "3.3.1", seed: int = 13) -> SimulatedCluster:
+    """The healthy cluster plus RF=1 topics: a maintenance window to try the drain, a broker restart and
+    ``kafka_zk_post_maintenance`` on (the incident cluster's in-flight reassignment refuses any drain)."""
+    spec = ClusterSpec(
+        name=name,
+        kafka_version=kafka_version,
+        brokers=_brokers(6, racks=3),
+        min_insync_replicas=2,
+        seed=seed,
+        topics=(
+            TopicSpec("orders", partitions=6, replication_factor=3, config={"min.insync.replicas": "2"}),
+            TopicSpec("payments.v1-events", partitions=4, replication_factor=3, records_per_partition=400),
+            TopicSpec("metrics-rf1", partitions=6, replication_factor=1, records_per_partition=200),
+            CONSUMER_OFFSETS,
+        ),
+    )
+    return SimulatedCluster(spec)
+
+
 def incident_cluster(name: str = "demo", kafka_version: str = "3.3.1", seed: int = 11) -> SimulatedCluster:
     """The incidents of DESIGN.md, each left exactly as Kafka would leave it.
 
