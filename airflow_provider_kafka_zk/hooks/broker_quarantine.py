@@ -49,7 +49,7 @@ import math
 import os
 import shlex
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -774,6 +774,7 @@ def run_remote(
     script: str | None = None,
     what: str = "quarantine",
     done_status: str = "moved",
+    on_record: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Send ``request`` to the script on the host and return its records (``end`` included).
 
@@ -784,6 +785,7 @@ def run_remote(
     :param what: names the command in errors ("quarantine", "partition files", ...).
     :param done_status: the record status meaning "changed on the host" ("moved", "removed"):
         a timeout error lists those records, or says nothing was changed.
+    :param on_record: called with each record as it arrives (progress in the task log).
     :raises BrokerHostTimeoutError: past the limit (``.records``: what arrived before it).
     :raises RemotePythonMissingError: no Python 3 on the host.
     :raises BrokerHostCommandError: the script refused the request, broke the protocol or failed.
@@ -837,6 +839,8 @@ def run_remote(
             for line in lines:
                 if line.startswith(b"{"):
                     records.append(_record(line, where, what))
+                    if on_record is not None:
+                        on_record(records[-1])
         while not channel.exit_status_ready() and time.monotonic() < deadline:
             time.sleep(0.05)
         if channel.exit_status_ready():

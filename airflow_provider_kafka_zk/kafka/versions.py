@@ -13,7 +13,7 @@ from functools import total_ordering
 
 from .errors import KafkaFormatError
 
-_VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?(?:-IV(\d+))?$")
+_VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?(?:\.\d+)?(?:-IV(\d+))?$")  # 0.x releases have a 4th part
 
 
 @total_ordering

@@ -1,0 +1,446 @@
+"""Pre-restart log and index scan: one task per broker, then the verdicts.
+
+``BrokerLogScanOperator`` (made for ``.expand(broker_id=...)``) reads the run's inventory of the
+broker (which partition directories, their recovery points, the broker's Kafka release), runs the
+scan on the host (:mod:`~airflow_provider_kafka_zk.hooks.broker_log_scan`) and writes
+``<base>/<cluster>/log-scan/<ts>/broker=<id>.parquet`` (one row per segment) with
+``_summary/broker=<id>.json`` (bytes read, budget, partitions skipped or failed). The scan only
+reads. ``LogScanVerdictOperator`` judges every broker's rows with the pure core
+(:mod:`~airflow_provider_kafka_zk.kafka.log_scan_rules`: the broker's version rules, ISR from the
+snapshot for the remedy that loses least) and writes ``findings.parquet``, ``verdicts.json`` and
+``report.txt``; it fails when a broker's verdict reaches ``fail_on``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import fsspec
+import pyarrow as pa
+import pyarrow.parquet as pq
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_provider_kafka_zk.artefacts.files import write_atomically
+from airflow_provider_kafka_zk.artefacts.snapshots import (
+    latest_snapshot,
+    read_snapshot,
+    validate_cluster_name,
+)
+from airflow_provider_kafka_zk.hooks.broker_host import DEFAULT_PYTHON_INTERPRETERS, BrokerHostHook
+from airflow_provider_kafka_zk.hooks.broker_log_scan import PartitionToScan, scan_broker_logs
+from airflow_provider_kafka_zk.kafka.log_scan_rules import (
+    SegmentRow,
+    Verdict,
+    index_rule,
+    judge_broker,
+    segment_rows,
+)
+from airflow_provider_kafka_zk.kafka.model import ClusterState
+from airflow_provider_kafka_zk.kafka.versions import KafkaVersion
+from airflow_provider_kafka_zk.maintenance import parse_safety_flags
+from airflow_provider_kafka_zk.operators.inventory import _resolve_ts, read_inventory_summary
+from airflow_provider_kafka_zk.operators.snapshot import default_artefacts_base
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+log = logging.getLogger(__name__)
+
+ROW_SCHEMA = pa.schema(
+    [
+        ("broker_id", pa.int32()),
+        ("log_dir", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("base_offset", pa.int64()),
+        ("active", pa.bool_()),
+        ("log_size", pa.int64()),
+        ("recovered_after_crash", pa.bool_()),
+        ("index_json", pa.string()),
+        ("timeindex_json", pa.string()),
+        ("walk_json", pa.string()),
+        ("problems_json", pa.string()),
+    ]
+)
+FINDING_SCHEMA = pa.schema(
+    [
+        ("broker_id", pa.int32()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("severity", pa.string()),
+        ("kind", pa.string()),
+        ("summary", pa.string()),
+        ("remedy", pa.string()),
+        ("file", pa.string()),
+        ("offset", pa.int64()),
+        ("position", pa.int64()),
+        ("bytes_at_risk", pa.int64()),
+        ("verdict", pa.string()),
+    ]
+)
+DEFAULT_KAFKA_VERSION = "3.3.1"  # what the rules assume when neither the jars nor the IBP say
+
+
+class LogScanError(AirflowFailException):
+    """The scan cannot run or its result cannot be judged; the message names the broker and file."""
+
+
+class RestartRiskError(AirflowFailException):
+    """A broker's verdict reached ``fail_on``: the message says which broker, segment and remedy."""
+
+
+def _url(base: str, cluster: str, ts: str) -> str:
+    validate_cluster_name(cluster)
+    return "/".join([base.rstrip("/"), cluster, "log-scan", ts])
+
+
+def _write(url: str, data: bytes) -> str:
+    fs, path = fsspec.core.url_to_fs(url)
+    write_atomically(fs, path, data)
+    return url
+
+
+def _parquet(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    return sink.getvalue().to_pybytes()
+
+
+def broker_version(facts: Mapping[str, Any], override: str | None) -> tuple[KafkaVersion, str]:
+    """The release whose rules apply: given, else the broker's jars, else its IBP, else the default."""
+    for value, source in (
+        (override, "given"),
+        (facts.get("kafka_version"), "the broker's jars"),
+        (facts.get("inter.broker.protocol.version"), "inter.broker.protocol.version"),
+    ):
+        if value:
+            try:
+                return KafkaVersion.parse(str(value).split("-")[0]), source
+            except ValueError:
+                continue
+    return KafkaVersion.parse(DEFAULT_KAFKA_VERSION), f"default ({DEFAULT_KAFKA_VERSION}: release unknown)"
+
+
+class BrokerLogScanOperator(BaseOperator):
+    """Scan one broker's segments and indexes over SSH (read-only) and write its rows.
+
+    :param broker_id: the broker (mapped: ``.expand(broker_id=...)``).
+    :param cluster: the cluster's name.
+    :param base_path: artefact store root.
+    :param ssh_conn_id: the SSH connection template (strict host keys).
+    :param kafka_zookeeper_conn_id: to look the host up in ZooKeeper when ``broker_hosts`` lacks it.
+    :param broker_hosts: broker id -> host.
+    :param inventory_ts: the run's inventory folder (which directories, recovery points, version).
+    :param scan_ts: this scan's folder name (default: the run's).
+    :param kafka_version: the broker's release when the inventory cannot tell.
+    :param budget_mb: stop reading after this many MiB on the broker (partial: said in the summary).
+    :param verify_crc: check every batch's CRC during the walk (slow).
+    :param walk_all: walk every segment, not only those an unclean restart recovers.
+    :param nice: CPU niceness on the host.
+    :param timeout: hard time limit (s) of the command.
+    """
+
+    template_fields: Sequence[str] = (
+        "broker_id",
+        "cluster",
+        "base_path",
+        "ssh_conn_id",
+        "kafka_zookeeper_conn_id",
+        "broker_hosts",
+        "inventory_ts",
+        "scan_ts",
+        "kafka_version",
+        "budget_mb",
+        "verify_crc",
+        "walk_all",
+    )
+    ui_color = "#e6f2ff"
+
+    def __init__(
+        self,
+        *,
+        broker_id: int | str,
+        cluster: str,
+        base_path: str | None = None,
+        ssh_conn_id: str,
+        kafka_zookeeper_conn_id: str | None = None,
+        broker_hosts: Mapping[int | str, str] | None = None,
+        inventory_ts: str | None = None,
+        scan_ts: str | None = None,
+        kafka_version: str | None = None,
+        budget_mb: int | str | None = None,
+        verify_crc: bool | str = False,
+        walk_all: bool | str = False,
+        nice: int = 10,
+        timeout: float = 1800.0,
+        python_interpreters: Sequence[str] = DEFAULT_PYTHON_INTERPRETERS,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.broker_id = broker_id
+        self.cluster = cluster
+        self.base_path = base_path
+        self.ssh_conn_id = ssh_conn_id
+        self.kafka_zookeeper_conn_id = kafka_zookeeper_conn_id
+        self.broker_hosts = broker_hosts
+        self.inventory_ts = inventory_ts
+        self.scan_ts = scan_ts
+        self.kafka_version = kafka_version
+        self.budget_mb = budget_mb
+        self.verify_crc = verify_crc
+        self.walk_all = walk_all
+        self.nice = nice
+        self.timeout = timeout
+        self.python_interpreters = python_interpreters
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        flags = parse_safety_flags(verify_crc=self.verify_crc, walk_all=self.walk_all)
+        broker_id = int(self.broker_id)
+        budget = None
+        if self.budget_mb not in (None, "", "None"):
+            try:
+                budget = int(str(self.budget_mb)) * 1024 * 1024
+            except ValueError:
+                budget = -1
+            if budget <= 0:
+                raise LogScanError(f"budget_mb must be a positive whole number, not {self.budget_mb!r}")
+        base = self.base_path or default_artefacts_base()
+        inventory_url = "/".join(
+            [base.rstrip("/"), self.cluster, "inventory", _resolve_ts(self.inventory_ts, context)]
+        )
+        broker_file = f"{inventory_url}/broker={broker_id}.parquet"
+        try:
+            summary = read_inventory_summary(broker_file)
+            fs, path = fsspec.core.url_to_fs(broker_file)
+            with fs.open(path, "rb") as handle:
+                dirs = pq.read_table(
+                    handle,
+                    columns=[
+                        "kind",
+                        "topic",
+                        "partition",
+                        "log_dir",
+                        "dir_name",
+                        "recovery_point",
+                        "symlink",
+                    ],
+                ).to_pylist()
+        except FileNotFoundError:
+            raise LogScanError(
+                f"no inventory of broker {broker_id} at {broker_file}: run the inventory first"
+            ) from None
+        version, version_source = broker_version(summary.get("facts") or {}, self.kafka_version)
+        rule = index_rule(version)
+        partitions = [
+            PartitionToScan(d["log_dir"], d["dir_name"], d["topic"], int(d["partition"]), d["recovery_point"])
+            for d in dirs
+            if d["kind"] == "normal" and d["topic"] is not None and d["partition"] is not None
+        ]
+        self.log.info(
+            "Broker %d: scanning %d partition directories (Kafka %s from %s: index entries hold the batch's %s "
+            "offset; budget %s; nice %d)",
+            broker_id,
+            len(partitions),
+            version,
+            version_source,
+            rule,
+            f"{budget} bytes" if budget else "none",
+            self.nice,
+        )
+        step = max(1, len(partitions) // 10)
+
+        def progress(done: int, total: int, read: int) -> None:
+            if done % step == 0 or done == total:
+                self.log.info(
+                    "Broker %d: %d/%d partitions scanned, %.1f MiB read", broker_id, done, total, read / 2**20
+                )
+
+        hook = BrokerHostHook(
+            self.ssh_conn_id,
+            self.kafka_zookeeper_conn_id,
+            broker_hosts=self.broker_hosts,
+            python_interpreters=self.python_interpreters,
+        )
+        results, end = scan_broker_logs(
+            hook,
+            broker_id,
+            partitions,
+            index_rule=rule,
+            verify_crc=flags["verify_crc"],
+            walk_all=flags["walk_all"],
+            budget_bytes=budget,
+            nice=self.nice,
+            timeout=self.timeout,
+            on_progress=progress,
+        )
+        rows: list[SegmentRow] = []
+        skipped, errors = [], []
+        for part, result in zip(partitions, results, strict=True):
+            if "result" in result:
+                rows += segment_rows(broker_id, part.log_dir, part.topic, part.partition, result["result"])
+            elif "skipped" in result:
+                skipped.append(f"{part.log_dir}/{part.dir_name}")
+            else:
+                errors.append(str(result.get("error")))
+        url = _url(base, self.cluster, self.scan_ts or _resolve_ts(None, context))
+        table = pa.Table.from_pylist([r.to_row() for r in rows], schema=ROW_SCHEMA)
+        _write(f"{url}/broker={broker_id}.parquet", _parquet(table))
+        record = {
+            "broker_id": broker_id,
+            "kafka_version": str(version),
+            "version_source": version_source,
+            "index_rule": rule,
+            "partitions": len(partitions),
+            "segments": len(rows),
+            "bytes_read": end.get("bytes_read"),
+            "budget_bytes": budget,
+            "budget_exhausted": bool(end.get("budget_exhausted")),
+            "skipped": skipped,
+            "errors": errors,
+            "verify_crc": flags["verify_crc"],
+            "walk_all": flags["walk_all"],
+        }
+        _write(f"{url}/_summary/broker={broker_id}.json", json.dumps(record, indent=1).encode())
+        if skipped:
+            self.log.warning(
+                "Broker %d: byte budget spent: %d partition(s) not scanned (partial)", broker_id, len(skipped)
+            )
+        for error in errors:
+            self.log.warning("Broker %d: %s", broker_id, error)
+        self.log.info(
+            "Broker %d: %d segments, %s bytes read; rows in %s",
+            broker_id,
+            len(rows),
+            end.get("bytes_read"),
+            url,
+        )
+        return {**record, "scan_dir": url}
+
+
+class LogScanVerdictOperator(BaseOperator):
+    """Judge every scanned broker: findings, the remedy that loses least, one verdict per broker.
+
+    :param cluster: the cluster's name.
+    :param base_path: artefact store root.
+    :param scan_ts: the scan's folder name (default: the run's).
+    :param snapshot_path: a snapshot of the cluster (ISR and leaders for the remedies; which brokers run).
+    :param fail_on: ``fails_recovery`` (default), ``loses_data_if_unclean``, ``rebuilds_indexes`` or
+        ``never``: the verdict at or above which the task fails.
+    """
+
+    template_fields: Sequence[str] = ("cluster", "base_path", "scan_ts", "snapshot_path", "fail_on")
+    ui_color = "#d6eaf8"
+
+    def __init__(
+        self,
+        *,
+        cluster: str,
+        base_path: str | None = None,
+        scan_ts: str | None = None,
+        snapshot_path: str | None = None,
+        fail_on: str = "fails_recovery",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.cluster = cluster
+        self.base_path = base_path
+        self.scan_ts = scan_ts
+        self.snapshot_path = snapshot_path
+        self.fail_on = fail_on
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        levels = {v.name.lower(): v for v in Verdict}
+        if self.fail_on != "never" and self.fail_on not in levels:
+            raise LogScanError(f"fail_on must be one of {sorted(levels)} or 'never', not {self.fail_on!r}")
+        base = self.base_path or default_artefacts_base()
+        url = _url(base, self.cluster, self.scan_ts or _resolve_ts(None, context))
+        snapshot = self.snapshot_path
+        if snapshot in (None, "", "None"):
+            ref = latest_snapshot(base, self.cluster)
+            if ref is None:
+                raise LogScanError(f"no snapshot of {self.cluster} under {base}")
+            snapshot = ref.path
+        _, snapshot_rows = read_snapshot(str(snapshot))
+        state = ClusterState.from_snapshot(snapshot_rows, cluster=self.cluster)
+        isr = {(p.topic, p.partition): tuple(p.isr) for p in state.partitions()}
+        leaders = {
+            (p.topic, p.partition): p.leader
+            for p in state.partitions()
+            if p.leader is not None and p.leader >= 0
+        }
+        fs, root = fsspec.core.url_to_fs(url)
+        verdicts, findings = [], []
+        for name in sorted(fs.ls(root, detail=False)):
+            file = name.rstrip("/").rsplit("/", 1)[-1]
+            if not (file.startswith("broker=") and file.endswith(".parquet")):
+                continue
+            broker_id = int(file[len("broker=") : -len(".parquet")])
+            with fs.open(name, "rb") as handle:
+                rows = [SegmentRow.from_row(r) for r in pq.read_table(handle).to_pylist()]
+            with fs.open(f"{root}/_summary/broker={broker_id}.json", "rb") as handle:
+                summary = json.loads(handle.read())
+            judged = judge_broker(
+                rows,
+                version=KafkaVersion.parse(summary["kafka_version"]),
+                running=broker_id in state.live_broker_ids,
+                isr=isr,
+                leaders=leaders,
+                broker_id=broker_id,
+            )
+            partial = bool(summary["skipped"] or summary["errors"])
+            verdicts.append(
+                {
+                    "broker_id": broker_id,
+                    "verdict": judged.verdict.name.lower(),
+                    "describe": judged.describe()
+                    + (" (PARTIAL: not every partition was scanned)" if partial else ""),
+                    "failing_segment": judged.failing_segment,
+                    "rebuilt_indexes": judged.rebuilt_indexes,
+                    "partial": partial,
+                    "skipped": summary["skipped"],
+                    "errors": summary["errors"],
+                    "bytes_read": summary["bytes_read"],
+                    "kafka_version": summary["kafka_version"],
+                }
+            )
+            findings += judged.findings
+        if not verdicts:
+            raise LogScanError(f"no broker scan under {url}: nothing to judge")
+        order = {"critical": 0, "error": 1, "warning": 2, "info": 3}
+        findings.sort(key=lambda f: (order.get(f.severity, 9), f.broker_id, f.topic, f.partition))
+        _write(
+            f"{url}/findings.parquet",
+            _parquet(pa.Table.from_pylist([f.to_row() for f in findings], schema=FINDING_SCHEMA)),
+        )
+        _write(f"{url}/verdicts.json", json.dumps(verdicts, indent=1).encode())
+        report = _report(verdicts, findings)
+        _write(f"{url}/report.txt", report.encode())
+        for line in report.splitlines():
+            self.log.info("%s", line)
+        if self.fail_on != "never":
+            threshold = levels[self.fail_on]
+            bad = [v for v in verdicts if levels[v["verdict"]] >= threshold]
+            if bad:
+                raise RestartRiskError(
+                    "; ".join(v["describe"] for v in bad) + f". Findings and remedies: {url}/report.txt"
+                )
+        return {"scan_dir": url, "verdicts": verdicts, "findings": len(findings)}
+
+
+def _report(verdicts: Sequence[Mapping[str, Any]], findings: Sequence[Any]) -> str:
+    lines = ["Pre-restart log and index scan"]
+    for v in verdicts:
+        lines.append(f"  {v['describe']}  [{v['bytes_read']} bytes read; Kafka {v['kafka_version']} rules]")
+        lines += [f"    not scanned: {s}" for s in v["skipped"][:5]]
+        lines += [f"    error: {e}" for e in v["errors"][:5]]
+    for f in findings:
+        lines.append(f"[{f.severity.upper()}] {f.summary}")
+        lines.append(f"    file: {f.file}")
+        lines.append(f"    remedy: {f.remedy}")
+    if not findings:
+        lines.append("No finding: every scanned segment and index is as Kafka would leave it.")
+    return "\n".join(lines) + "\n"

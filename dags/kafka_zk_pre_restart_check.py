@@ -1,0 +1,119 @@
+"""Pre-restart check: will this broker come back after a restart, and what would recovery cost?
+
+Triggered by hand for one broker; reads only. A snapshot (ISR and leaders for the remedies), the
+broker's inventory (which partition directories, their recovery points, its Kafka release), then
+the log and index scan on the broker host (low priority, under a byte budget and a time limit) and
+the verdict: "restarts clean" / "will rebuild N indexes (slow start)" / "an unclean restart loses
+data at <segment>" / "will fail recovery at <segment>", with each finding's segment, offsets, byte
+positions and the remedy that loses least. The run fails when the verdict reaches ``fail_on``.
+Artefacts: ``<base>/<cluster>/log-scan/<ts>/``.
+
+Clusters and their connections come from the cluster file (see the drain DAG).
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+
+from airflow.sdk import DAG, Param
+
+from airflow_provider_kafka_zk.clusters import cluster_setting, load_clusters
+from airflow_provider_kafka_zk.operators.inventory import BrokerInventoryOperator
+from airflow_provider_kafka_zk.operators.log_scan import BrokerLogScanOperator, LogScanVerdictOperator
+from airflow_provider_kafka_zk.operators.snapshot import ZooKeeperSnapshotOperator
+
+DAG_ID = "kafka_zk_pre_restart_check"
+
+
+class _SnapshotOperator(ZooKeeperSnapshotOperator):
+    """The snapshot operator with a templated connection id (it depends on the chosen cluster)."""
+
+    template_fields = (*ZooKeeperSnapshotOperator.template_fields, "kafka_zookeeper_conn_id")
+
+
+_CLUSTERS = sorted(load_clusters(builtin_demo=False)) or [os.environ.get("KAFKA_ZK_CLUSTER", "default")]
+_S = "{{{{ cluster_setting(params, '{}') }}}}".format
+_TS = "{{ (ts_nodash or dag_run.run_after.strftime('%Y%m%dT%H%M%S')) }}"
+_RETRIES = {"retries": 2, "retry_delay": timedelta(seconds=20)}
+
+with DAG(
+    DAG_ID,
+    schedule=None,
+    catchup=False,
+    render_template_as_native_obj=True,
+    user_defined_macros={"cluster_setting": cluster_setting},
+    tags=["kafka", "zookeeper", "maintenance"],
+    doc_md=__doc__,
+    params={
+        "cluster": Param(_CLUSTERS[0], type="string", enum=_CLUSTERS, description="Cluster of the broker"),
+        "broker": Param(
+            type="integer", minimum=0, title="Broker id", description="The broker about to restart"
+        ),
+        "budget_mb": Param(
+            None,
+            type=["null", "integer"],
+            minimum=1,
+            title="Byte budget (MiB)",
+            description="Stop reading after this much on the broker (empty: no limit); the report says what was left",
+        ),
+        "walk_all": Param(
+            False,
+            type="boolean",
+            description="Walk every segment, not only those an unclean restart recovers (reads every batch header)",
+        ),
+        "verify_crc": Param(
+            False, type="boolean", description="Check every batch's CRC-32C too (slow, CPU-bound)"
+        ),
+        "fail_on": Param(
+            "fails_recovery",
+            type="string",
+            enum=["fails_recovery", "loses_data_if_unclean", "rebuilds_indexes", "never"],
+            description="Fail the run when the verdict is this bad or worse",
+        ),
+    },
+) as dag:
+    snapshot = _SnapshotOperator(
+        task_id="snapshot",
+        cluster="{{ params.cluster }}",
+        kafka_zookeeper_conn_id=_S("kafka_zookeeper_conn_id"),
+        base_path=_S("base_path"),
+        outlets=[],
+        **_RETRIES,
+    )
+    inventory = BrokerInventoryOperator(
+        task_id="inventory",
+        broker_id="{{ params.broker }}",
+        cluster="{{ params.cluster }}",
+        base_path=_S("base_path"),
+        inventory_ts=_TS,
+        ssh_conn_id=_S("ssh_conn_id"),
+        kafka_zookeeper_conn_id=_S("kafka_zookeeper_conn_id"),
+        server_properties_path=_S("server_properties_path"),
+        broker_hosts=_S("broker_hosts"),
+        **_RETRIES,
+    )
+    scan = BrokerLogScanOperator(
+        task_id="log_scan",
+        broker_id="{{ params.broker }}",
+        cluster="{{ params.cluster }}",
+        base_path=_S("base_path"),
+        ssh_conn_id=_S("ssh_conn_id"),
+        kafka_zookeeper_conn_id=_S("kafka_zookeeper_conn_id"),
+        broker_hosts=_S("broker_hosts"),
+        inventory_ts=_TS,
+        scan_ts=_TS,
+        budget_mb="{{ params.budget_mb }}",
+        walk_all="{{ params.walk_all }}",
+        verify_crc="{{ params.verify_crc }}",
+        **_RETRIES,
+    )
+    verdict = LogScanVerdictOperator(
+        task_id="verdict",
+        cluster="{{ params.cluster }}",
+        base_path=_S("base_path"),
+        scan_ts=_TS,
+        snapshot_path="{{ ti.xcom_pull(task_ids='snapshot')['path'] }}",
+        fail_on="{{ params.fail_on }}",
+    )
+    snapshot >> inventory >> scan >> verdict
