@@ -25,7 +25,12 @@ DEFAULTS: dict[str, Any] = {
     "spark_conf": {},
     "notify": {"kind": "log"},
     "enabled": True,
+    "log_scan": False,
+    "log_scan_budget_mb": 10240,
+    "log_scan_fail_on": "fails_recovery",
 }
+
+LOG_SCAN_FAIL_ON = ("fails_recovery", "loses_data_if_unclean", "rebuilds_indexes", "never")
 
 BUILT_IN_DEMO: dict[str, Any] = {
     "kafka_zookeeper_conn_id": "kafka_zk_demo",
@@ -85,6 +90,12 @@ def load_clusters(
         merged.setdefault("ssh_conn_id", f"kafka_zk_{name}_ssh")
         if merged["engine"] not in ("spark", "in-process"):
             raise ClusterFileError(f"{file}: clusters.{name}.engine must be 'spark' or 'in-process'")
+        if not isinstance(merged["log_scan"], bool):
+            raise ClusterFileError(f"{file}: clusters.{name}.log_scan must be true or false")
+        if merged["log_scan_fail_on"] not in LOG_SCAN_FAIL_ON:
+            raise ClusterFileError(
+                f"{file}: clusters.{name}.log_scan_fail_on must be one of {', '.join(LOG_SCAN_FAIL_ON)}"
+            )
         out[name] = merged
     return out
 

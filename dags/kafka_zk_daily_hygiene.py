@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 
 DAG_ID = "kafka_zk_daily_hygiene"
 SPARK_APPLICATION = Path(__file__).resolve().parents[1] / "spark_apps" / "kafka_zk_audit.py"
+LOG_SCAN_APPLICATION = SPARK_APPLICATION.with_name("kafka_zk_log_scan.py")
 FAST_START_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
@@ -219,7 +220,77 @@ def build_dag(cluster: str, settings: Mapping[str, Any]) -> DAG:
         snapshot >> brokers
         inventory >> coverage
         snapshot >> audit >> gate
+        if settings["log_scan"]:
+            _log_scan_stage(cluster, settings, base, brokers, coverage, snapshot, run_ts, snapshot_dir)
     return dag
+
+
+def _log_scan_stage(
+    cluster: str,
+    settings: Mapping[str, Any],
+    base: str,
+    brokers: Any,
+    coverage: Any,
+    snapshot: Any,
+    run_ts: str,
+    snapshot_dir: str,
+) -> None:
+    """The optional pre-restart scan: one read-only task per broker, then the verdicts (on Spark with
+    the spark engine); fails the run when a broker's verdict reaches ``log_scan_fail_on``."""
+    from airflow_provider_kafka_zk.operators.log_scan import BrokerLogScanOperator, LogScanVerdictOperator
+
+    scan = BrokerLogScanOperator.partial(
+        task_id="log_scan",
+        cluster=cluster,
+        base_path=base,
+        ssh_conn_id=settings["ssh_conn_id"],
+        kafka_zookeeper_conn_id=settings["kafka_zookeeper_conn_id"],
+        broker_hosts=settings.get("broker_hosts"),
+        inventory_ts=run_ts,
+        scan_ts=run_ts,
+        budget_mb=settings["log_scan_budget_mb"],
+    ).expand(broker_id=brokers.output)
+    scan_dir = f"{base.rstrip('/')}/{cluster}/log-scan/{run_ts}"
+    if settings["engine"] == "spark":
+        from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+        verdict = SparkSubmitOperator(
+            task_id="log_scan_verdict",
+            conn_id=settings["spark_conn_id"],
+            application=str(LOG_SCAN_APPLICATION),
+            py_files=os.path.join(_package_dir(base, cluster), "airflow_provider_kafka_zk.zip"),
+            conf={
+                "spark.ui.enabled": "false",
+                "spark.driver.extraJavaOptions": FAST_START_JAVA_OPTIONS,
+                **{str(k): str(v) for k, v in (settings.get("spark_conf") or {}).items()},
+            },
+            name=f"kafka_zk_log_scan_{cluster}",
+            application_args=[
+                "--base",
+                base,
+                "--cluster",
+                cluster,
+                "--scan",
+                scan_dir,
+                "--snapshot",
+                snapshot_dir,
+                "--fail-on",
+                settings["log_scan_fail_on"],
+            ],
+        )
+        # the --py-files zip is built by the audit's spark_package task
+        coverage.dag.get_task("spark_package") >> verdict
+    else:
+        verdict = LogScanVerdictOperator(
+            task_id="log_scan_verdict",
+            cluster=cluster,
+            base_path=base,
+            scan_ts=run_ts,
+            snapshot_path=snapshot_dir,
+            fail_on=settings["log_scan_fail_on"],
+        )
+    coverage >> scan >> verdict
+    snapshot >> verdict
 
 
 for _cluster, _settings in load_clusters().items():

@@ -26,8 +26,6 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kafka_zk.artefacts.files import write_atomically
 from airflow_provider_kafka_zk.artefacts.snapshots import (
-    latest_snapshot,
-    read_snapshot,
     validate_cluster_name,
 )
 from airflow_provider_kafka_zk.hooks.broker_host import DEFAULT_PYTHON_INTERPRETERS, BrokerHostHook
@@ -36,11 +34,10 @@ from airflow_provider_kafka_zk.kafka.log_scan_rules import (
     SegmentRow,
     Verdict,
     index_rule,
-    judge_broker,
     segment_rows,
 )
-from airflow_provider_kafka_zk.kafka.model import ClusterState
 from airflow_provider_kafka_zk.kafka.versions import KafkaVersion
+from airflow_provider_kafka_zk.log_scan_job import LogScanInputError, judge_scan, parquet_bytes
 from airflow_provider_kafka_zk.maintenance import parse_safety_flags
 from airflow_provider_kafka_zk.operators.inventory import _resolve_ts, read_inventory_summary
 from airflow_provider_kafka_zk.operators.snapshot import default_artefacts_base
@@ -66,22 +63,6 @@ ROW_SCHEMA = pa.schema(
         ("problems_json", pa.string()),
     ]
 )
-FINDING_SCHEMA = pa.schema(
-    [
-        ("broker_id", pa.int32()),
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("severity", pa.string()),
-        ("kind", pa.string()),
-        ("summary", pa.string()),
-        ("remedy", pa.string()),
-        ("file", pa.string()),
-        ("offset", pa.int64()),
-        ("position", pa.int64()),
-        ("bytes_at_risk", pa.int64()),
-        ("verdict", pa.string()),
-    ]
-)
 DEFAULT_KAFKA_VERSION = "3.3.1"  # what the rules assume when neither the jars nor the IBP say
 
 
@@ -102,12 +83,6 @@ def _write(url: str, data: bytes) -> str:
     fs, path = fsspec.core.url_to_fs(url)
     write_atomically(fs, path, data)
     return url
-
-
-def _parquet(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    pq.write_table(table, sink)
-    return sink.getvalue().to_pybytes()
 
 
 def broker_version(facts: Mapping[str, Any], override: str | None) -> tuple[KafkaVersion, str]:
@@ -288,7 +263,7 @@ class BrokerLogScanOperator(BaseOperator):
                 errors.append(str(result.get("error")))
         url = _url(base, self.cluster, self.scan_ts or _resolve_ts(None, context))
         table = pa.Table.from_pylist([r.to_row() for r in rows], schema=ROW_SCHEMA)
-        _write(f"{url}/broker={broker_id}.parquet", _parquet(table))
+        _write(f"{url}/broker={broker_id}.parquet", parquet_bytes(table))
         record = {
             "broker_id": broker_id,
             "kafka_version": str(version),
@@ -358,69 +333,13 @@ class LogScanVerdictOperator(BaseOperator):
             raise LogScanError(f"fail_on must be one of {sorted(levels)} or 'never', not {self.fail_on!r}")
         base = self.base_path or default_artefacts_base()
         url = _url(base, self.cluster, self.scan_ts or _resolve_ts(None, context))
-        snapshot = self.snapshot_path
-        if snapshot in (None, "", "None"):
-            ref = latest_snapshot(base, self.cluster)
-            if ref is None:
-                raise LogScanError(f"no snapshot of {self.cluster} under {base}")
-            snapshot = ref.path
-        _, snapshot_rows = read_snapshot(str(snapshot))
-        state = ClusterState.from_snapshot(snapshot_rows, cluster=self.cluster)
-        isr = {(p.topic, p.partition): tuple(p.isr) for p in state.partitions()}
-        leaders = {
-            (p.topic, p.partition): p.leader
-            for p in state.partitions()
-            if p.leader is not None and p.leader >= 0
-        }
-        fs, root = fsspec.core.url_to_fs(url)
-        verdicts, findings = [], []
-        for name in sorted(fs.ls(root, detail=False)):
-            file = name.rstrip("/").rsplit("/", 1)[-1]
-            if not (file.startswith("broker=") and file.endswith(".parquet")):
-                continue
-            broker_id = int(file[len("broker=") : -len(".parquet")])
-            with fs.open(name, "rb") as handle:
-                rows = [SegmentRow.from_row(r) for r in pq.read_table(handle).to_pylist()]
-            with fs.open(f"{root}/_summary/broker={broker_id}.json", "rb") as handle:
-                summary = json.loads(handle.read())
-            judged = judge_broker(
-                rows,
-                version=KafkaVersion.parse(summary["kafka_version"]),
-                running=broker_id in state.live_broker_ids,
-                isr=isr,
-                leaders=leaders,
-                broker_id=broker_id,
-            )
-            partial = bool(summary["skipped"] or summary["errors"])
-            verdicts.append(
-                {
-                    "broker_id": broker_id,
-                    "verdict": judged.verdict.name.lower(),
-                    "describe": judged.describe()
-                    + (" (PARTIAL: not every partition was scanned)" if partial else ""),
-                    "failing_segment": judged.failing_segment,
-                    "rebuilt_indexes": judged.rebuilt_indexes,
-                    "partial": partial,
-                    "skipped": summary["skipped"],
-                    "errors": summary["errors"],
-                    "bytes_read": summary["bytes_read"],
-                    "kafka_version": summary["kafka_version"],
-                }
-            )
-            findings += judged.findings
-        if not verdicts:
-            raise LogScanError(f"no broker scan under {url}: nothing to judge")
-        order = {"critical": 0, "error": 1, "warning": 2, "info": 3}
-        findings.sort(key=lambda f: (order.get(f.severity, 9), f.broker_id, f.topic, f.partition))
-        _write(
-            f"{url}/findings.parquet",
-            _parquet(pa.Table.from_pylist([f.to_row() for f in findings], schema=FINDING_SCHEMA)),
-        )
-        _write(f"{url}/verdicts.json", json.dumps(verdicts, indent=1).encode())
-        report = _report(verdicts, findings)
-        _write(f"{url}/report.txt", report.encode())
-        for line in report.splitlines():
+        try:
+            result = judge_scan(base, self.cluster, url, snapshot=self.snapshot_path)
+        except LogScanInputError as exc:
+            raise LogScanError(str(exc)) from None
+        for line in result["report_text"].splitlines():
             self.log.info("%s", line)
+        verdicts = result["verdicts"]
         if self.fail_on != "never":
             threshold = levels[self.fail_on]
             bad = [v for v in verdicts if levels[v["verdict"]] >= threshold]
@@ -428,19 +347,4 @@ class LogScanVerdictOperator(BaseOperator):
                 raise RestartRiskError(
                     "; ".join(v["describe"] for v in bad) + f". Findings and remedies: {url}/report.txt"
                 )
-        return {"scan_dir": url, "verdicts": verdicts, "findings": len(findings)}
-
-
-def _report(verdicts: Sequence[Mapping[str, Any]], findings: Sequence[Any]) -> str:
-    lines = ["Pre-restart log and index scan"]
-    for v in verdicts:
-        lines.append(f"  {v['describe']}  [{v['bytes_read']} bytes read; Kafka {v['kafka_version']} rules]")
-        lines += [f"    not scanned: {s}" for s in v["skipped"][:5]]
-        lines += [f"    error: {e}" for e in v["errors"][:5]]
-    for f in findings:
-        lines.append(f"[{f.severity.upper()}] {f.summary}")
-        lines.append(f"    file: {f.file}")
-        lines.append(f"    remedy: {f.remedy}")
-    if not findings:
-        lines.append("No finding: every scanned segment and index is as Kafka would leave it.")
-    return "\n".join(lines) + "\n"
+        return {"scan_dir": url, "verdicts": verdicts, "findings": result["findings"]}
