@@ -1,7 +1,9 @@
 """Pre-maintenance drain: move the replication-factor-1 partitions off brokers before they stop.
 
 Triggered by hand with a validated form. Dry-run by default: it snapshots ZooKeeper, inventories
-the broker disks for partition sizes, writes the plan (rollback.json first) and stops. With
+the broker disks for partition sizes, scans the drained brokers' logs and indexes (read-only: will
+each restart cleanly? ``restart_check`` says when to stop), writes the plan (rollback.json first)
+and stops. With
 ``dry_run`` false it then moves the partitions batch by batch, throttled, waiting for Kafka's
 completion rule in the triggerer; removes exactly the throttles it set (even when a step failed);
 inventories again and verifies ZooKeeper and the disks. Artefacts: ``<base>/<cluster>/drain/<ts>/``.
@@ -37,6 +39,7 @@ from airflow_provider_kafka_zk.operators.inventory import (
     InventoryCoverageOperator,
     ListBrokerIdsOperator,
 )
+from airflow_provider_kafka_zk.operators.log_scan import BrokerLogScanOperator, LogScanVerdictOperator
 from airflow_provider_kafka_zk.operators.snapshot import ZooKeeperSnapshotOperator
 
 DAG_ID = "kafka_zk_pre_maintenance_drain"
@@ -94,6 +97,17 @@ with DAG(
         ),
         "poll_interval_s": Param(10.0, type="number", exclusiveMinimum=0),
         "batch_timeout_s": Param(6 * 3600, type="number", exclusiveMinimum=0),
+        "restart_check": Param(
+            "fails_recovery",
+            type="string",
+            enum=["fails_recovery", "loses_data_if_unclean", "rebuilds_indexes", "never"],
+            title="Pre-restart check",
+            description="Before anything moves, scan the drained brokers' logs and indexes (read-only) and stop "
+            "when a broker's restart verdict is this bad or worse (never: report only)",
+        ),
+        "restart_check_budget_mb": Param(
+            10240, type="integer", minimum=1, title="Pre-restart check budget (MiB per broker)"
+        ),
     },
 ) as dag:
     snapshot = _SnapshotOperator(
@@ -124,6 +138,29 @@ with DAG(
         cluster="{{ params.cluster }}",
         base_path=_S("base_path"),
         expected_broker_ids=brokers.output,
+    )
+
+    @task(task_id="drained_brokers")
+    def drained_brokers(params: dict[str, Any]) -> list[int]:
+        """The brokers about to stop (the mapped scan's input)."""
+        return [int(b) for b in params["brokers"]]
+
+    log_scan = BrokerLogScanOperator.partial(
+        task_id="log_scan",
+        cluster="{{ params.cluster }}",
+        base_path=_S("base_path"),
+        ssh_conn_id=_S("ssh_conn_id"),
+        kafka_zookeeper_conn_id=_S("kafka_zookeeper_conn_id"),
+        broker_hosts=_S("broker_hosts"),
+        budget_mb="{{ params.restart_check_budget_mb }}",
+        **_READ_RETRIES,
+    ).expand(broker_id=drained_brokers())
+    restart_check = LogScanVerdictOperator(
+        task_id="restart_check",
+        cluster="{{ params.cluster }}",
+        base_path=_S("base_path"),
+        snapshot_path="{{ ti.xcom_pull(task_ids='safety_snapshot')['path'] }}",
+        fail_on="{{ params.restart_check }}",
     )
     plan = ReplicaOneDrainPlanOperator(
         task_id="plan",
@@ -181,7 +218,17 @@ with DAG(
         print(location.read_text(REPORT_FILE))
         return location.path(REPORT_FILE)
 
-    snapshot >> brokers >> inventory >> coverage >> plan >> stop_if_dry_run >> execute
+    (
+        snapshot
+        >> brokers
+        >> inventory
+        >> coverage
+        >> log_scan
+        >> restart_check
+        >> plan
+        >> stop_if_dry_run
+        >> execute
+    )
     execute >> clear_throttles >> inventory_after >> verify
     execute >> [inventory_after, verify]  # a failed execute still clears throttles, then the run fails
     report(plan.output, verify.output)

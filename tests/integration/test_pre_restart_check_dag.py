@@ -188,3 +188,52 @@ def test_the_daily_dag_runs_the_optional_scan_stage_with_its_verdicts_on_spark(l
     assert verdicts == {0: "restarts_clean", 1: "restarts_clean", 2: "fails_recovery", 3: "restarts_clean"}
     assert "KAFKA_ZK_LOG_SCAN" in output and "RESTART RISK: broker 2 will fail recovery at" in output
     assert "findings written" in output or (base / CLUSTER / "findings").exists()  # the audit ran too
+
+
+def test_the_drain_stops_before_planning_when_a_drained_broker_would_not_restart(live):
+    deployed, base = live
+    part = deployed.hosts[2].log_dirs[0] / "metrics-1"
+    log = part / "00000000000000000000.log"
+    data = log.read_bytes()
+    pos = last = 0
+    while pos < len(data):
+        last, pos = pos, pos + int.from_bytes(data[pos + 8 : pos + 12], "big") + 12
+    log.write_bytes(data + data[last:] * 3)
+    (part / "00000000000000000000.index").unlink(missing_ok=True)
+    airflow = str(Path(sys.executable).parent / "airflow")
+    run = subprocess.run(
+        [
+            airflow,
+            "dags",
+            "test",
+            "kafka_zk_pre_maintenance_drain",
+            "-c",
+            json.dumps({"cluster": CLUSTER, "brokers": [2], "dry_run": True}),
+        ],
+        env=os.environ.copy(),
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    output = run.stdout + run.stderr
+    assert run.returncode != 0 and "broker 2 will fail recovery at" in output
+    assert not (
+        base / CLUSTER / "drain"
+    ).exists()  # no plan: nothing is moved off a broker that will not return
+    # with the check set to report only, the drain plans as before and the report stays in the scan folder
+    run = subprocess.run(
+        [
+            airflow,
+            "dags",
+            "test",
+            "kafka_zk_pre_maintenance_drain",
+            "-c",
+            json.dumps({"cluster": CLUSTER, "brokers": [2], "dry_run": True, "restart_check": "never"}),
+        ],
+        env=os.environ.copy(),
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
+    assert list((base / CLUSTER / "drain").glob("*/plan.json"))
