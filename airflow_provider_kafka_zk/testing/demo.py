@@ -104,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
             elif args.run_dag:
                 status = run_dag(workdir, zookeeper, sshd, addresses, args.dags_folder)
                 if status == 0:
+                    status = run_restart_check(workdir, zookeeper, sshd, addresses, args.dags_folder)
+                if status == 0:
                     status = run_repair(workdir, zookeeper, sshd, addresses, args.dags_folder)
                 if status == 0 and args.repair:
                     status = run_repair(
@@ -207,6 +209,44 @@ def manual_dag_environment(
     )
     env["KAFKA_ZK_CLUSTERS_FILE"] = str(clusters)
     return env
+
+
+RESTART_CHECK_BROKER = 4  # the incident cluster's broker that crashed with a damaged offset index
+
+
+def run_restart_check(
+    workdir: Path, zookeeper: ZooKeeperServer, sshd: SshServer, addresses: tuple[str, ...], dags_folder: Path
+) -> int:
+    """``airflow dags test kafka_zk_pre_restart_check`` for the crashed broker: what its restart would do."""
+    env = manual_dag_environment(workdir, zookeeper, sshd, addresses, dags_folder)
+    airflow = str(Path(sys.executable).parent / "airflow")
+    log_path = workdir / "restart-check.log"
+    conf = {"cluster": "demo", "broker": RESTART_CHECK_BROKER, "walk_all": True, "fail_on": "never"}
+    print(
+        f"\nRunning kafka_zk_pre_restart_check for broker {RESTART_CHECK_BROKER} (read-only) ...", flush=True
+    )
+    started = time.monotonic()
+    with log_path.open("w") as log_file:
+        result = subprocess.run(
+            [airflow, "dags", "test", "kafka_zk_pre_restart_check", "-c", json.dumps(conf)],
+            env=env,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            timeout=1800,
+        )
+    reports = sorted((workdir / "artefacts" / "demo" / "log-scan").glob("*/report.txt"))
+    if not reports:
+        print(log_path.read_text()[-4000:])
+        print(
+            f"\nNo scan report was written (exit {result.returncode}); full log: {log_path}", file=sys.stderr
+        )
+        return 1
+    print(
+        f"\nPre-restart check of broker {RESTART_CHECK_BROKER} ({time.monotonic() - started:.0f}s; exit {result.returncode}):"
+    )
+    print("  " + reports[-1].read_text().rstrip().replace("\n", "\n  "))
+    print(f"  artefacts: {reports[-1].parent}  DAG log: {log_path}")
+    return 0 if result.returncode == 0 else 1
 
 
 REPAIR_DAG_ID = "kafka_zk_topic_id_repair"
