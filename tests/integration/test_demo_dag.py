@@ -37,7 +37,9 @@ def test_demo_runs_the_daily_hygiene_dag_then_plans_and_carries_out_the_topic_id
     # the pre-restart check of the crashed broker 4 finds its damaged offset index, with the remedy
     check = out.split("Pre-restart check of broker 4", 1)[1].split("topicId repair", 1)[0]
     assert "[ERROR] sensor-readings-0 on broker 4: entry 33: offset 994 not greater" in check
-    assert "sensor-readings-0/00000000000000000000.index" in check and "Kafka rebuilds a missing index" in check
+    assert (
+        "sensor-readings-0/00000000000000000000.index" in check and "Kafka rebuilds a missing index" in check
+    )
     # then the repair plan for those two topics, as a dry run next to the audit
     assert "topicId repair, DRY RUN" in out and "nothing was changed; exit 0" in out
     assert "- clickstream: DIVERGED: ZooKeeper has " in out
