@@ -207,3 +207,66 @@ def test_symlinked_segment_files_are_reported_not_followed(tmp_path):
     os.symlink(target, directory / "00000000000000000000.log")
     rows = _rows(directory)
     assert rows[0].problems[0]["kind"] == "symlink" and rows[0].walk is None
+
+
+def _two_segments(directory: Path) -> tuple[Path, Path]:
+    """A closed segment (trimmed indexes) and an active one, as a 2.0+ broker leaves them."""
+    directory.mkdir(parents=True)
+    stems = []
+    offset = 0
+    for _ in range(2):
+        writer = LogSegmentWriter(offset)
+        for _ in range(10):
+            writer.append(_batch(offset))
+            offset += 40
+        writer.close()
+        stem = directory / f"{writer.base_offset:020d}"
+        stem.with_suffix(".log").write_bytes(writer.log_bytes())
+        stem.with_suffix(".index").write_bytes(writer.offset_index_bytes())
+        stem.with_suffix(".timeindex").write_bytes(writer.time_index_bytes())
+        stems.append(stem)
+    return stems[0], stems[1]
+
+
+def test_untrimmed_odd_sized_and_emptied_indexes(tmp_path):
+    closed, _active = _two_segments(tmp_path / "t-0")
+    index = closed.with_suffix(".index")
+    # an inactive segment's index left at its preallocated size (never trimmed after a crash)
+    os.truncate(index, 10485760)
+    rows = _rows(tmp_path / "t-0", recovery_point=10**9)
+    assert rows[0].index["zero_tail"] > 0 and [p["kind"] for p in rows[0].index["problems"]] == [
+        "index_untrimmed"
+    ]
+    assert judge_broker(rows, version=V331, running=True).findings[0].severity == "warning"
+    # a size that is not a multiple of the entry size: 0.11-2.2 rebuild it at load, 2.3+ never check
+    trimmed = index.read_bytes()[: 8 * 3] + b"\x00\x01\x02"
+    index.write_bytes(trimmed)
+    rows = _rows(tmp_path / "t-0", recovery_point=10**9)
+    assert "index_size" in [p["kind"] for p in rows[0].index["problems"]]
+    assert {
+        f.severity for f in judge_broker(rows, version=KafkaVersion.parse("2.2.1"), running=True).findings
+    } == {"info"}
+    assert "error" in {f.severity for f in judge_broker(rows, version=V331, running=True).findings}
+    # an index emptied while its log holds far more than one appended chunk
+    big = tmp_path / "big-0"
+    big.mkdir()
+    writer = LogSegmentWriter(0)
+    offset = 0
+    while len(writer.log) < 9 * 1024 * 1024:
+        writer.append(_batch(offset, count=100, size=1000))
+        offset += 100
+    writer.close()
+    (big / "00000000000000000000.log").write_bytes(writer.log_bytes())
+    (big / "00000000000000000000.index").write_bytes(b"")
+    (big / "00000000000000000000.timeindex").write_bytes(writer.time_index_bytes())
+    [row] = _rows(big, recovery_point=10**9)
+    assert [p["kind"] for p in row.index["problems"]] == ["index_empty"]
+    # a missing .index instead: the next start rebuilds it (the log is sound): indexes to rebuild
+    (big / "00000000000000000000.index").unlink()
+    assert judge_broker(_rows(big, recovery_point=10**9), version=V331, running=True).findings == []
+    # the same log cut short after a crash: the recovery truncates it, naming the bytes
+    log = big / "00000000000000000000.log"
+    log.write_bytes(log.read_bytes()[:-777])
+    judged = judge_broker(_rows(big, recovery_point=0), version=V331, running=False)
+    [finding] = [f for f in judged.findings if f.kind == "recovery-truncates"]
+    assert finding.bytes_at_risk and finding.position and finding.offset is not None
