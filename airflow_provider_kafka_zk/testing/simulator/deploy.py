@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from .cluster import SimulatedCluster
@@ -32,9 +33,15 @@ class DeployedCluster:
         """What a broker's ``zookeeper.connect`` says: hosts plus the chroot."""
         return self.zookeeper_hosts + self.chroot
 
-    def sync(self) -> dict[str, int]:
-        """Write the model's current ZooKeeper tree (as a diff) and rewrite every broker host root."""
+    def sync(self, before_disk: Callable[[], object] | None = None) -> dict[str, int]:
+        """Write the model's current ZooKeeper tree (as a diff) and rewrite every broker host root.
+
+        :param before_disk: called right before the host roots are rewritten (a runtime notes there
+            what was removed from the disks meanwhile, so the rewrite does not bring it back).
+        """
         counts = self.writer.apply(render_zookeeper(self.cluster))
+        if before_disk is not None:
+            before_disk()
         self.hosts = write_broker_hosts(self.cluster, self.root, self.zookeeper_connect)
         return counts
 

@@ -31,7 +31,7 @@ import logging
 import shlex
 import sys
 import threading
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 from kazoo.client import KazooClient
@@ -41,6 +41,7 @@ from airflow_provider_kafka_zk.kafka import znodes as zk
 from airflow_provider_kafka_zk.kafka.errors import ZnodeFormatError
 from airflow_provider_kafka_zk.kafka.logdir import DirKind, format_partition_dir_name
 
+from .cluster import ReplicaDir
 from .controller import SimulatedController
 from .deploy import DeployedCluster
 from .disk_writer import broker_host
@@ -80,6 +81,7 @@ class ClusterRuntime:
         self._client.start(timeout=15)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._written = self._files_written()  # what the deployed cluster's last sync wrote
 
     def restart_command_template(self) -> str:
         """The restart command to give the repair (``{broker_id}`` is filled in by it)."""
@@ -105,7 +107,7 @@ class ClusterRuntime:
             changed |= self._adopt_topic_znodes()
             changed |= self._elect_if_needed()
             if changed:
-                self.deployed.sync()
+                self._sync()
             self._preferred_election()
             self._restart_requested()
             # stepped only while something moves: its sync rewrites the hosts, which must stay still
@@ -116,22 +118,45 @@ class ClusterRuntime:
                 self.controller.step()
             return changed
 
-    def _note_removed_files(self) -> bool:
+    def _sync(self) -> None:
+        """Sync the model, noting files removed from running brokers' disks right before the rewrite
+        (a removal between a tick's first look and the rewrite would otherwise be undone)."""
+        self.deployed.sync(before_disk=self._note_removed_files)
+        self._written = self._files_written()
+
+    def _replica_paths(self) -> Iterator[tuple[ReplicaDir, Path]]:
         cluster = self.deployed.cluster
-        changed = False
         for d in cluster.dirs:
             if d.kind is not DirKind.NORMAL or not cluster.brokers[d.broker_id].online:
                 continue
             host = broker_host(cluster, d.broker_id, self.deployed.root)
-            path = host.log_dirs[d.log_dir_index] / format_partition_dir_name(
-                d.topic, d.partition, d.kind, d.unique_id
+            yield (
+                d,
+                host.log_dirs[d.log_dir_index]
+                / format_partition_dir_name(d.topic, d.partition, d.kind, d.unique_id),
             )
-            if not path.is_dir():
-                continue
-            if d.metadata_file and d.topic_id is not None and not (path / "partition.metadata").exists():
+
+    def _files_written(self) -> set[Path]:
+        """The partition.metadata / leader-epoch-checkpoint files the last sync wrote (from the model,
+        as the disk writer decides: no look at the disk, so a removal right after is still seen)."""
+        written = set()
+        for d, path in self._replica_paths():
+            if d.metadata_file and d.topic_id is not None:
+                written.add(path / "partition.metadata")
+            if d.epoch_file:
+                written.add(path / "leader-epoch-checkpoint")
+        return written
+
+    def _note_removed_files(self) -> bool:
+        """A running broker keeps its in-memory id when someone removes its files: note which files the
+        last sync wrote that are gone now (a file the model only now wants is not written yet)."""
+        changed = False
+        for d, path in self._replica_paths():
+            metadata, epochs = path / "partition.metadata", path / "leader-epoch-checkpoint"
+            if d.metadata_file and metadata in self._written and not metadata.exists():
                 d.metadata_file = False
                 changed = True
-            if d.epoch_file and not (path / "leader-epoch-checkpoint").exists():
+            if d.epoch_file and epochs in self._written and not epochs.exists():
                 d.epoch_file = False
                 changed = True
         return changed
@@ -181,7 +206,7 @@ class ClusterRuntime:
         else:
             partitions = request.partitions
         outcome = self.deployed.cluster.preferred_replica_election(partitions)
-        self.deployed.sync()  # the new leaders first, then the znode goes (KafkaController)
+        self._sync()  # the new leaders first, then the znode goes (KafkaController)
         self._client.delete(zk.PREFERRED_REPLICA_ELECTION)
         self.preferred_elections.append(outcome)
         log.info("simulated preferred replica election: %s", outcome)
@@ -197,13 +222,13 @@ class ClusterRuntime:
             self._note_removed_files()
             if broker_id in self.fail_restart:
                 cluster.stop_broker(broker_id, clean=False)
-                self.deployed.sync()
+                self._sync()
                 log.info("simulated broker %d stopped and did not start again", broker_id)
             else:
                 cluster.stop_broker(broker_id, clean=True)
-                self.deployed.sync()  # the registration goes with the old session
+                self._sync()  # the registration goes with the old session
                 cluster.start_broker(broker_id)
-                self.deployed.sync()
+                self._sync()
                 self.restarted.append(broker_id)
             done.write_text(f"broker {broker_id} at {cluster.clock_ms}\n")
 
