@@ -65,6 +65,13 @@ with DAG(
         "verify_crc": Param(
             False, type="boolean", description="Check every batch's CRC-32C too (slow, CPU-bound)"
         ),
+        "kafka_version": Param(
+            None,
+            type=["null", "string"],
+            pattern="^[0-9]+[.][0-9]+([.][0-9]+){0,2}$",
+            title="Kafka release",
+            description="The broker's release when the inventory cannot tell (it reads the jars, else the IBP)",
+        ),
         "fail_on": Param(
             "fails_recovery",
             type="string",
@@ -106,6 +113,7 @@ with DAG(
         budget_mb="{{ params.budget_mb }}",
         walk_all="{{ params.walk_all }}",
         verify_crc="{{ params.verify_crc }}",
+        kafka_version="{{ params.kafka_version }}",
         **_RETRIES,
     )
     verdict = LogScanVerdictOperator(

@@ -88,7 +88,7 @@ def _write(url: str, data: bytes) -> str:
 def broker_version(facts: Mapping[str, Any], override: str | None) -> tuple[KafkaVersion, str]:
     """The release whose rules apply: given, else the broker's jars, else its IBP, else the default."""
     for value, source in (
-        (override, "given"),
+        (None if override in ("", "None") else override, "given"),
         (facts.get("kafka_version"), "the broker's jars"),
         (facts.get("inter.broker.protocol.version"), "inter.broker.protocol.version"),
     ):

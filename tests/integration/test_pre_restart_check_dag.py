@@ -43,9 +43,15 @@ def _spec() -> ClusterSpec:
 
 @pytest.fixture
 def live(zookeeper_server, ssh_server, tmp_path, monkeypatch, airflow_home):
+    yield from _deploy(_spec(), zookeeper_server, ssh_server, tmp_path, monkeypatch)
+
+
+def _deploy(spec, zookeeper_server, ssh_server, tmp_path, monkeypatch):
+    """The cluster deployed; the ZooKeeper connection stored in the Airflow metadata DB, the SSH one
+    in an env var; a cluster file. Yields (deployed, artefact base)."""
     chroot = zookeeper_server.new_chroot("/kafka_scan_")
     hosts = tmp_path / "hosts"
-    cluster = SimulatedCluster(_spec())
+    cluster = SimulatedCluster(spec)
     with DeployedCluster(cluster, zookeeper_server.connect_string, chroot, hosts) as deployed:
         base = tmp_path / "artefacts"
         clusters = tmp_path / "clusters.toml"
@@ -53,6 +59,10 @@ def live(zookeeper_server, ssh_server, tmp_path, monkeypatch, airflow_home):
             f'[clusters.{CLUSTER}]\nkafka_zookeeper_conn_id = "{ZK_CONN}"\nssh_conn_id = "{SSH_CONN}"\n'
             f'base_path = "{base}"\n'
             f'server_properties_path = "{hosts / "broker-{broker_id}" / "config" / "server.properties"}"\n'
+            # a crashed broker is not in ZooKeeper: its host comes from here
+            + "broker_hosts = { "
+            + ", ".join(f'"{b.broker_id}" = "{b.host}"' for b in spec.brokers)
+            + " }\n"
         )
         monkeypatch.setenv("KAFKA_ZK_CLUSTERS_FILE", str(clusters))
         airflow = str(Path(sys.executable).parent / "airflow")
@@ -94,8 +104,7 @@ def _checksums(root: Path) -> dict[str, str]:
 
 
 def _scan_dir(base: Path) -> Path:
-    [run] = (base / CLUSTER / "log-scan").iterdir()
-    return run
+    return sorted((base / CLUSTER / "log-scan").iterdir())[0]
 
 
 def test_a_healthy_broker_restarts_clean_and_the_scan_changes_nothing(live):
@@ -237,3 +246,99 @@ def test_the_drain_stops_before_planning_when_a_drained_broker_would_not_restart
     )
     assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
     assert list((base / CLUSTER / "drain").glob("*/plan.json"))
+
+
+DAMAGED = "damaged"
+
+
+@pytest.fixture
+def damaged(zookeeper_server, ssh_server, tmp_path, monkeypatch, airflow_home):
+    """Broker 2 holds one RF=1 partition per kind of damage (small segments: several per partition)
+    and a 9 MiB one for the emptied index."""
+    spec = _spec()
+    spec = ClusterSpec(
+        spec.name,
+        brokers=spec.brokers,
+        topics=(
+            *spec.topics,
+            TopicSpec(
+                DAMAGED,
+                7,
+                1,
+                config={"segment.bytes": "60000"},
+                assignment={p: (2,) for p in range(7)},
+                records_per_partition=1200,
+            ),
+            TopicSpec(
+                "bulky",
+                1,
+                1,
+                assignment={0: (2,)},
+                records_per_partition=9000,
+                record_value_bytes=1000,
+                records_per_batch=100,
+            ),
+        ),
+    )
+    yield from _deploy(spec, zookeeper_server, ssh_server, tmp_path, monkeypatch)
+
+
+def test_every_damage_the_simulator_plants_is_found_with_its_segment_and_offset(damaged):
+    deployed, base = damaged
+    planted = {
+        "repeated_offset": deployed.plant_log_damage(2, DAMAGED, 0, "repeated_offset", drop_index=True),
+        "truncated_segment": deployed.plant_log_damage(2, DAMAGED, 1, "truncated_segment"),
+        "torn_last_batch": deployed.plant_log_damage(2, DAMAGED, 2, "torn_last_batch"),
+        "oversized_index": deployed.plant_log_damage(2, DAMAGED, 3, "oversized_index", segment=0),
+        "index_not_multiple": deployed.plant_log_damage(2, DAMAGED, 4, "index_not_multiple", segment=0),
+        "zero_length_index": deployed.plant_log_damage(2, "bulky", 0, "zero_length_index"),
+    }
+    deployed.cluster.stop_broker(2, clean=False)  # a crash: the restart in question recovers
+    deployed.sync()  # (the damage survives the rewrite of the host roots)
+    assert all(p.with_suffix(".log").exists() for p in planted.values())
+    run = _dags_test({"broker": 2, "walk_all": True, "fail_on": "never"})
+    assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
+    findings = pq.read_table(_scan_dir(base) / "findings.parquet").to_pylist()
+
+    def found(stem: Path, suffix: str) -> list[dict]:
+        return [f for f in findings if f["file"] == str(stem.with_suffix(suffix))]
+
+    [fatal] = found(planted["repeated_offset"], ".log")
+    assert fatal["kind"] == "recovery-fails" and fatal["offset"] is not None and fatal["position"]
+    for kind in ("truncated_segment", "torn_last_batch"):
+        [f] = found(planted[kind], ".log")
+        assert f["kind"] == "recovery-truncates" and f["position"] and f["bytes_at_risk"], (kind, f)
+    for kind in ("oversized_index", "index_not_multiple", "zero_length_index"):
+        [f] = found(planted[kind], ".index")
+        assert f["kind"] == "index-damaged", (kind, f)
+    # nothing else on broker 2 and nothing on the other partitions of the damaged topic
+    damaged_files = {str(p.with_suffix(s)) for p in planted.values() for s in (".log", ".index")}
+    assert {f["file"] for f in findings} <= damaged_files
+    verdict = json.loads((_scan_dir(base) / "verdicts.json").read_text())[0]
+    assert verdict["verdict"] == "fails_recovery" and verdict["failing_segment"] == str(
+        planted["repeated_offset"].with_suffix(".log")
+    )
+
+
+def test_the_seeds_case_in_0_11_format_is_fatal_after_a_crash_even_with_its_index(damaged):
+    """0.11-1.1: a crash leaves the active index's zero tail, which fails the strict startup check,
+    so the index is rebuilt at load -- where the repeated offset stops the broker."""
+    deployed, base = damaged
+    stem = deployed.plant_log_damage(2, DAMAGED, 5, "repeated_offset", index_rule="first")
+    assert stem.with_suffix(".index").exists()
+    run = _dags_test({"broker": 2, "kafka_version": "0.11.0.2"})
+    output = run.stdout + run.stderr
+    assert run.returncode != 0 and "broker 2 will fail recovery at" in output
+    findings = pq.read_table(_scan_dir(base) / "findings.parquet").to_pylist()
+    critical = [f for f in findings if f["severity"] == "critical"]
+    assert [(f["kind"], f["file"]) for f in critical] == [("recovery-fails", str(stem.with_suffix(".log")))]
+    # (the simulator's other partitions carry 2.0+ indexes: under 0.11 rules those are rebuilt at load)
+    assert {f["severity"] for f in findings if f not in critical} <= {"info"}
+    # the same bytes judged by 2.0+ rules: the index's entries hold first offsets, which 2.0+ would
+    # not write -- the scan says so instead of calling the broker healthy
+    run = _dags_test({"broker": 2, "kafka_version": "3.3.1", "fail_on": "never"})
+    assert run.returncode == 0
+    scans = sorted((base / CLUSTER / "log-scan").iterdir())
+    later = pq.read_table(scans[-1] / "findings.parquet").to_pylist()
+    mine = [f for f in later if f["file"].startswith(str(stem.parent))]
+    assert mine and "want at least its last offset" in " ".join(f["summary"] for f in mine)

@@ -7,6 +7,9 @@ from pathlib import Path
 
 from .cluster import SimulatedCluster
 from .disk_writer import BrokerHost, write_broker_hosts
+from .log_damage import LogDamage, segment_stem
+from .log_damage import apply as apply_log_damage
+from .log_damage import record as record_log_damage
 from .render import render_zookeeper
 from .zk_writer import ZooKeeperTreeWriter
 
@@ -26,6 +29,7 @@ class DeployedCluster:
         self.root = Path(root)
         self.writer = ZooKeeperTreeWriter(zookeeper_hosts, chroot)
         self.hosts: dict[int, BrokerHost] = {}
+        self.log_damage: list[LogDamage] = []
         self.sync()
 
     @property
@@ -43,7 +47,28 @@ class DeployedCluster:
         if before_disk is not None:
             before_disk()
         self.hosts = write_broker_hosts(self.cluster, self.root, self.zookeeper_connect)
+        for damage in self.log_damage:  # the host roots were rewritten from the model: damage again
+            apply_log_damage(self.cluster, self.root, damage)
         return counts
+
+    def plant_log_damage(
+        self,
+        broker_id: int,
+        topic: str,
+        partition: int,
+        kind: str,
+        *,
+        segment: int = -1,
+        drop_index: bool = False,
+        index_rule: str = "last",
+    ) -> Path:
+        """Damage one replica's segment on its broker's disk (see :mod:`.log_damage` for the kinds);
+        kept across syncs. Returns the damaged segment's path without suffix."""
+        damage = LogDamage(broker_id, topic, partition, kind, segment, drop_index, index_rule)
+        record_log_damage(self.cluster, damage)
+        apply_log_damage(self.cluster, self.root, damage)
+        self.log_damage.append(damage)
+        return segment_stem(self.cluster, self.root, damage)
 
     def close(self) -> None:
         self.writer.close()
