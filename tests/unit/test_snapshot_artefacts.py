@@ -495,7 +495,8 @@ def test_store_check_detects_a_read_back_mismatch(monkeypatch):
     real = MemoryFileSystem.cat_file
 
     def corrupt(self, path, *args, **kwargs):
-        return real(self, path, *args, **kwargs)[:-1] + b"\x00"
+        data = real(self, path, *args, **kwargs)
+        return data[:-1] + bytes([data[-1] ^ 0xFF])  # always differs (the probe ends in a random byte)
 
     monkeypatch.setattr(MemoryFileSystem, "cat_file", corrupt)
     with pytest.raises(ArtefactStoreError, match="read back") as info:
