@@ -136,6 +136,38 @@ def _entries(path, size, entry_size, fmt, budget):
                 yield from unpack(data[: len(data) - len(data) % entry_size])
 
 
+class EntryCount:
+    """How many entries Kafka counts in an index (size / entry size) and how many of the last are zero."""
+
+    def __init__(self):
+        self.total = 0
+        self.zero_tail = 0
+
+
+def _nonzero_entries(path, size, entry_size, fmt, budget, counted):
+    """``(entry number, field 1, field 2, zero entries just before it)`` for every entry that is not
+    all zero; ``counted`` tallies as Kafka does. Nothing valid is ever all zero (a batch at position 0
+    is never indexed), so a zero entry is the preallocated tail -- or, followed by data, a gap."""
+    i = -1
+    run = 0
+    for item in _entries(path, size, entry_size, fmt, budget):
+        if isinstance(item, Zeros):
+            counted.total += item.count
+            run += item.count
+            i += item.count
+            continue
+        i += 1
+        counted.total += 1
+        first, second = item
+        if first == 0 and second == 0:
+            run += 1
+            continue
+        counted.zero_tail = 0
+        yield i, first, second, run
+        run = 0
+    counted.zero_tail = run
+
+
 def _header_at(log, position, log_size):
     """(magic, base_offset, last_offset, batch_size) of the batch starting at ``position``, or a reason."""
     if position + HEADER_UP_TO_MAGIC > log_size:
@@ -184,32 +216,18 @@ def check_offset_index(path, log_path, base_offset, next_base, *, index_rule, ac
             )
         return out
     last_rel = last_pos = None
-    count = zero_run = 0
+    counted = EntryCount()
     with open(log_path, "rb") if log_size else open(os.devnull, "rb") as log:
-        i = -1
-        for item in _entries(path, size, OFFSET_ENTRY, ">ii", budget):
-            if isinstance(item, Zeros):
-                count += item.count
-                zero_run += item.count
-                i += item.count
-                continue
-            i += 1
-            rel, pos = item
-            count += 1
-            if rel == 0 and pos == 0:
-                # the preallocated tail (a batch at position 0 is never indexed), or zeros mid-file
-                zero_run += 1
-                continue
-            if zero_run:
+        for i, rel, pos, zeros_before in _nonzero_entries(path, size, OFFSET_ENTRY, ">ii", budget, counted):
+            if zeros_before:
                 problems.append(
                     problem(
                         "index_zero_gap",
                         name,
-                        f"{zero_run} zero entries before entry {i}: the index was not written in order",
+                        f"{zeros_before} zero entries before entry {i}: the index was not written in order",
                         entry=i,
                     )
                 )
-                zero_run = 0
             offset = base_offset + rel
             if rel < 0 or (next_base is not None and offset >= next_base):
                 problems.append(
@@ -286,14 +304,14 @@ def check_offset_index(path, log_path, base_offset, next_base, *, index_rule, ac
             last_rel, last_pos = rel, pos
             if len(problems) > 50:
                 break
-    out["entries"] = count - zero_run
-    out["zero_tail"] = zero_run
-    if zero_run and not active:
+    out["entries"] = counted.total - counted.zero_tail
+    out["zero_tail"] = counted.zero_tail
+    if counted.zero_tail and not active:
         problems.append(
             problem(
                 "index_untrimmed",
                 name,
-                f"inactive segment's index keeps a {zero_run}-entry zero tail (never trimmed)",
+                f"inactive segment's index keeps a {counted.zero_tail}-entry zero tail (never trimmed)",
             )
         )
     out["last_offset"] = None if last_rel is None else base_offset + last_rel
@@ -316,21 +334,8 @@ def check_time_index(path, base_offset, next_base, *, active, budget):
     if size % TIME_ENTRY:
         problems.append(problem("timeindex_size", name, f"size {size} is not a multiple of {TIME_ENTRY}"))
     last_ts = last_rel = None
-    count = zero_run = 0
-    i = -1
-    for item in _entries(path, size, TIME_ENTRY, ">qi", budget):
-        if isinstance(item, Zeros):
-            count += item.count
-            zero_run += item.count
-            i += item.count
-            continue
-        i += 1
-        ts, rel = item
-        count += 1
-        if ts == 0 and rel == 0:
-            zero_run += 1
-            continue
-        zero_run = 0
+    counted = EntryCount()
+    for i, ts, rel, _ in _nonzero_entries(path, size, TIME_ENTRY, ">qi", budget, counted):
         offset = base_offset + rel
         if rel < 0 or (next_base is not None and offset >= next_base):
             problems.append(
@@ -355,14 +360,14 @@ def check_time_index(path, base_offset, next_base, *, active, budget):
         last_ts, last_rel = ts, rel
         if len(problems) > 50:
             break
-    out["entries"] = count - zero_run
-    out["zero_tail"] = zero_run
-    if zero_run and not active:
+    out["entries"] = counted.total - counted.zero_tail
+    out["zero_tail"] = counted.zero_tail
+    if counted.zero_tail and not active:
         problems.append(
             problem(
                 "timeindex_untrimmed",
                 name,
-                f"inactive segment's time index keeps a {zero_run}-entry zero tail",
+                f"inactive segment's time index keeps a {counted.zero_tail}-entry zero tail",
             )
         )
     return out
