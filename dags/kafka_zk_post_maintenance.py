@@ -18,14 +18,21 @@ Clusters and their connections come from the cluster file (see the drain DAG).
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
 from typing import Any
 
 from airflow.providers.standard.operators.python import ShortCircuitOperator
 from airflow.sdk import DAG, Param, task
 
-from airflow_provider_kafka_zk.clusters import cluster_setting, load_clusters
+from airflow_provider_kafka_zk.manual_dags import (
+    MACROS,
+    PLAN_DIR,
+    READ_RETRIES,
+    RUN_TS,
+    ClusterSnapshotOperator,
+    cluster_choices,
+    setting,
+)
 from airflow_provider_kafka_zk.operators.drain import (
     SUMMARY_FILE,
     ClearReplicationThrottlesOperator,
@@ -43,34 +50,18 @@ from airflow_provider_kafka_zk.operators.post_maintenance import (
     PostMaintenanceVerifyOperator,
     PreferredLeaderElectionOperator,
 )
-from airflow_provider_kafka_zk.operators.snapshot import ZooKeeperSnapshotOperator
 
 DAG_ID = "kafka_zk_post_maintenance"
 
 
-class _SnapshotOperator(ZooKeeperSnapshotOperator):
-    """The snapshot operator with a templated connection id (it depends on the chosen cluster)."""
-
-    template_fields = (*ZooKeeperSnapshotOperator.template_fields, "kafka_zookeeper_conn_id")
-
-
-_CLUSTERS = sorted(load_clusters(builtin_demo=False)) or [os.environ.get("KAFKA_ZK_CLUSTER", "default")]
-_S = "{{{{ cluster_setting(params, '{}') }}}}".format
-_RUN_TS = "(ts_nodash or dag_run.run_after.strftime('%Y%m%dT%H%M%S'))"
-_PLAN_DIR = "{{ (ti.xcom_pull(task_ids='plan') or {}).get('plan_dir') }}"
-_READ_RETRIES = {
-    "retries": 2,
-    "retry_delay": timedelta(seconds=20),
-    "retry_exponential_backoff": 2.0,
-    "max_retry_delay": timedelta(minutes=5),
-}
+_CLUSTERS = cluster_choices()
 
 with DAG(
     DAG_ID,
     schedule=None,
     catchup=False,
     render_template_as_native_obj=True,
-    user_defined_macros={"cluster_setting": cluster_setting},
+    user_defined_macros=MACROS,
     max_active_runs=1,
     tags=["kafka", "zookeeper", "maintenance"],
     doc_md=__doc__,
@@ -115,40 +106,40 @@ with DAG(
         "election_timeout_s": Param(600, type="number", exclusiveMinimum=0, title="Election timeout (s)"),
     },
 ) as dag:
-    snapshot = _SnapshotOperator(
+    snapshot = ClusterSnapshotOperator(
         task_id="safety_snapshot",
         cluster="{{ params.cluster }}",
-        kafka_zookeeper_conn_id=_S("kafka_zookeeper_conn_id"),
-        base_path=_S("base_path"),
+        kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"),
+        base_path=setting("base_path"),
         outlets=[],
-        **_READ_RETRIES,
+        **READ_RETRIES,
     )
     brokers = ListBrokerIdsOperator(
-        task_id="brokers", kafka_zookeeper_conn_id=_S("kafka_zookeeper_conn_id"), **_READ_RETRIES
+        task_id="brokers", kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"), **READ_RETRIES
     )
-    _ts = "{{ " + _RUN_TS + " }}"
+    _ts = "{{ " + RUN_TS + " }}"
     inventory = BrokerInventoryOperator.partial(
         task_id="inventory",
         inventory_ts=_ts,
         cluster="{{ params.cluster }}",
-        base_path=_S("base_path"),
-        ssh_conn_id=_S("ssh_conn_id"),
-        kafka_zookeeper_conn_id=_S("kafka_zookeeper_conn_id"),
-        server_properties_path=_S("server_properties_path"),
-        broker_hosts=_S("broker_hosts"),
-        **_READ_RETRIES,
+        base_path=setting("base_path"),
+        ssh_conn_id=setting("ssh_conn_id"),
+        kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"),
+        server_properties_path=setting("server_properties_path"),
+        broker_hosts=setting("broker_hosts"),
+        **READ_RETRIES,
     ).expand(broker_id=brokers.output)
     coverage = InventoryCoverageOperator(
         task_id="inventory_coverage",
         cluster="{{ params.cluster }}",
-        base_path=_S("base_path"),
+        base_path=setting("base_path"),
         inventory_ts=_ts,
         expected_broker_ids=brokers.output,
     )
     plan = PostMaintenancePlanOperator(
         task_id="plan",
         cluster="{{ params.cluster }}",
-        base_path=_S("base_path"),
+        base_path=setting("base_path"),
         brokers="{{ params.brokers }}",
         drain_run="{{ params.drain_run }}",
         snapshot_path="{{ ti.xcom_pull(task_ids='safety_snapshot')['path'] }}",
@@ -159,8 +150,8 @@ with DAG(
     )
     move_back = ReplicaOneDrainExecuteOperator(
         task_id="move_back",
-        plan_dir=_PLAN_DIR,
-        kafka_zookeeper_conn_id=_S("kafka_zookeeper_conn_id"),
+        plan_dir=PLAN_DIR,
+        kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"),
         throttle_bytes_per_sec="{{ params.throttle_mb_per_sec * 1024 * 1024 }}",
         dry_run="{{ params.dry_run }}",
         poll_interval="{{ params.poll_interval_s }}",
@@ -170,18 +161,18 @@ with DAG(
     )
     clear_throttles = ClearReplicationThrottlesOperator(
         task_id="clear_throttles",
-        plan_dir=_PLAN_DIR,
-        kafka_zookeeper_conn_id=_S("kafka_zookeeper_conn_id"),
+        plan_dir=PLAN_DIR,
+        kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"),
         dry_run="{{ params.dry_run }}",
-        **_READ_RETRIES,
+        **READ_RETRIES,
     )
     elect = PreferredLeaderElectionOperator(
         task_id="elect_preferred_leaders",
         cluster="{{ params.cluster }}",
-        kafka_zookeeper_conn_id=_S("kafka_zookeeper_conn_id"),
+        kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"),
         brokers="{{ ti.xcom_pull(task_ids='plan')['brokers'] }}",
-        artefact_dir=_PLAN_DIR,
-        plan_dir=_PLAN_DIR,
+        artefact_dir=PLAN_DIR,
+        plan_dir=PLAN_DIR,
         dry_run="{{ params.dry_run }}",
         poll_interval="{{ params.poll_interval_s }}",
         timeout="{{ params.election_timeout_s }}",
@@ -193,23 +184,23 @@ with DAG(
         python_callable=lambda params, **_: not params["dry_run"],
         ignore_downstream_trigger_rules=False,  # the report still runs after a dry run
     )
-    snapshot_after = _SnapshotOperator(
+    snapshot_after = ClusterSnapshotOperator(
         task_id="snapshot_after",
         cluster="{{ params.cluster }}",
-        kafka_zookeeper_conn_id=_S("kafka_zookeeper_conn_id"),
-        base_path=_S("base_path"),
+        kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"),
+        base_path=setting("base_path"),
         outlets=[],
-        **_READ_RETRIES,
+        **READ_RETRIES,
     )
     verify = PostMaintenanceVerifyOperator(
         task_id="verify",
-        plan_dir=_PLAN_DIR,
-        base_path=_S("base_path"),
+        plan_dir=PLAN_DIR,
+        base_path=setting("base_path"),
         snapshot_path="{{ ti.xcom_pull(task_ids='snapshot_after')['path'] }}",
         inventory_path="{{ cluster_setting(params, 'base_path') ~ '/' ~ params.cluster ~ '/inventory/' ~ "
-        + _RUN_TS
+        + RUN_TS
         + " }}",
-        **_READ_RETRIES,
+        **READ_RETRIES,
     )
 
     @task(task_id="report", trigger_rule="none_failed_min_one_success")

@@ -18,14 +18,22 @@ cluster with ``kafka_zookeeper_conn_id`` (default ``kafka_zk_<name>``), ``ssh_co
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
 from typing import Any
 
 from airflow.providers.standard.operators.python import ShortCircuitOperator
 from airflow.sdk import DAG, Param, task
 
-from airflow_provider_kafka_zk.clusters import cluster_setting, load_clusters
+from airflow_provider_kafka_zk.clusters import cluster_setting
+from airflow_provider_kafka_zk.manual_dags import (
+    MACROS,
+    PLAN_DIR,
+    READ_RETRIES,
+    RUN_TS,
+    ClusterSnapshotOperator,
+    cluster_choices,
+    setting,
+)
 from airflow_provider_kafka_zk.operators.drain import (
     REPORT_FILE,
     ClearReplicationThrottlesOperator,
@@ -40,37 +48,21 @@ from airflow_provider_kafka_zk.operators.inventory import (
     ListBrokerIdsOperator,
 )
 from airflow_provider_kafka_zk.operators.log_scan import BrokerLogScanOperator, LogScanVerdictOperator
-from airflow_provider_kafka_zk.operators.snapshot import ZooKeeperSnapshotOperator
 
 DAG_ID = "kafka_zk_pre_maintenance_drain"
 
 
-drain_setting = cluster_setting  # the macro name this DAG's templates use
+drain_setting = cluster_setting  # the macro name older copies of this file use in their templates
 
 
-class _SnapshotOperator(ZooKeeperSnapshotOperator):
-    """The snapshot operator with a templated connection id (it depends on the chosen cluster)."""
-
-    template_fields = (*ZooKeeperSnapshotOperator.template_fields, "kafka_zookeeper_conn_id")
-
-
-_CLUSTERS = sorted(load_clusters(builtin_demo=False)) or [os.environ.get("KAFKA_ZK_CLUSTER", "default")]
-_S = "{{{{ drain_setting(params, '{}') }}}}".format
-_RUN_TS = "(ts_nodash or dag_run.run_after.strftime('%Y%m%dT%H%M%S'))"
-_PLAN_DIR = "{{ (ti.xcom_pull(task_ids='plan') or {}).get('plan_dir') }}"
-_READ_RETRIES = {
-    "retries": 2,
-    "retry_delay": timedelta(seconds=20),
-    "retry_exponential_backoff": 2.0,  # a multiplier in Airflow 3.3 (True would mean x1: no backoff)
-    "max_retry_delay": timedelta(minutes=5),
-}
+_CLUSTERS = cluster_choices()
 
 with DAG(
     DAG_ID,
     schedule=None,
     catchup=False,
     render_template_as_native_obj=True,
-    user_defined_macros={"drain_setting": drain_setting},
+    user_defined_macros=MACROS,
     max_active_runs=1,
     tags=["kafka", "zookeeper", "maintenance"],
     doc_md=__doc__,
@@ -110,25 +102,25 @@ with DAG(
         ),
     },
 ) as dag:
-    snapshot = _SnapshotOperator(
+    snapshot = ClusterSnapshotOperator(
         task_id="safety_snapshot",
         cluster="{{ params.cluster }}",
-        kafka_zookeeper_conn_id=_S("kafka_zookeeper_conn_id"),
-        base_path=_S("base_path"),
+        kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"),
+        base_path=setting("base_path"),
         outlets=[],
-        **_READ_RETRIES,
+        **READ_RETRIES,
     )
     brokers = ListBrokerIdsOperator(
-        task_id="brokers", kafka_zookeeper_conn_id=_S("kafka_zookeeper_conn_id"), **_READ_RETRIES
+        task_id="brokers", kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"), **READ_RETRIES
     )
     _inventory_args = {
         "cluster": "{{ params.cluster }}",
-        "base_path": _S("base_path"),
-        "ssh_conn_id": _S("ssh_conn_id"),
-        "kafka_zookeeper_conn_id": _S("kafka_zookeeper_conn_id"),
-        "server_properties_path": _S("server_properties_path"),
-        "broker_hosts": _S("broker_hosts"),
-        **_READ_RETRIES,
+        "base_path": setting("base_path"),
+        "ssh_conn_id": setting("ssh_conn_id"),
+        "kafka_zookeeper_conn_id": setting("kafka_zookeeper_conn_id"),
+        "server_properties_path": setting("server_properties_path"),
+        "broker_hosts": setting("broker_hosts"),
+        **READ_RETRIES,
     }
     inventory = BrokerInventoryOperator.partial(task_id="inventory", **_inventory_args).expand(
         broker_id=brokers.output
@@ -136,7 +128,7 @@ with DAG(
     coverage = InventoryCoverageOperator(
         task_id="inventory_coverage",
         cluster="{{ params.cluster }}",
-        base_path=_S("base_path"),
+        base_path=setting("base_path"),
         expected_broker_ids=brokers.output,
     )
 
@@ -148,24 +140,24 @@ with DAG(
     log_scan = BrokerLogScanOperator.partial(
         task_id="log_scan",
         cluster="{{ params.cluster }}",
-        base_path=_S("base_path"),
-        ssh_conn_id=_S("ssh_conn_id"),
-        kafka_zookeeper_conn_id=_S("kafka_zookeeper_conn_id"),
-        broker_hosts=_S("broker_hosts"),
+        base_path=setting("base_path"),
+        ssh_conn_id=setting("ssh_conn_id"),
+        kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"),
+        broker_hosts=setting("broker_hosts"),
         budget_mb="{{ params.restart_check_budget_mb }}",
-        **_READ_RETRIES,
+        **READ_RETRIES,
     ).expand(broker_id=drained_brokers())
     restart_check = LogScanVerdictOperator(
         task_id="restart_check",
         cluster="{{ params.cluster }}",
-        base_path=_S("base_path"),
+        base_path=setting("base_path"),
         snapshot_path="{{ ti.xcom_pull(task_ids='safety_snapshot')['path'] }}",
         fail_on="{{ params.restart_check }}",
     )
     plan = ReplicaOneDrainPlanOperator(
         task_id="plan",
         cluster="{{ params.cluster }}",
-        base_path=_S("base_path"),
+        base_path=setting("base_path"),
         brokers="{{ params.brokers }}",
         snapshot_path="{{ ti.xcom_pull(task_ids='safety_snapshot')['path'] }}",
         scope="{{ params.scope }}",
@@ -181,8 +173,8 @@ with DAG(
     )
     execute = ReplicaOneDrainExecuteOperator(
         task_id="execute",
-        plan_dir=_PLAN_DIR,
-        kafka_zookeeper_conn_id=_S("kafka_zookeeper_conn_id"),
+        plan_dir=PLAN_DIR,
+        kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"),
         throttle_bytes_per_sec="{{ params.throttle_bytes_per_sec }}",
         dry_run="{{ params.dry_run }}",
         poll_interval="{{ params.poll_interval_s }}",
@@ -192,23 +184,23 @@ with DAG(
     )
     clear_throttles = ClearReplicationThrottlesOperator(
         task_id="clear_throttles",
-        plan_dir=_PLAN_DIR,
-        kafka_zookeeper_conn_id=_S("kafka_zookeeper_conn_id"),
+        plan_dir=PLAN_DIR,
+        kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"),
         dry_run="{{ params.dry_run }}",
-        **_READ_RETRIES,
+        **READ_RETRIES,
     )
-    _after_ts = "{{ " + _RUN_TS + " ~ '-after' }}"
+    _after_ts = "{{ " + RUN_TS + " ~ '-after' }}"
     inventory_after = BrokerInventoryOperator.partial(
         task_id="inventory_after", inventory_ts=_after_ts, **_inventory_args
     ).expand(broker_id=brokers.output)
     verify = ReplicaOneDrainVerifyOperator(
         task_id="verify",
-        plan_dir=_PLAN_DIR,
-        kafka_zookeeper_conn_id=_S("kafka_zookeeper_conn_id"),
-        inventory_path="{{ drain_setting(params, 'base_path') ~ '/' ~ params.cluster ~ '/inventory/' ~ "
-        + _RUN_TS
+        plan_dir=PLAN_DIR,
+        kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"),
+        inventory_path="{{ cluster_setting(params, 'base_path') ~ '/' ~ params.cluster ~ '/inventory/' ~ "
+        + RUN_TS
         + " ~ '-after' }}",
-        **_READ_RETRIES,
+        **READ_RETRIES,
     )
 
     @task(task_id="report")

@@ -13,28 +13,25 @@ Clusters and their connections come from the cluster file (see the drain DAG).
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
 
 from airflow.sdk import DAG, Param
 
-from airflow_provider_kafka_zk.clusters import cluster_setting, load_clusters
+from airflow_provider_kafka_zk.manual_dags import (
+    MACROS,
+    RUN_TS,
+    ClusterSnapshotOperator,
+    cluster_choices,
+    setting,
+)
 from airflow_provider_kafka_zk.operators.inventory import BrokerInventoryOperator
 from airflow_provider_kafka_zk.operators.log_scan import BrokerLogScanOperator, LogScanVerdictOperator
-from airflow_provider_kafka_zk.operators.snapshot import ZooKeeperSnapshotOperator
 
 DAG_ID = "kafka_zk_pre_restart_check"
 
 
-class _SnapshotOperator(ZooKeeperSnapshotOperator):
-    """The snapshot operator with a templated connection id (it depends on the chosen cluster)."""
-
-    template_fields = (*ZooKeeperSnapshotOperator.template_fields, "kafka_zookeeper_conn_id")
-
-
-_CLUSTERS = sorted(load_clusters(builtin_demo=False)) or [os.environ.get("KAFKA_ZK_CLUSTER", "default")]
-_S = "{{{{ cluster_setting(params, '{}') }}}}".format
-_TS = "{{ (ts_nodash or dag_run.run_after.strftime('%Y%m%dT%H%M%S')) }}"
+_CLUSTERS = cluster_choices()
+_TS = "{{ " + RUN_TS + " }}"
 _RETRIES = {"retries": 2, "retry_delay": timedelta(seconds=20)}
 
 with DAG(
@@ -42,7 +39,7 @@ with DAG(
     schedule=None,
     catchup=False,
     render_template_as_native_obj=True,
-    user_defined_macros={"cluster_setting": cluster_setting},
+    user_defined_macros=MACROS,
     tags=["kafka", "zookeeper", "maintenance"],
     doc_md=__doc__,
     params={
@@ -80,11 +77,11 @@ with DAG(
         ),
     },
 ) as dag:
-    snapshot = _SnapshotOperator(
+    snapshot = ClusterSnapshotOperator(
         task_id="snapshot",
         cluster="{{ params.cluster }}",
-        kafka_zookeeper_conn_id=_S("kafka_zookeeper_conn_id"),
-        base_path=_S("base_path"),
+        kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"),
+        base_path=setting("base_path"),
         outlets=[],
         **_RETRIES,
     )
@@ -92,22 +89,22 @@ with DAG(
         task_id="inventory",
         broker_id="{{ params.broker }}",
         cluster="{{ params.cluster }}",
-        base_path=_S("base_path"),
+        base_path=setting("base_path"),
         inventory_ts=_TS,
-        ssh_conn_id=_S("ssh_conn_id"),
-        kafka_zookeeper_conn_id=_S("kafka_zookeeper_conn_id"),
-        server_properties_path=_S("server_properties_path"),
-        broker_hosts=_S("broker_hosts"),
+        ssh_conn_id=setting("ssh_conn_id"),
+        kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"),
+        server_properties_path=setting("server_properties_path"),
+        broker_hosts=setting("broker_hosts"),
         **_RETRIES,
     )
     scan = BrokerLogScanOperator(
         task_id="log_scan",
         broker_id="{{ params.broker }}",
         cluster="{{ params.cluster }}",
-        base_path=_S("base_path"),
-        ssh_conn_id=_S("ssh_conn_id"),
-        kafka_zookeeper_conn_id=_S("kafka_zookeeper_conn_id"),
-        broker_hosts=_S("broker_hosts"),
+        base_path=setting("base_path"),
+        ssh_conn_id=setting("ssh_conn_id"),
+        kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"),
+        broker_hosts=setting("broker_hosts"),
         inventory_ts=_TS,
         scan_ts=_TS,
         budget_mb="{{ params.budget_mb }}",
@@ -119,7 +116,7 @@ with DAG(
     verdict = LogScanVerdictOperator(
         task_id="verdict",
         cluster="{{ params.cluster }}",
-        base_path=_S("base_path"),
+        base_path=setting("base_path"),
         scan_ts=_TS,
         snapshot_path="{{ ti.xcom_pull(task_ids='snapshot')['path'] }}",
         fail_on="{{ params.fail_on }}",

@@ -18,21 +18,26 @@ Clusters and their connections come from the cluster file (see the drain DAG).
 
 from __future__ import annotations
 
-import os
-from datetime import timedelta
 from typing import Any
 
 from airflow.providers.standard.operators.python import ShortCircuitOperator
 from airflow.sdk import DAG, Param, task
 
-from airflow_provider_kafka_zk.clusters import cluster_setting, load_clusters
+from airflow_provider_kafka_zk.manual_dags import (
+    MACROS,
+    PLAN_DIR,
+    READ_RETRIES,
+    RUN_TS,
+    ClusterSnapshotOperator,
+    cluster_choices,
+    setting,
+)
 from airflow_provider_kafka_zk.operators.drain import DrainLocation
 from airflow_provider_kafka_zk.operators.inventory import (
     BrokerInventoryOperator,
     InventoryCoverageOperator,
     ListBrokerIdsOperator,
 )
-from airflow_provider_kafka_zk.operators.snapshot import ZooKeeperSnapshotOperator
 from airflow_provider_kafka_zk.operators.topic_id_repair import (
     REPORT_FILE,
     SUMMARY_FILE,
@@ -44,28 +49,13 @@ from airflow_provider_kafka_zk.operators.topic_id_repair import (
 DAG_ID = "kafka_zk_topic_id_repair"
 
 
-class _SnapshotOperator(ZooKeeperSnapshotOperator):
-    """The snapshot operator with a templated connection id (it depends on the chosen cluster)."""
-
-    template_fields = (*ZooKeeperSnapshotOperator.template_fields, "kafka_zookeeper_conn_id")
-
-
-_CLUSTERS = sorted(load_clusters(builtin_demo=False)) or [os.environ.get("KAFKA_ZK_CLUSTER", "default")]
-_S = "{{{{ cluster_setting(params, '{}') }}}}".format
-_RUN_TS = "(ts_nodash or dag_run.run_after.strftime('%Y%m%dT%H%M%S'))"
-_PLAN_DIR = "{{ (ti.xcom_pull(task_ids='plan') or {}).get('plan_dir') }}"
-_READ_RETRIES = {
-    "retries": 2,
-    "retry_delay": timedelta(seconds=20),
-    "retry_exponential_backoff": 2.0,
-    "max_retry_delay": timedelta(minutes=5),
-}
+_CLUSTERS = cluster_choices()
 
 
 def _inventory_url(suffix: str = "") -> str:
     return (
         "{{ cluster_setting(params, 'base_path') ~ '/' ~ params.cluster ~ '/inventory/' ~ "
-        + _RUN_TS
+        + RUN_TS
         + (f" ~ '{suffix}'" if suffix else "")
         + " }}"
     )
@@ -76,7 +66,7 @@ with DAG(
     schedule=None,
     catchup=False,
     render_template_as_native_obj=True,
-    user_defined_macros={"cluster_setting": cluster_setting},
+    user_defined_macros=MACROS,
     max_active_runs=1,
     tags=["kafka", "zookeeper", "maintenance", "repair"],
     doc_md=__doc__,
@@ -119,41 +109,41 @@ with DAG(
         "poll_interval_s": Param(2.0, type="number", exclusiveMinimum=0),
     },
 ) as dag:
-    snapshot = _SnapshotOperator(
+    snapshot = ClusterSnapshotOperator(
         task_id="safety_snapshot",
         cluster="{{ params.cluster }}",
-        kafka_zookeeper_conn_id=_S("kafka_zookeeper_conn_id"),
-        base_path=_S("base_path"),
+        kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"),
+        base_path=setting("base_path"),
         outlets=[],
-        **_READ_RETRIES,
+        **READ_RETRIES,
     )
     brokers = ListBrokerIdsOperator(
-        task_id="brokers", kafka_zookeeper_conn_id=_S("kafka_zookeeper_conn_id"), **_READ_RETRIES
+        task_id="brokers", kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"), **READ_RETRIES
     )
     _inventory_args = {
         "cluster": "{{ params.cluster }}",
-        "base_path": _S("base_path"),
-        "ssh_conn_id": _S("ssh_conn_id"),
-        "kafka_zookeeper_conn_id": _S("kafka_zookeeper_conn_id"),
-        "server_properties_path": _S("server_properties_path"),
-        "broker_hosts": _S("broker_hosts"),
-        **_READ_RETRIES,
+        "base_path": setting("base_path"),
+        "ssh_conn_id": setting("ssh_conn_id"),
+        "kafka_zookeeper_conn_id": setting("kafka_zookeeper_conn_id"),
+        "server_properties_path": setting("server_properties_path"),
+        "broker_hosts": setting("broker_hosts"),
+        **READ_RETRIES,
     }
-    _ts = "{{ " + _RUN_TS + " }}"
+    _ts = "{{ " + RUN_TS + " }}"
     inventory = BrokerInventoryOperator.partial(
         task_id="inventory", inventory_ts=_ts, **_inventory_args
     ).expand(broker_id=brokers.output)
     coverage = InventoryCoverageOperator(
         task_id="inventory_coverage",
         cluster="{{ params.cluster }}",
-        base_path=_S("base_path"),
+        base_path=setting("base_path"),
         inventory_ts=_ts,
         expected_broker_ids=brokers.output,
     )
     plan = TopicIdRepairPlanOperator(
         task_id="plan",
         cluster="{{ params.cluster }}",
-        base_path=_S("base_path"),
+        base_path=setting("base_path"),
         snapshot_path="{{ ti.xcom_pull(task_ids='safety_snapshot')['path'] }}",
         inventory_path=_inventory_url(),
         topics="{{ params.topics }}",
@@ -163,11 +153,11 @@ with DAG(
     )
     execute = TopicIdRepairExecuteOperator(
         task_id="execute",
-        plan_dir=_PLAN_DIR,
-        kafka_zookeeper_conn_id=_S("kafka_zookeeper_conn_id"),
-        ssh_conn_id=_S("ssh_conn_id"),
-        broker_hosts=_S("broker_hosts"),
-        server_properties_path=_S("server_properties_path"),
+        plan_dir=PLAN_DIR,
+        kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"),
+        ssh_conn_id=setting("ssh_conn_id"),
+        broker_hosts=setting("broker_hosts"),
+        server_properties_path=setting("server_properties_path"),
         restart_command="{{ params.restart_command }}",
         dry_run="{{ params.dry_run }}",
         health_timeout="{{ params.health_timeout_s }}",
@@ -179,25 +169,25 @@ with DAG(
         python_callable=lambda params, **_: not params["dry_run"],
         ignore_downstream_trigger_rules=False,  # the report still runs after a dry run
     )
-    _after_ts = "{{ " + _RUN_TS + " ~ '-after' }}"
-    snapshot_after = _SnapshotOperator(
+    _after_ts = "{{ " + RUN_TS + " ~ '-after' }}"
+    snapshot_after = ClusterSnapshotOperator(
         task_id="snapshot_after",
         cluster="{{ params.cluster }}",
-        kafka_zookeeper_conn_id=_S("kafka_zookeeper_conn_id"),
-        base_path=_S("base_path"),
+        kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"),
+        base_path=setting("base_path"),
         outlets=[],
-        **_READ_RETRIES,
+        **READ_RETRIES,
     )
     inventory_after = BrokerInventoryOperator.partial(
         task_id="inventory_after", inventory_ts=_after_ts, **_inventory_args
     ).expand(broker_id=brokers.output)
     verify = TopicIdRepairVerifyOperator(
         task_id="verify",
-        plan_dir=_PLAN_DIR,
-        base_path=_S("base_path"),
+        plan_dir=PLAN_DIR,
+        base_path=setting("base_path"),
         snapshot_path="{{ ti.xcom_pull(task_ids='snapshot_after')['path'] }}",
         inventory_path=_inventory_url("-after"),
-        **_READ_RETRIES,
+        **READ_RETRIES,
     )
 
     @task(task_id="report", trigger_rule="none_failed_min_one_success")

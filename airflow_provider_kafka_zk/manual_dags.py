@@ -1,0 +1,45 @@
+"""What every manually triggered DAG file shares: the cluster choice, per-cluster settings rendered at
+run time, the run's folder name, read retries, and the snapshot operator whose connection follows
+the chosen cluster. One place, so the drain, repair, post-maintenance and pre-restart DAGs agree."""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from typing import Any
+
+from airflow_provider_kafka_zk.clusters import cluster_setting, load_clusters
+from airflow_provider_kafka_zk.operators.snapshot import ZooKeeperSnapshotOperator
+
+MACROS = {"cluster_setting": cluster_setting}
+"""``user_defined_macros`` of a manual DAG: templates call ``cluster_setting(params, key)``."""
+
+RUN_TS = "(ts_nodash or dag_run.run_after.strftime('%Y%m%dT%H%M%S'))"
+"""A Jinja expression: the run's folder name (its logical date, or when it was triggered)."""
+
+PLAN_DIR = "{{ (ti.xcom_pull(task_ids='plan') or {}).get('plan_dir') }}"
+"""The ``plan`` task's artefact folder."""
+
+READ_RETRIES: dict[str, Any] = {
+    "retries": 2,
+    "retry_delay": timedelta(seconds=20),
+    "retry_exponential_backoff": 2.0,  # a multiplier in Airflow 3.3 (True would mean x1: no backoff)
+    "max_retry_delay": timedelta(minutes=5),
+}
+"""Retries for the steps that only read (snapshots, inventories, verification)."""
+
+
+def setting(key: str) -> str:
+    """The template of one per-cluster setting of the run's ``params.cluster``."""
+    return f"{{{{ cluster_setting(params, '{key}') }}}}"
+
+
+def cluster_choices() -> list[str]:
+    """The clusters a form offers: the cluster file's, else ``$KAFKA_ZK_CLUSTER`` (or "default")."""
+    return sorted(load_clusters(builtin_demo=False)) or [os.environ.get("KAFKA_ZK_CLUSTER", "default")]
+
+
+class ClusterSnapshotOperator(ZooKeeperSnapshotOperator):
+    """The snapshot operator with a templated connection id (it depends on the chosen cluster)."""
+
+    template_fields = (*ZooKeeperSnapshotOperator.template_fields, "kafka_zookeeper_conn_id")
