@@ -8,9 +8,12 @@ the disk side is one :class:`ReplicaDir` per partition directory found by the br
 
 from __future__ import annotations
 
+import json
+import shlex
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any
 
 from .deletion import (
@@ -22,7 +25,8 @@ from .deletion import (
     deletion_verdict,
 )
 from .errors import KafkaFormatError
-from .findings import Finding, Severity
+from .findings import TOPIC_ID_ROOT_CHECKS, Finding, Severity, brokers_text
+from .inventory import age_reference_ms
 from .leadership import blocked_reasons, imbalance_advice, leader_imbalance
 from .logdir import DirKind
 from .model import ClusterState, TopicState
@@ -48,10 +52,23 @@ class ReplicaDir:
     metadata_error: str | None = None
     size_bytes: int = 0
     mtime_ms: int | None = None
+    ctime_ms: int | None = None  # inode change time: a -delete directory's rename
 
     @property
     def path(self) -> str:
         return f"{self.log_dir.rstrip('/')}/{self.name}"
+
+    @property
+    def age_reference_ms(self) -> int | None:
+        """When this directory's age starts (kafka.inventory.age_reference_ms: a rename leaves mtime alone,
+        so a ``-delete`` directory counts from its ctime)."""
+        kind = self.kind.name.lower() if isinstance(self.kind, DirKind) else self.kind
+        return age_reference_ms(kind, self.mtime_ms, self.ctime_ms)
+
+    def age_ms(self, now_ms: int) -> int:
+        """Milliseconds since :attr:`age_reference_ms` (0 when unknown: never "past a delay")."""
+        reference = self.age_reference_ms
+        return 0 if reference is None else now_ms - reference
 
     @classmethod
     def from_inventory_row(cls, row: Mapping[str, Any]) -> ReplicaDir:
@@ -82,6 +99,7 @@ class ReplicaDir:
             metadata_error=metadata_error,
             size_bytes=int(row.get("log_bytes") or row.get("total_bytes") or 0),
             mtime_ms=row.get("mtime_ms"),
+            ctime_ms=row.get("ctime_ms"),
         )
 
 
@@ -108,6 +126,59 @@ class BrokerSettings:
 
 
 @dataclass(frozen=True)
+class BrokerInfo:
+    """What is known of a broker besides ZooKeeper's live registration, for naming it in findings.
+
+    ``host`` comes from its registration (now or in the previous snapshot) or its inventory;
+    ``last_seen_ms`` is the time of the previous snapshot when it was registered there (None:
+    unknown); ``clean_shutdown`` is whether every log dir holds ``.kafka_cleanshutdown`` (None:
+    its disk was not read).
+    """
+
+    broker_id: int
+    host: str | None = None
+    rack: str | None = None
+    registered: bool = False
+    last_seen_ms: int | None = None
+    registered_since_ms: int | None = None
+    clean_shutdown: bool | None = None
+    kafka_version: str | None = None  # from its jars (inventory), for the log lines it writes
+
+
+def broker_infos(
+    state: ClusterState,
+    previous: ClusterState | None = None,
+    inventory_summaries: Mapping[int, Mapping[str, Any]] | None = None,
+    expected: Iterable[int] = (),
+) -> dict[int, BrokerInfo]:
+    """Every broker the cluster knows of: registered, named in a replica set, expected by the
+    inventory, inventoried, or registered in the previous snapshot while still holding replicas."""
+    summaries = inventory_summaries or {}
+    assigned = {b for p in state.partitions() for b in p.replicas}
+    ids = set(state.brokers) | assigned | {int(b) for b in expected} | {int(b) for b in summaries}
+    if previous is not None:
+        ids |= {b for b in previous.brokers if b in assigned}
+    out = {}
+    for b in sorted(ids):
+        live = state.brokers.get(b)
+        before = previous.brokers.get(b) if previous is not None else None
+        summary = summaries.get(b) or {}
+        log_dirs = [d for d in summary.get("log_dirs") or () if d.get("exists", True)]
+        registration = (live or before).registration if (live or before) is not None else None
+        out[b] = BrokerInfo(
+            broker_id=b,
+            host=(registration.host if registration is not None else None) or summary.get("host"),
+            rack=registration.rack if registration is not None else None,
+            registered=live is not None,
+            last_seen_ms=previous.taken_at_ms if before is not None and previous is not None else None,
+            registered_since_ms=(registration.timestamp_ms or None) if registration is not None else None,
+            clean_shutdown=all(bool(d.get("clean_shutdown")) for d in log_dirs) if log_dirs else None,
+            kafka_version=(summary.get("facts") or {}).get("kafka_version"),
+        )
+    return out
+
+
+@dataclass(frozen=True)
 class ClusterFacts:
     """What every topic's rules may look at besides the topic itself."""
 
@@ -119,6 +190,7 @@ class ClusterFacts:
     controller_live: bool = True
     reassign_znode_partitions: frozenset[tuple[str, int]] = frozenset()
     ibp: str | None = None  # lowest inter.broker.protocol.version seen on the brokers
+    brokers: Mapping[int, BrokerInfo] = field(default_factory=dict)  # host, last seen (broker_infos)
 
     @property
     def uses_topic_ids(self) -> bool:
@@ -175,68 +247,323 @@ def _normal_dirs(evidence: TopicEvidence) -> list[ReplicaDir]:
     return [d for d in evidence.dirs if d.kind is DirKind.NORMAL]
 
 
+def _down(brokers: Sequence[int]) -> str:
+    return f"{brokers_text(brokers)} {'is' if len(set(brokers)) == 1 else 'are'} down"
+
+
+def _their(brokers: Sequence[int]) -> str:
+    return "it was their" if len(set(brokers)) == 1 else "they were their"
+
+
+def _count(items: Sequence[Any], noun: str) -> str:
+    return f"{len(items)} {noun}{'' if len(items) == 1 else 's'}"
+
+
+def _partitions_text(topic: str, partitions: Sequence[int], limit: int = 6) -> str:
+    shown = ", ".join(f"{topic}-{p}" for p in partitions[:limit])
+    return shown + (f" and {len(partitions) - limit} more" if len(partitions) > limit else "")
+
+
+def trigger_command(dag_id: str, conf: Mapping[str, Any]) -> str:
+    """The ``airflow dags trigger`` command line for one of this provider's manual DAGs (conf shell-quoted)."""
+    return f"airflow dags trigger {dag_id} --conf {shlex.quote(json.dumps(dict(conf)))}"
+
+
 # ---------------------------------------------------------------------------------------------
 # topic ids (KAFKA-14190)
 # ---------------------------------------------------------------------------------------------
 
+TOPIC_ID_REPAIR_DAG = "kafka_zk_topic_id_repair"
+"""``airflow_provider_kafka_zk.dags.topic_id_repair.DAG_ID`` (the core imports no Airflow; a test ties them)."""
+
+
+def repair_commands(conf: Mapping[str, Any]) -> dict[str, str]:
+    """The topicId repair DAG's dry run and real run for ``conf`` (its Params: ``cluster``, ``topics``,
+    ``strategy``, ``chosen_topic_id``; ``dry_run`` is added)."""
+    return {
+        "dry_run": trigger_command(TOPIC_ID_REPAIR_DAG, {**conf, "dry_run": True}),
+        "run": trigger_command(TOPIC_ID_REPAIR_DAG, {**conf, "dry_run": False}),
+    }
+
+
+def _command_list(commands: Mapping[str, str]) -> list[dict[str, str]]:
+    """``evidence["commands"]``: what a report shows as copyable command lines, in order."""
+    return [
+        {"label": "dry run (changes nothing)", "command": commands["dry_run"]},
+        {"label": "then, once its plan is right", "command": commands["run"]},
+    ]
+
+
+def _write_back_action(evidence: Mapping[str, Any], topic: str, path: str) -> str:
+    """What to do about a topic whose replicas all hold one id: write it back (its finding's evidence).
+
+    One builder for the rule and for :func:`combine_write_backs`, which puts every such topic in one
+    run of the repair DAG.
+    """
+    wb, dry, run = evidence["write_back_id"], evidence["repair_dry_run"], evidence["repair_run"]
+    topics = list(evidence["repair_conf"]["topics"])
+    together = (
+        f" One run repairs {', '.join(topics[:-1])} and {topics[-1]}: it writes every id, then moves the controller once; a controller "
+        "move before a missing id is back would mint a new one (KAFKA-14190)."
+        if len(topics) > 1
+        else ""
+    )
+    if evidence.get("zookeeper_topic_id") is None:  # the precursor: nothing rejects anything yet
+        moves = (
+            " before the run's one controller move, so"
+            if len(topics) > 1
+            else "; no controller move, no restart:"
+        )
+        return (
+            f"Before any controller move, write {wb} back: dry run {dry}, then {run}. write_back puts {wb} into "
+            f"{path} (format v3, same partitions){moves} the next controller loads the id instead of minting "
+            "one." + together
+        )
+    running = list(evidence.get("running_brokers") or evidence.get("brokers") or ())
+    return (
+        f"Write {wb} back: dry run {dry}, read its plan (summary.txt), then {run}. write_back puts {wb} into "
+        f"{path} (format v3, partitions unchanged) and moves the controller so the new one sends that id; no "
+        f"broker file is touched, no broker restarts. {evidence['until_repaired']}. "
+        + (
+            f"Do not restart {brokers_text(running)} first: a restarted broker rejects the controller's requests "
+            f"for {topic} too and does not rejoin the ISR."
+            if running
+            else ""
+        )
+        + together
+    )
+
+
+def combine_write_backs(findings: Sequence[Finding], facts: ClusterFacts) -> list[Finding]:
+    """Driver side: one repair-DAG run for every topic whose id can be written back.
+
+    The write-back of a mismatched topic moves the controller; a topic that has no id in ZooKeeper
+    yet (the precursor) gets a NEW one at that move. Separate runs, in either order, leave one of them
+    broken, so their findings all name one run with every such topic.
+    """
+    roots = [
+        f for f in findings if f.check in TOPIC_ID_ROOT_CHECKS and f.evidence.get("write_back_id") and f.topic
+    ]
+    if len(roots) < 2:
+        return list(findings)
+    conf = {"cluster": facts.cluster, "topics": sorted(str(f.topic) for f in roots), "strategy": "write_back"}
+    commands = repair_commands(conf)
+    combined = {}
+    for f in roots:
+        evidence = {
+            **f.evidence,
+            "repair_conf": conf,
+            "repair_dry_run": commands["dry_run"],
+            "repair_run": commands["run"],
+            "commands": _command_list(commands),
+        }
+        combined[id(f)] = replace(
+            f, evidence=evidence, action=_write_back_action(evidence, str(f.topic), f.path or "")
+        )
+    return [combined.get(id(f), f) for f in findings]
+
+
+def topic_id_log_line(versions: Iterable[str | None], partition: str, in_memory: str, received: str) -> str:
+    """What the brokers' state-change.log says (ERROR) when the controller sends another topic id.
+
+    3.x: ``Topic ID in memory: X does not match the topic ID for partition T-P received: Y.``; 2.8.x:
+    ``Topic Id in memory: X does not match the topic Id for partition T-P provided in the request:
+    Y.`` (``core/src/main/scala/kafka/server/ReplicaManager.scala`` ``becomeLeaderOrFollower`` at 2.8.2
+    and 3.3.1; the 3.x line was seen on a real 3.3.1 cluster). ``INCONSISTENT_TOPIC_ID`` is only the
+    response's error code: no broker logs it, so a search for it finds nothing. Unknown versions: both
+    lines.
+    """
+    new = f"Topic ID in memory: {in_memory} does not match the topic ID for partition {partition} received: {received}."
+    old = (
+        f"Topic Id in memory: {in_memory} does not match the topic Id for partition {partition} provided in "
+        f"the request: {received}."
+    )
+    lines = set()
+    for text in versions:
+        try:
+            version = KafkaVersion.parse(text) if text else None
+        except KafkaFormatError:
+            version = None
+        lines.add(None if version is None else (new if version.at_least("3.0") else old))
+    if lines == {new} or lines == {old}:
+        return f'"{lines.pop()}"'
+    return f'"{new}" (2.8.x brokers: "{old}")'
+
+
+def _ids_by_broker(dirs: Sequence[ReplicaDir], topic_id: str) -> list[int]:
+    return sorted({d.broker_id for d in dirs if str(d.topic_id) == topic_id})
+
 
 def check_topic_ids(evidence: TopicEvidence, facts: ClusterFacts) -> list[Finding]:
+    """KAFKA-14190 and its precursor, with the ids, the repair DAG's commands and the broker log line.
+
+    ZooKeeper's ``topic_id`` is what the controller sends; ``partition.metadata`` is what each
+    replica's log holds and never rewrites. When they differ the brokers reject the controller's
+    next leader/ISR change for the topic. When every replica read agrees, writing that id back into
+    the topic znode (``write_back``) repairs it without touching a broker; otherwise only removing
+    the differing files with broker restarts (``file_reset``) does.
+    """
     state = evidence.state
     if state is None:
         return []
     out = []
+    topic = evidence.topic
     dirs = [d for d in _normal_dirs(evidence) if d.topic_id is not None]
     disk_ids = sorted({str(d.topic_id) for d in dirs})
     zk_id = state.topic_id
+    assigned = {b for info in state.partitions.values() for b in info.replicas}
+    unread = sorted(assigned - set(facts.inventoried))
+    unread_note = (
+        f" ({brokers_text(unread)} not read: the repair DAG inventories {'it' if len(unread) == 1 else 'them'} "
+        "again before any write)"
+        if unread
+        else ""
+    )
     if zk_id is not None:
         wrong = [d for d in dirs if d.topic_id != zk_id]
         if wrong:
             brokers = sorted({d.broker_id for d in wrong})
-            out.append(
-                _finding(
-                    facts,
-                    "topic-id-mismatch",
-                    Severity.CRITICAL,
-                    f"{len(wrong)} replica(s) of {evidence.topic} hold a topic id in partition.metadata that differs "
-                    f"from ZooKeeper's {zk_id} (brokers {brokers})",
-                    "A restart of those brokers, or the next leader/ISR change, makes them reject the controller "
-                    "(INCONSISTENT_TOPIC_ID): partitions lose their leader/ISR while kafka-topics still looks fine. "
-                    "If all replicas agree on one id, write it back into the topic znode (format v3, keep the "
-                    "partitions) and move the controller; verify before any broker restart.",
-                    topic=evidence.topic,
-                    broker_id=brokers[0] if len(brokers) == 1 else None,
-                    path=state.path,
-                    evidence={
-                        "zookeeper_topic_id": str(zk_id),
-                        "replicas": [
-                            {
-                                "broker_id": d.broker_id,
-                                "partition": d.partition,
-                                "path": d.path,
-                                "topic_id": str(d.topic_id),
-                            }
-                            for d in sorted(wrong, key=lambda d: (d.broker_id, d.partition or 0))
-                        ],
-                    },
+            example = min(wrong, key=lambda d: (d.partition or 0, d.broker_id))
+            log_line = topic_id_log_line(
+                (facts.brokers[b].kafka_version if b in facts.brokers else None for b in brokers),
+                f"{topic}-{example.partition}",
+                str(example.topic_id),
+                str(zk_id),
+            )
+            running = [b for b in brokers if b in facts.live_brokers]
+            stopped = [b for b in brokers if b not in facts.live_brokers]
+            consequence = (
+                f"Until then {brokers_text(running)} reject{'s' if len(running) == 1 else ''} every leader/ISR "
+                f"change the controller sends for {topic} while kafka-topics --describe still looks healthy; "
+                f"their state-change.log shows ERROR {log_line}"
+                if running
+                else f"The brokers' state-change.log shows ERROR {log_line}"
+            ) + (
+                f". {brokers_text(stopped).capitalize()} {'is' if len(stopped) == 1 else 'are'} down and "
+                f"would reject them too once started: start {'it' if len(stopped) == 1 else 'them'} after "
+                "the repair"
+                if stopped
+                else ""
+            )
+            if len(disk_ids) == 1:  # every replica read holds the same id: write it back, no restart
+                write_back: str | None = disk_ids[0]
+                conf: dict[str, Any] = {"cluster": facts.cluster, "topics": [topic], "strategy": "write_back"}
+                commands = repair_commands(conf)
+                what = (
+                    f"topicId mismatch on {topic} (KAFKA-14190): ZooKeeper's topic_id is {zk_id}, but every replica "
+                    f"read ({len(wrong)} on {brokers_text(brokers)}) holds {write_back} in partition.metadata; "
+                    f"write {write_back} back into {state.path}{unread_note}"
                 )
-            )
-    elif dirs and facts.uses_topic_ids:
-        out.append(
-            _finding(
+                action = ""  # _write_back_action, from the evidence below
+            else:  # the replicas disagree among themselves: only a file reset (with restarts) fixes it
+                write_back = None
+                conf = {"cluster": facts.cluster, "topics": [topic], "strategy": "file_reset"}
+                commands = repair_commands(conf)
+                held = "; ".join(f"{i} on {brokers_text(_ids_by_broker(dirs, i))}" for i in disk_ids)
+                what = (
+                    f"topicId mismatch on {topic} (KAFKA-14190): ZooKeeper's topic_id is {zk_id}, the replicas hold "
+                    f"{held}; no single id to write back: reset the {len(wrong)} replica(s) that differ{unread_note}"
+                )
+                action = (
+                    f"Dry run {commands['dry_run']}, then {commands['run']}: file_reset removes partition.metadata "
+                    f"only on the replicas whose id is not {zk_id} ({brokers_text(brokers)}) and restarts those "
+                    "brokers one at a time (restart_command), the controller last, each gated on its ISR. To keep "
+                    f'another id, add "chosen_topic_id" (one the replicas hold). {consequence}.'
+                )
+            mismatch = _finding(
                 facts,
-                "topic-id-missing-in-zookeeper",
+                "topic-id-mismatch",
                 Severity.CRITICAL,
-                f"{evidence.topic}: the topic znode has no topic_id while its replicas hold {', '.join(disk_ids)}; "
-                "the next controller failover will mint a NEW id and every replica will disagree (KAFKA-14190)",
-                f"Before any controller move, write topic_id {disk_ids[0]} back into {state.path} "
-                "(format v3, same partitions)"
-                if len(disk_ids) == 1
-                else "Replicas disagree; resolve which id is right first",
-                topic=evidence.topic,
+                what,
+                action,
+                topic=topic,
+                broker_id=brokers[0] if len(brokers) == 1 else None,
                 path=state.path,
-                evidence={"ids_on_disk": disk_ids, "znode_format_version": state.format_version},
+                evidence={
+                    "zookeeper_topic_id": str(zk_id),
+                    "ids_on_disk": disk_ids,
+                    "write_back_id": write_back,
+                    "repair_conf": conf,
+                    "repair_dry_run": commands["dry_run"],
+                    "repair_run": commands["run"],
+                    "commands": _command_list(commands),
+                    "log_line": log_line,
+                    "until_repaired": consequence,
+                    "running_brokers": running,
+                    "brokers": brokers,
+                    "unread_brokers": unread,
+                    "replicas": [
+                        {
+                            "broker_id": d.broker_id,
+                            "partition": d.partition,
+                            "path": d.path,
+                            "topic_id": str(d.topic_id),
+                        }
+                        for d in sorted(wrong, key=lambda d: (d.broker_id, d.partition or 0))
+                    ],
+                },
             )
+            if write_back is not None:
+                mismatch = replace(mismatch, action=_write_back_action(mismatch.evidence, topic, state.path))
+            out.append(mismatch)
+    elif dirs and facts.uses_topic_ids:
+        brokers = sorted({d.broker_id for d in dirs})
+        if len(disk_ids) == 1:
+            write_back = disk_ids[0]
+            conf = {"cluster": facts.cluster, "topics": [topic], "strategy": "write_back"}
+            commands = repair_commands(conf)
+            what = (
+                f"{topic}: the topic znode {state.path} has no topic_id while every replica read ({len(dirs)} on "
+                f"{brokers_text(brokers)}) holds {write_back}; the next controller failover mints a NEW id and "
+                f"every replica will disagree (KAFKA-14190): write {write_back} back{unread_note}"
+            )
+            action = ""  # _write_back_action, from the evidence below
+        else:
+            write_back = None
+            counts = {i: sum(1 for d in dirs if str(d.topic_id) == i) for i in disk_ids}
+            keep = max(disk_ids, key=lambda i: (counts[i], i))
+            conf = {
+                "cluster": facts.cluster,
+                "topics": [topic],
+                "strategy": "file_reset",
+                "chosen_topic_id": keep,
+            }
+            commands = repair_commands(conf)
+            held = "; ".join(f"{i} on {brokers_text(_ids_by_broker(dirs, i))}" for i in disk_ids)
+            what = (
+                f"{topic}: the topic znode {state.path} has no topic_id and its replicas hold {len(disk_ids)} "
+                f"different ids ({held}); the next controller failover mints a new one (KAFKA-14190){unread_note}"
+            )
+            action = (
+                f"Before any controller move, choose the id the replicas keep ({keep} is on {counts[keep]} of "
+                f"{len(dirs)} replicas read) and reset the others: dry run {commands['dry_run']}, then "
+                f"{commands['run']}: file_reset removes partition.metadata on the replicas holding another id and "
+                "restarts their brokers one at a time, the controller last."
+            )
+        precursor = _finding(
+            facts,
+            "topic-id-missing-in-zookeeper",
+            Severity.CRITICAL,
+            what,
+            action,
+            topic=topic,
+            path=state.path,
+            evidence={
+                "zookeeper_topic_id": None,
+                "ids_on_disk": disk_ids,
+                "write_back_id": write_back,
+                "znode_format_version": state.format_version,
+                "repair_conf": conf,
+                "repair_dry_run": commands["dry_run"],
+                "repair_run": commands["run"],
+                "commands": _command_list(commands),
+                "brokers": brokers,
+                "unread_brokers": unread,
+            },
         )
+        if write_back is not None:
+            precursor = replace(precursor, action=_write_back_action(precursor.evidence, topic, state.path))
+        out.append(precursor)
     if len(disk_ids) > 1:
         by_id: dict[str, list[str]] = defaultdict(list)
         for d in dirs:
@@ -246,35 +573,15 @@ def check_topic_ids(evidence: TopicEvidence, facts: ClusterFacts) -> list[Findin
                 facts,
                 "topic-id-replicas-disagree",
                 Severity.CRITICAL,
-                f"replicas of {evidence.topic} hold {len(disk_ids)} different topic ids",
-                "Only one id can match ZooKeeper; the others' partitions will be skipped by their brokers",
-                topic=evidence.topic,
+                f"replicas of {topic} hold {len(disk_ids)} different topic ids: "
+                + "; ".join(f"{i} on {brokers_text(_ids_by_broker(dirs, i))}" for i in disk_ids),
+                "Only one id can match ZooKeeper's; the brokers holding another reject the controller for those "
+                f"partitions. The topicId finding of {topic} has the repair DAG's file_reset command",
+                topic=topic,
                 evidence={"replicas_by_id": {k: sorted(v) for k, v in by_id.items()}},
             )
         )
-    if (
-        evidence.previously_known
-        and evidence.previous_topic_id is not None
-        and zk_id != evidence.previous_topic_id
-    ):
-        lost = zk_id is None
-        out.append(
-            _finding(
-                facts,
-                "topic-id-lost-since-previous" if lost else "topic-id-changed-since-previous",
-                Severity.CRITICAL,
-                f"{evidence.topic}: topic_id {evidence.previous_topic_id} in the previous snapshot is "
-                + ("gone from the topic znode" if lost else f"now {zk_id}"),
-                "An old client or tool rewrote the topic znode (or the topic was re-created): compare with the "
-                "replicas' partition.metadata before any broker restart",
-                topic=evidence.topic,
-                path=state.path,
-                evidence={
-                    "previous": str(evidence.previous_topic_id),
-                    "current": str(zk_id) if zk_id else None,
-                },
-            )
-        )
+    out += _topic_id_since_previous(evidence, facts, dirs, unread)
     if facts.uses_topic_ids:
         without = [d for d in _normal_dirs(evidence) if not d.metadata_present]
         if without:
@@ -283,10 +590,10 @@ def check_topic_ids(evidence: TopicEvidence, facts: ClusterFacts) -> list[Findin
                     facts,
                     "partition-metadata-missing",
                     Severity.WARNING,
-                    f"{len(without)} replica(s) of {evidence.topic} have no partition.metadata although the IBP uses "
-                    "topic ids",
+                    f"{len(without)} replica(s) of {topic} have no partition.metadata although the IBP uses "
+                    f"topic ids ({', '.join(d.path for d in without[:3])}{' ...' if len(without) > 3 else ''})",
                     "Brokers write it on the next LeaderAndIsr; a KRaft migration refuses logs without it",
-                    topic=evidence.topic,
+                    topic=topic,
                     evidence={"replicas": [{"broker_id": d.broker_id, "path": d.path} for d in without]},
                 )
             )
@@ -297,9 +604,11 @@ def check_topic_ids(evidence: TopicEvidence, facts: ClusterFacts) -> list[Findin
                 facts,
                 "partition-metadata-unreadable",
                 Severity.ERROR,
-                f"{len(unreadable)} partition.metadata file(s) of {evidence.topic} cannot be parsed",
+                f"{len(unreadable)} partition.metadata file(s) of {topic} cannot be parsed: "
+                + ", ".join(f"{d.path}/partition.metadata on broker {d.broker_id}" for d in unreadable[:3])
+                + (" ..." if len(unreadable) > 3 else ""),
                 "Kafka takes the whole log dir offline on a malformed partition.metadata (KafkaStorageException)",
-                topic=evidence.topic,
+                topic=topic,
                 evidence={
                     "files": [
                         {"broker_id": d.broker_id, "path": d.path, "error": d.metadata_error}
@@ -309,6 +618,74 @@ def check_topic_ids(evidence: TopicEvidence, facts: ClusterFacts) -> list[Findin
             )
         )
     return out
+
+
+def _topic_id_since_previous(
+    evidence: TopicEvidence, facts: ClusterFacts, dirs: Sequence[ReplicaDir], unread: Sequence[int]
+) -> list[Finding]:
+    """ZooKeeper's topic_id changed or vanished since the previous snapshot.
+
+    A change *towards* the replicas (every replica read now holds ZooKeeper's new id) is a
+    resolved incident -- what a correct write-back repair leaves -- and is reported as such (info),
+    not paged. A change away from them, or one no replica was read for, is critical.
+    """
+    state = evidence.state
+    previous = evidence.previous_topic_id
+    if state is None or not evidence.previously_known or previous is None or state.topic_id == previous:
+        return []
+    topic, zk_id = evidence.topic, state.topic_id
+    brokers = sorted({d.broker_id for d in dirs})
+    base = {"previous": str(previous), "current": str(zk_id) if zk_id else None}
+    if zk_id is not None and dirs and all(d.topic_id == zk_id for d in dirs):
+        return [
+            _finding(
+                facts,
+                "topic-id-resolved-since-previous",
+                Severity.WARNING if unread else Severity.INFO,
+                f"{topic}: topicId incident resolved: ZooKeeper's topic_id changed from {previous} (previous "
+                f"snapshot) to {zk_id}, the id every replica read holds ({len(dirs)} on {brokers_text(brokers)})"
+                + (f"; {brokers_text(unread)} not read" if unread else ""),
+                (
+                    f"Confirm {brokers_text(unread)} hold {zk_id} too (their partition.metadata) once their disks "
+                    "can be read"
+                    if unread
+                    else "Nothing to do: ZooKeeper and every replica agree (a topicId repair's write_back leaves this)"
+                ),
+                topic=topic,
+                path=state.path,
+                evidence={
+                    **base,
+                    "resolved": True,
+                    "replicas_agreeing": len(dirs),
+                    "unread_brokers": list(unread),
+                },
+            )
+        ]
+    lost = zk_id is None
+    on_disk = sorted({str(d.topic_id) for d in dirs})
+    return [
+        _finding(
+            facts,
+            "topic-id-lost-since-previous" if lost else "topic-id-changed-since-previous",
+            Severity.CRITICAL,
+            f"{topic}: topic_id {previous} in the previous snapshot is "
+            + ("gone from the topic znode" if lost else f"now {zk_id}")
+            + (
+                f"; the replicas read hold {', '.join(on_disk)}" if on_disk else "; no replica of it was read"
+            ),
+            (
+                "An old client or tool rewrote the topic znode (or the topic was re-created): see the topicId "
+                f"finding of {topic} for the repair"
+                if on_disk
+                else f"An old client or tool rewrote {state.path} (or the topic was re-created): compare with the "
+                f"replicas' partition.metadata on {brokers_text(sorted({b for i in state.partitions.values() for b in i.replicas}))} "
+                "before any broker restart or controller move"
+            ),
+            topic=topic,
+            path=state.path,
+            evidence={**base, "resolved": False, "ids_on_disk": on_disk},
+        )
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -321,9 +698,7 @@ def check_deletion(evidence: TopicEvidence, facts: ClusterFacts) -> list[Finding
     if state is not None and not evidence.delete_marker:
         return []  # an existing topic nobody asked to delete (-delete/-stray dirs: see check_dir_kinds)
     topic_dirs = [
-        TopicDirectory(
-            d.broker_id, d.path, d.partition or 0, d.kind, facts.now_ms - (d.mtime_ms or facts.now_ms)
-        )
+        TopicDirectory(d.broker_id, d.path, d.partition or 0, d.kind, d.age_ms(facts.now_ms))
         for d in evidence.dirs
         if isinstance(d.kind, DirKind) and (state is None or d.kind is DirKind.NORMAL)
     ]
@@ -349,12 +724,14 @@ def check_deletion(evidence: TopicEvidence, facts: ClusterFacts) -> list[Finding
         return []
     if verdict.verdict in (Verdict.BLOCKED, Verdict.IN_PROGRESS):
         blocked = verdict.verdict is Verdict.BLOCKED
+        down = sorted(b for b in verdict.blocking_brokers if b not in facts.live_brokers)
         return [
             _finding(
                 facts,
                 "deletion-pending",
                 Severity.ERROR if blocked else Severity.INFO,
-                f"deletion of {evidence.topic} is {verdict.verdict.name.replace('_', ' ').lower()}"
+                (f"{_down(down)}: " if down else "")
+                + f"deletion of {evidence.topic} is {verdict.verdict.name.replace('_', ' ').lower()}"
                 + (f": {verdict.causes[0].value.replace('_', ' ')}" if verdict.causes else ""),
                 verdict.evidence[-1],
                 topic=evidence.topic,
@@ -364,6 +741,7 @@ def check_deletion(evidence: TopicEvidence, facts: ClusterFacts) -> list[Finding
                     "verdict": verdict.verdict.value,
                     "causes": [c.value for c in verdict.causes],
                     "blocking_brokers": list(verdict.blocking_brokers),
+                    "down_brokers": down if set(down) == set(verdict.blocking_brokers) else [],
                     "detail": list(verdict.evidence),
                 },
             )
@@ -408,25 +786,42 @@ def check_dir_kinds(evidence: TopicEvidence, facts: ClusterFacts) -> list[Findin
     for broker_id in sorted({d.broker_id for d in evidence.dirs}):
         on_broker = [d for d in evidence.dirs if d.broker_id == broker_id]
         delay = facts.settings.get(broker_id, BrokerSettings(broker_id)).log_segment_delete_delay_ms
-        old = [
-            d
-            for d in on_broker
-            if d.kind is DirKind.DELETE and facts.now_ms - (d.mtime_ms or facts.now_ms) > delay
-        ]
+        # a -delete directory's age counts from its rename (ctime): a rename keeps the mtime, so a
+        # directory renamed seconds ago with week-old segments is not past the delay
+        old = [d for d in on_broker if d.kind is DirKind.DELETE and d.age_ms(facts.now_ms) > delay]
         if old:
-            oldest_h = max(facts.now_ms - (d.mtime_ms or facts.now_ms) for d in old) / 3_600_000
+            oldest_h = max(d.age_ms(facts.now_ms) for d in old) / 3_600_000
             out.append(
                 _finding(
                     facts,
                     "delete-dirs-past-delay",
                     Severity.WARNING,
-                    f"broker {broker_id} holds {len(old)} -delete director(ies) of {evidence.topic} older than its "
-                    f"log.segment.delete.delay.ms ({delay} ms; oldest {oldest_h:.1f} h)",
-                    "The broker should have removed them: check its log for deletion errors and its disk",
+                    f"broker {broker_id} holds {len(old)} -delete director(ies) of {evidence.topic} renamed longer "
+                    f"ago than its log.segment.delete.delay.ms ({delay} ms; oldest {oldest_h:.1f} h): "
+                    + ", ".join(d.path for d in old[:3])
+                    + (" ..." if len(old) > 3 else ""),
+                    (
+                        f"Broker {broker_id} is down: it removes them {delay} ms after it starts; nothing to do now"
+                        if broker_id not in facts.live_brokers
+                        else f"Broker {broker_id} should have removed them: look for the error deleting "
+                        f"{old[0].path} in its server.log (read-only or failing disk, permissions). They hold no "
+                        "live replica any more: once the cause is fixed, removing them by hand frees the space"
+                    ),
                     topic=evidence.topic,
                     broker_id=broker_id,
                     path=old[0].path,
-                    evidence={"paths": [d.path for d in old]},
+                    evidence={
+                        "paths": [d.path for d in old],
+                        "delay_ms": delay,
+                        "dirs": [
+                            {
+                                "path": d.path,
+                                "age_ms": d.age_ms(facts.now_ms),
+                                "age_from": "ctime" if d.ctime_ms is not None else "mtime",
+                            }
+                            for d in old
+                        ],
+                    },
                 )
             )
         stray = [d for d in on_broker if d.kind is DirKind.STRAY]
@@ -518,25 +913,56 @@ def check_rf1_exposure(evidence: TopicEvidence, facts: ClusterFacts) -> list[Fin
             by_broker[info.replicas[0]].append(p)
     out = []
     for broker_id, partitions in sorted(by_broker.items()):
+        partitions.sort()
         live = broker_id in facts.live_brokers
+        size = sum(sizes.get((broker_id, p), 0) for p in partitions)
+        listed = _partitions_text(evidence.topic, partitions)
+        if live:
+            what = (
+                f"{_count(partitions, 'RF=1 partition')} of {evidence.topic} on broker {broker_id} ({listed}) "
+                f"{'goes' if len(partitions) == 1 else 'go'} offline if it stops"
+            )
+        else:
+            what = (
+                f"broker {broker_id} is down: {_count(partitions, 'RF=1 partition')} of {evidence.topic} ({listed}) "
+                f"{'is' if len(partitions) == 1 else 'are'} offline"
+            )
         out.append(
             _finding(
                 facts,
                 "rf1-exposure",
                 Severity.INFO,  # detail; the per-broker sum (rf1-exposure-broker) is the warning
-                f"{len(partitions)} RF=1 partition(s) of {evidence.topic} on broker {broker_id} "
-                + ("go offline if it stops" if live else "are offline: their broker is down"),
-                "Drain them (kafka_zk_pre_maintenance_drain) before stopping the broker, or raise the replication factor",
+                what,
+                rf1_advice(broker_id, facts, size if broker_id in facts.inventoried else None),
                 topic=evidence.topic,
                 broker_id=broker_id,
                 evidence={
-                    "partitions": sorted(partitions),
-                    "bytes": sum(sizes.get((broker_id, p), 0) for p in partitions),
+                    "partitions": partitions,
+                    "bytes": size,
                     "broker_live": live,
+                    "down_brokers": [] if live else [broker_id],
                 },
             )
         )
     return out
+
+
+def rf1_advice(broker_id: int, facts: ClusterFacts, size: int | None) -> str:
+    """What to do about a broker's RF=1 partitions: it depends on whether the broker runs now."""
+    if broker_id in facts.live_brokers:
+        conf = {"cluster": facts.cluster, "brokers": [broker_id], "scope": "rf1"}
+        dry = trigger_command("kafka_zk_pre_maintenance_drain", {**conf, "dry_run": True})
+        run = trigger_command("kafka_zk_pre_maintenance_drain", {**conf, "dry_run": False})
+        return (
+            f"Before stopping broker {broker_id}, drain them: dry run {dry}, then {run}; or raise their "
+            "replication factor"
+        )
+    data = f"({size} bytes)" if size is not None else "(size unknown: its disk was not read)"
+    return (
+        f"They are offline now: their only copy {data} is on broker {broker_id}'s disk. Start broker {broker_id} to "
+        "bring them back, and keep that disk (replacing it loses them). The pre-maintenance drain cannot move "
+        "them: a reassignment copies from a live replica and there is none"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -545,63 +971,154 @@ def check_rf1_exposure(evidence: TopicEvidence, facts: ClusterFacts) -> list[Fin
 
 
 def check_partition_health(evidence: TopicEvidence, facts: ClusterFacts) -> list[Finding]:
+    """Offline, under-min-ISR and under-replicated partitions, one finding per topic and cause.
+
+    Causes are concrete: stopped brokers whose return fixes the partition (``down_brokers`` and
+    ``partitions_by_down_broker`` in the evidence, what :func:`broker_down_root_causes` adds up),
+    registered brokers out of the ISR, or (under-min-ISR) a replication factor below
+    ``min.insync.replicas``. For an offline partition the brokers named are its last in-sync
+    replicas that are down: Kafka keeps the last ISR member when the leader goes to -1, and only
+    that broker's return elects a leader without losing data.
+    """
     state = evidence.state
     if state is None or evidence.delete_marker:
         return []  # a topic being deleted has leader -1 by design; check_deletion covers it
-    offline, urp, under_min = [], [], []
+    live = facts.live_brokers
     min_isr = int(state.config.get("min.insync.replicas", facts.min_insync_default()))
+    # (check, cause) -> partition -> the brokers it names
+    groups: dict[tuple[str, str], dict[int, tuple[int, ...]]] = defaultdict(dict)
     for p, info in sorted(state.partitions.items()):
-        if info.is_offline(facts.live_brokers):
-            offline.append(p)
+        if info.is_offline(live):
+            needed = tuple(b for b in info.isr if b not in live) or tuple(
+                b for b in info.replicas if b not in live
+            )
+            groups[("offline-partitions", "broker-down" if needed else "no-leader")][p] = needed
             continue
+        target = info.target_replicas or info.replicas
+        missing = tuple(b for b in target if b not in info.isr)
+        down = tuple(b for b in missing if b not in live)
+        lagging = tuple(b for b in missing if b in live)
+        cause = "out-of-isr" if lagging else "broker-down"
         if info.under_replicated:
-            urp.append(p)
+            groups[("under-replicated", cause)][p] = lagging or down
         if len(info.isr) < min_isr:
-            under_min.append(p)
+            if len(target) < min_isr:
+                groups[("under-min-isr", "replication-factor")][p] = ()
+            else:
+                groups[("under-min-isr", cause)][p] = lagging or down
+    topic = evidence.topic
     out = []
-    if offline:
+    for (check, cause), named in sorted(
+        groups.items(), key=lambda kv: (CHECK_ORDER.index(kv[0][0]), kv[0][1])
+    ):
+        parts = sorted(named)
+        brokers = tuple(sorted({b for bs in named.values() for b in bs}))
+        listed = _partitions_text(topic, parts)
+        n = _count(parts, "partition")
+        has, are = ("has", "is") if len(parts) == 1 else ("have", "are")
+        them = "it is" if len(brokers) == 1 else "they are"
+        evidence_extra: dict[str, Any] = {}
+        if check == "offline-partitions":
+            severity = Severity.CRITICAL
+            others = sorted({b for p in parts for b in state.partitions[p].replicas if b in live})
+            if cause == "broker-down":
+                what = (
+                    f"{_down(brokers)}: {n} of {topic} {has} no leader ({listed}); {brokers_text(brokers)} "
+                    f"{'holds' if len(brokers) == 1 else 'hold'} the last in-sync replica"
+                )
+                action = (
+                    f"Start {brokers_text(brokers)} (see broker-down): a leader is elected as soon as {them} registered. "
+                    + (
+                        f"Unclean leader election would elect out-of-sync {brokers_text(others)} and lose the records "
+                        "only the last in-sync replica holds."
+                        if others
+                        else "No replica is on a running broker: nothing else brings them back."
+                    )
+                )
+            else:
+                what = f"{n} of {topic} {has} no leader ({listed}) although every replica is registered"
+                action = (
+                    "Check the controller's log (controller.log, state-change.log) for these partitions; unclean "
+                    "leader election loses data"
+                )
+            evidence_extra = {
+                "leaders": {str(p): state.partitions[p].leader for p in parts},
+                "isr": {str(p): list(state.partitions[p].isr) for p in parts},
+                "replicas": {str(p): list(state.partitions[p].replicas) for p in parts},
+            }
+        elif check == "under-replicated":
+            severity = Severity.WARNING
+            if cause == "broker-down":
+                what = f"{_down(brokers)}: {n} of {topic} {are} under-replicated ({listed})"
+                action = f"They regain their replicas once {brokers_text(brokers)} {'is' if len(brokers) == 1 else 'are'} back and caught up (see broker-down)"
+            else:
+                what = f"{n} of {topic} {are} under-replicated ({listed}): registered {brokers_text(brokers)} out of the ISR"
+                action = (
+                    f"Check {brokers_text(brokers)}: replica fetcher errors or lag in server.log, disk, network "
+                    "(UnderReplicatedPartitions on the leaders)"
+                )
+            evidence_extra = {"isr": {str(p): list(state.partitions[p].isr) for p in parts}}
+        else:
+            severity = Severity.ERROR
+            if cause == "replication-factor":
+                rf = min(
+                    len(state.partitions[p].target_replicas or state.partitions[p].replicas) for p in parts
+                )
+                what = (
+                    f"replication factor {rf} < min.insync.replicas={min_isr}: acks=all producers to {listed} always "
+                    "fail (NOT_ENOUGH_REPLICAS), whichever brokers are up"
+                )
+                action = (
+                    f"Set min.insync.replicas={rf} on {topic} (kafka-configs --alter --entity-type topics --entity-name "
+                    f"{topic} --add-config min.insync.replicas={rf}) or raise its replication factor "
+                    "(kafka-reassign-partitions with longer replica lists)"
+                )
+            elif cause == "broker-down":
+                what = (
+                    f"{_down(brokers)}: {n} of {topic} {has} fewer in-sync replicas than min.insync.replicas="
+                    f"{min_isr} ({listed}): acks=all producers fail (NOT_ENOUGH_REPLICAS)"
+                )
+                action = (
+                    f"Start {brokers_text(brokers)} (see broker-down): producers recover once {them} back in the "
+                    "ISR. Lowering min.insync.replicas meanwhile trades durability for availability"
+                )
+            else:
+                what = (
+                    f"{n} of {topic} {has} fewer in-sync replicas than min.insync.replicas={min_isr} ({listed}): "
+                    f"registered {brokers_text(brokers)} out of the ISR; acks=all producers fail"
+                )
+                action = f"Check why {brokers_text(brokers)} cannot keep up: replica fetcher errors in server.log, disk, network"
+            evidence_extra = {
+                "min_insync_replicas": min_isr,
+                "isr": {str(p): list(state.partitions[p].isr) for p in parts},
+            }
+        down_cause = cause == "broker-down"
         out.append(
             _finding(
                 facts,
-                "offline-partitions",
-                Severity.CRITICAL,
-                f"{len(offline)} partition(s) of {evidence.topic} have no live leader",
-                "Bring back the brokers holding their replicas; unclean leader election loses data",
-                topic=evidence.topic,
-                partition=offline[0] if len(offline) == 1 else None,
+                check,
+                severity,
+                what,
+                action,
+                topic=topic,
+                partition=parts[0] if len(parts) == 1 else None,
+                broker_id=brokers[0] if len(brokers) == 1 else None,
                 evidence={
-                    "partitions": offline,
-                    "leaders": {str(p): state.partitions[p].leader for p in offline},
-                    "replicas": {str(p): list(state.partitions[p].replicas) for p in offline},
+                    "partitions": parts,
+                    "cause": cause,
+                    **evidence_extra,
+                    "down_brokers": list(brokers) if down_cause else [],
+                    "partitions_by_down_broker": (
+                        {str(b): [p for p in parts if b in named[p]] for b in brokers} if down_cause else {}
+                    ),
+                    **({} if down_cause else {"out_of_isr_registered": list(brokers)}),
                 },
             )
         )
-    if urp:
-        out.append(
-            _finding(
-                facts,
-                "under-replicated",
-                Severity.WARNING,
-                f"{len(urp)} partition(s) of {evidence.topic} are under-replicated",
-                "Check the brokers missing from the ISR",
-                topic=evidence.topic,
-                evidence={"partitions": urp, "isr": {str(p): list(state.partitions[p].isr) for p in urp}},
-            )
-        )
-    if under_min:
-        out.append(
-            _finding(
-                facts,
-                "under-min-isr",
-                Severity.ERROR,
-                f"{len(under_min)} partition(s) of {evidence.topic} have fewer in-sync replicas than "
-                f"min.insync.replicas={min_isr}: acks=all producers fail",
-                "Restore the missing replicas' brokers",
-                topic=evidence.topic,
-                evidence={"partitions": under_min, "min_insync_replicas": min_isr},
-            )
-        )
     return out
+
+
+CHECK_ORDER = ("offline-partitions", "under-min-isr", "under-replicated")
 
 
 TOPIC_RULES: tuple[Callable[[TopicEvidence, ClusterFacts], list[Finding]], ...] = (
@@ -630,20 +1147,190 @@ def summarize_rf1_exposure(findings: Iterable[Finding], facts: ClusterFacts) -> 
         partitions = sum(len(f.evidence["partitions"]) for f in items)
         size = sum(int(f.evidence["bytes"]) for f in items) if broker_id in facts.inventoried else None
         live = broker_id in facts.live_brokers
-        size_text = f"{size} bytes" if size is not None else "size unknown (broker not inventoried)"
+        size_text = f"{size} bytes" if size is not None else "size unknown: its disk was not read"
+        listed = ", ".join(
+            _partitions_text(f.topic or "", f.evidence["partitions"], limit=4)
+            for f in sorted(items, key=lambda f: f.topic or "")
+        )
         out.append(
             _finding(
                 facts,
                 "rf1-exposure-broker",
                 Severity.WARNING if live else Severity.ERROR,
-                f"broker {broker_id}: {partitions} RF=1 partition(s), {size_text} "
-                + ("go offline if it stops" if live else "offline now (broker down)"),
-                "Run the pre-maintenance drain for this broker before stopping it",
+                (
+                    f"broker {broker_id}: {partitions} RF=1 partition(s) ({listed}; {size_text}) go offline if it stops"
+                    if live
+                    else f"broker {broker_id} is down: its {partitions} RF=1 partition(s) ({listed}; {size_text}) are "
+                    "offline now"
+                ),
+                rf1_advice(broker_id, facts, size),
                 broker_id=broker_id,
                 evidence={
                     "partitions": partitions,
                     "bytes": size,
                     "topics": {f.topic: f.evidence["partitions"] for f in items},
+                    "broker_live": live,
+                    "down_brokers": [] if live else [broker_id],
+                },
+            )
+        )
+    return out
+
+
+def _utc(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def broker_down_root_causes(
+    findings: Sequence[Finding], state: ClusterState, facts: ClusterFacts
+) -> list[Finding]:
+    """One ``broker-down`` finding per broker that holds replicas (or is known) but is not registered.
+
+    It names the broker (id, host, rack, when last seen registered, whether it shut down cleanly)
+    and adds up the findings it explains -- those whose ``evidence["down_brokers"]`` names it,
+    written by the rules themselves (offline, under-min-ISR, under-replicated, blocked deletions,
+    RF=1 data) -- so the report can put the one action that clears them first.
+    """
+    replicas: dict[int, int] = defaultdict(int)
+    for info in state.partitions():
+        for b in info.replicas:
+            replicas[b] += 1
+    down = sorted((set(replicas) | set(facts.brokers)) - set(facts.live_brokers))
+    out = []
+    for b in down:
+        info = facts.brokers.get(b, BrokerInfo(b))
+        caused = [f for f in findings if b in (f.evidence.get("down_brokers") or ())]
+        by_check: dict[str, list[Finding]] = defaultdict(list)
+        for f in caused:
+            by_check[f.check].append(f)
+
+        def partitions_of(f: Finding, broker: int = b) -> list[int]:
+            by_broker = f.evidence.get("partitions_by_down_broker") or {}
+            return list(by_broker.get(str(broker), f.evidence.get("partitions") or []))
+
+        offline = [f"{f.topic}-{p}" for f in by_check["offline-partitions"] for p in partitions_of(f)]
+        consequences = []
+        if offline:
+            shown = ", ".join(offline[:6]) + (f" and {len(offline) - 6} more" if len(offline) > 6 else "")
+            consequences.append(f"{len(offline)} partition(s) offline ({shown})")
+        for check, text in (
+            ("under-min-isr", "under min.insync.replicas (acks=all producers fail)"),
+            ("under-replicated", "under-replicated"),
+        ):
+            items = by_check[check]
+            if items:
+                count = sum(len(partitions_of(f)) for f in items)
+                topics = sorted({f.topic or "" for f in items})
+                consequences.append(f"{count} partition(s) in {_count(topics, 'topic')} {text}")
+        blocked = sorted({f.topic or "" for f in by_check["deletion-pending"]})
+        if blocked:
+            consequences.append(f"deletion of {', '.join(blocked)} blocked")
+        rf1 = by_check["rf1-exposure-broker"]
+        only_copy = sum(int(f.evidence.get("partitions") or 0) for f in rf1)
+        only_copy_bytes = next((f.evidence.get("bytes") for f in rf1), None)
+        if only_copy:
+            consequences.append(
+                f"the only copy of {only_copy} RF=1 partition(s)"
+                + (f" ({only_copy_bytes} bytes)" if only_copy_bytes is not None else "")
+                + " is on its disk"
+            )
+        who = ", ".join(
+            part
+            for part in (
+                f"host {info.host}" if info.host else "",
+                f"rack {info.rack}" if info.rack else "",
+                f"last seen registered in the snapshot of {_utc(info.last_seen_ms)}"
+                if info.last_seen_ms
+                else "",
+                f"registered since {_utc(info.registered_since_ms)} then" if info.registered_since_ms else "",
+                {True: "shut down cleanly", False: "did NOT shut down cleanly (crash or kill)", None: ""}[
+                    info.clean_shutdown
+                ],
+            )
+            if part
+        )
+        summary = (
+            f"broker {b} is down: not registered in /brokers/ids"
+            + (f" ({who})" if who else "")
+            + f"; it holds {replicas.get(b, 0)} replica(s)"
+            + (": " + "; ".join(consequences) if consequences else "")
+        )
+        where = f" on {info.host}" if info.host else ""
+        check_first = trigger_command("kafka_zk_pre_restart_check", {"cluster": facts.cluster, "broker": b})
+        if info.clean_shutdown is True:
+            action = (
+                f"Start broker {b}{where}: it shut down cleanly, so it starts without log recovery; the rows that "
+                f"name broker {b} below clear as it registers and catches up."
+            )
+        elif info.clean_shutdown is False:
+            action = (
+                f"Broker {b} crashed: before starting it, run {check_first} -- its start runs log recovery, which a "
+                f"corrupt index or segment stops (the check names the files); then start it{where}."
+            )
+        else:
+            action = (
+                f"Find out why broker {b} is down (server.log, systemctl status kafka{where}). If it crashed, run "
+                f"{check_first} before starting it; then start it. The rows that name broker {b} below clear as it "
+                "registers and catches up."
+            )
+        others = replicas.get(b, 0) - only_copy
+        if others:
+            action += (
+                f" If broker {b} cannot come back soon, reassign its {others} replicated replica(s) to running "
+                "brokers (kafka-reassign-partitions --generate with the running brokers' ids, then --execute)"
+                + (": its RF=1 partitions cannot move, they need its disk." if only_copy else ".")
+            )
+        if only_copy:
+            action += " Keep its disk: replacing it loses the RF=1 data."
+        # a topicId mismatch on a topic it holds: the broker would reject that topic's LeaderAndIsr
+        # when it starts (3.3.1: "never rejoined an ISR"), so the write-back goes first
+        mismatched = sorted(
+            {
+                f.topic
+                for f in findings
+                if f.check == "topic-id-mismatch"
+                and f.topic
+                and (topic := state.topic(f.topic)) is not None
+                and any(b in info.replicas for info in topic.partitions.values())
+            }
+        )
+        if mismatched:
+            stuck = [p for p in offline if p.rsplit("-", 1)[0] in mismatched]
+            action = (
+                f"First repair the topicId of {', '.join(mismatched)} (card above; the write-back touches no broker "
+                f"and works while broker {b} is down): started before it, broker {b} rejects the controller's "
+                f"requests for {', '.join(mismatched)} and its replicas there do not rejoin the ISR"
+                + (f" ({', '.join(stuck)} stays offline)" if stuck else "")
+                + ". Then: "
+                + action
+            )
+        commands = (
+            []
+            if info.clean_shutdown is True
+            else [{"label": f"before starting broker {b}", "command": check_first}]
+        )
+        severity = max((f.severity for f in caused), default=Severity.WARNING)
+        out.append(
+            _finding(
+                facts,
+                "broker-down",
+                max(severity, Severity.WARNING),
+                summary,
+                action,
+                broker_id=b,
+                path=f"/brokers/ids/{b}",
+                evidence={
+                    "host": info.host,
+                    "rack": info.rack,
+                    "last_seen_ms": info.last_seen_ms,
+                    "registered_since_ms": info.registered_since_ms,
+                    "clean_shutdown": info.clean_shutdown,
+                    "replicas": replicas.get(b, 0),
+                    "offline_partitions": offline,
+                    "only_copy_partitions": only_copy,
+                    "act_after": [f"topic-id:{t}" for t in mismatched],
+                    "consequences": {check: len(items) for check, items in sorted(by_check.items()) if items},
+                    "commands": commands,
                 },
             )
         )
@@ -854,9 +1541,12 @@ def audit(
 
 def finish(topic_findings: list[Finding], state: ClusterState, facts: ClusterFacts) -> list[Finding]:
     """Driver-side step shared by the in-process and Spark paths."""
+    topic_level = combine_write_backs(
+        [*topic_findings, *summarize_rf1_exposure(topic_findings, facts)], facts
+    )
     return [
-        *topic_findings,
-        *summarize_rf1_exposure(topic_findings, facts),
+        *broker_down_root_causes(topic_level, state, facts),
+        *topic_level,
         *audit_cluster(state, facts),
         *kraft_readiness(topic_findings, state, facts),
     ]

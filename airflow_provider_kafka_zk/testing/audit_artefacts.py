@@ -87,8 +87,13 @@ def write_inventory_dirs(
     *,
     broker_facts: Mapping[int, Mapping[str, Any]],
     expected: Iterable[int] | None = None,
+    broker_summaries: Mapping[int, Mapping[str, Any]] | None = None,
 ) -> Path:
-    """An inventory run directory: one Parquet file per broker in ``broker_facts`` plus ``_coverage.json``."""
+    """An inventory run directory: one Parquet file per broker in ``broker_facts`` plus ``_coverage.json``.
+
+    ``broker_summaries`` adds to a broker's summary what a real inventory records besides its facts
+    (``host``, ``log_dirs`` with ``clean_shutdown``).
+    """
     directory = Path(base) / cluster / "inventory" / ts
     directory.mkdir(parents=True)
     by_broker: dict[int, list[dict[str, Any]]] = defaultdict(list)
@@ -115,7 +120,13 @@ def write_inventory_dirs(
             }
         )
     for broker_id, facts in sorted(broker_facts.items()):
-        summary = {"cluster": cluster, "inventory_ts": ts, "broker_id": broker_id, "facts": dict(facts)}
+        summary = {
+            "cluster": cluster,
+            "inventory_ts": ts,
+            "broker_id": broker_id,
+            **(broker_summaries or {}).get(broker_id, {}),
+            "facts": dict(facts),
+        }
         schema = INVENTORY_SCHEMA.with_metadata({b"kafka_zk.inventory": json.dumps(summary).encode()})
         table = pa.Table.from_pylist(by_broker.get(broker_id, []), schema=schema)
         pq.write_table(table, directory / f"broker={broker_id}.parquet", compression="zstd")

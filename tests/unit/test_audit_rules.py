@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
+import copy
+import json
+import shlex
 import time
 from collections import defaultdict
 
 import pytest
 
-from airflow_provider_kafka_zk.kafka.audit import BrokerSettings, ClusterFacts, audit, gather_evidence
-from airflow_provider_kafka_zk.kafka.findings import Severity
+from airflow_provider_kafka_zk.kafka.audit import (
+    BrokerSettings,
+    ClusterFacts,
+    ReplicaDir,
+    TopicEvidence,
+    audit,
+    broker_infos,
+    check_dir_kinds,
+    gather_evidence,
+)
+from airflow_provider_kafka_zk.kafka.findings import Severity, triage_order
+from airflow_provider_kafka_zk.kafka.logdir import DirKind
 from airflow_provider_kafka_zk.kafka.model import ClusterState
+from airflow_provider_kafka_zk.kafka.uuid import KafkaUuid
 from airflow_provider_kafka_zk.testing.simulator import healthy_cluster, incident_cluster
 from airflow_provider_kafka_zk.testing.simulator.rows import audit_dirs, cluster_rows
 
@@ -132,3 +146,262 @@ def test_topic_id_change_since_previous_snapshot():
     changed = {f.topic for f in by["topic-id-changed-since-previous"]}
     assert changed == {"orders"}  # inventory-updates had no id before: gaining one is not a change
     assert {f.topic for f in by["topic-id-mismatch"]} >= {"orders", "inventory-updates"}
+
+
+# ---------------------------------------------------------------------------------------------
+# root causes and concrete advice (issue 14): broker 3 stopped cleanly, broker 4 crashed
+# ---------------------------------------------------------------------------------------------
+
+
+def test_the_stopped_broker_is_the_first_finding_and_adds_up_what_it_causes(incident):
+    findings, by = incident
+    ordered = triage_order(findings)
+    # clickstream's topicId repair leads: broker 3 holds its replicas and would reject them if started first
+    assert (ordered[0].check, ordered[0].topic) == ("topic-id-mismatch", "clickstream")
+    assert ordered[1].evidence["act_after"] == ["topic-id:clickstream"]
+    first = ordered[1]
+    assert (first.check, first.broker_id, first.severity) == ("broker-down", 3, Severity.CRITICAL)
+    assert first.summary.startswith("broker 3 is down: not registered in /brokers/ids")
+    assert first.evidence["offline_partitions"] == ["audit-rf1-0", "audit-rf1-1"]
+    assert "2 partition(s) offline (audit-rf1-0, audit-rf1-1)" in first.summary
+    assert "deletion of legacy-orders blocked" in first.summary
+    assert first.evidence["consequences"]["offline-partitions"] == 1
+    assert first.evidence["consequences"]["under-min-isr"] >= 1
+    # broker 4 crashed later and holds clickstream-2's last in-sync replica: its own root cause
+    root_causes = {f.broker_id: f for f in by["broker-down"]}
+    assert sorted(root_causes) == [3, 4]
+    assert root_causes[4].evidence["offline_partitions"] == ["clickstream-2"]
+    assert "clickstream-2" not in first.summary  # starting broker 3 does not bring it back
+
+
+def test_consequence_rows_name_the_down_broker_instead_of_generic_advice(incident):
+    findings, by = incident
+    assert not [f for f in findings if "Restore the missing replicas" in f.action]
+    offline = {f.topic: f for f in by["offline-partitions"]}
+    assert offline["audit-rf1"].summary.startswith(
+        "broker 3 is down: 2 partitions of audit-rf1 have no leader"
+    )
+    assert offline["audit-rf1"].evidence["down_brokers"] == [3]
+    assert offline["audit-rf1"].action.startswith("Start broker 3")
+    assert offline["clickstream"].evidence["down_brokers"] == [4]  # ISR [4]: broker 3 left it cleanly
+    explained = [f for f in by["under-min-isr"] + by["under-replicated"] if f.evidence["down_brokers"]]
+    assert explained and all(
+        f.summary.startswith(("broker 3 is down", "broker 4 is down", "brokers 3 and 4 are down"))
+        for f in explained
+    )
+    assert {b for f in explained for b in f.evidence["down_brokers"]} == {3, 4}
+    legacy = next(f for f in by["deletion-pending"] if f.topic == "legacy-orders")
+    assert legacy.summary.startswith("broker 3 is down:") and legacy.evidence["down_brokers"] == [3]
+    # the RF=1 topics' under-min-ISR is their configuration, not a stopped broker: said so
+    rf_rows = {f.topic: f for f in by["under-min-isr"] if f.evidence["cause"] == "replication-factor"}
+    assert set(rf_rows) == {"metrics-rf1", "audit-rf1"}
+    assert rf_rows["metrics-rf1"].summary.startswith("replication factor 1 < min.insync.replicas=2")
+    assert rf_rows["metrics-rf1"].evidence["down_brokers"] == []
+
+
+def test_topic_id_mismatch_names_both_ids_the_repair_command_and_the_log_line(incident):
+    _, by = incident
+    (f,) = by["topic-id-mismatch"]
+    zk_id = f.evidence["zookeeper_topic_id"]
+    (disk_id,) = f.evidence["ids_on_disk"]
+    assert zk_id in f.summary and disk_id in f.summary and zk_id != disk_id
+    assert f"write {disk_id} back into /brokers/topics/clickstream" in f.summary
+    assert f.evidence["write_back_id"] == disk_id
+    # one run for both topics whose ids can be written back: clickstream's write-back moves the
+    # controller, which would mint a NEW id for inventory-updates were its id not written in the same run
+    conf = '{"cluster": "demo", "topics": ["clickstream", "inventory-updates"], "strategy": "write_back", "dry_run": '
+    dry = f"airflow dags trigger kafka_zk_topic_id_repair --conf '{conf}true}}'"
+    real = f"airflow dags trigger kafka_zk_topic_id_repair --conf '{conf}false}}'"
+    assert f.action.index(dry) < f.action.index(real)
+    assert [c["command"] for c in f.evidence["commands"]] == [dry, real]
+    assert "write_back" in f.action and f"into {f.path}" in f.action
+    assert f"Topic ID in memory: {disk_id} does not match the topic ID for partition clickstream-" in f.action
+    assert f"received: {zk_id}." in f.action
+    assert "INCONSISTENT_TOPIC_ID" not in f.summary + f.action  # never in a broker log
+    assert "does not rejoin the ISR" in f.action  # what a restart does (3.3.1), not a load failure
+    (precursor,) = by["topic-id-missing-in-zookeeper"]
+    (kept,) = precursor.evidence["ids_on_disk"]
+    assert f"write {kept} back" in precursor.summary and precursor.evidence["write_back_id"] == kept
+    assert precursor.evidence["commands"] == f.evidence["commands"]
+    assert "One run repairs clickstream and inventory-updates" in precursor.action
+    assert (
+        "(format v3, same partitions) before the run's one controller move, so the next controller loads the id"
+        in precursor.action
+    )
+
+
+def test_a_lone_write_back_names_only_its_topic():
+    cluster = healthy_cluster()
+    cluster.old_client_adds_partitions("orders", 8)
+    cluster.controller_failover()  # orders: ZooKeeper's new id differs from every replica
+    _, by = run(cluster)
+    (f,) = by["topic-id-mismatch"]
+    assert not by["topic-id-missing-in-zookeeper"]
+    assert f.evidence["repair_conf"] == {"cluster": "healthy", "topics": ["orders"], "strategy": "write_back"}
+    assert "One run repairs" not in f.action
+    # a lone precursor: its write-back moves no controller
+    cluster = healthy_cluster()
+    cluster.old_client_adds_partitions("orders", 8)
+    _, by = run(cluster)
+    (alone,) = by["topic-id-missing-in-zookeeper"]
+    assert "(format v3, same partitions); no controller move, no restart: the next controller" in alone.action
+
+
+def test_the_repair_commands_are_valid_runs_of_the_repair_dag(incident, monkeypatch, tmp_path):
+    """The conf the findings print passes the kafka_zk_topic_id_repair DAG's own Params validation."""
+    from airflow_provider_kafka_zk.dags import topic_id_repair
+    from airflow_provider_kafka_zk.kafka.audit import TOPIC_ID_REPAIR_DAG
+
+    clusters = tmp_path / "clusters.toml"
+    clusters.write_text('[clusters.demo]\nkafka_zookeeper_conn_id = "zk"\nbase_path = "/tmp/x"\n')
+    monkeypatch.setenv("KAFKA_ZK_CLUSTERS_FILE", str(clusters))
+    dag = topic_id_repair.build_dag()
+    assert TOPIC_ID_REPAIR_DAG == topic_id_repair.DAG_ID == dag.dag_id
+    _, by = incident
+    commands = [
+        c["command"]
+        for f in by["topic-id-mismatch"] + by["topic-id-missing-in-zookeeper"]
+        for c in f.evidence["commands"]
+    ]
+    assert len(commands) == 4
+    for command in commands:
+        conf = json.loads(shlex.split(command)[-1])
+        assert shlex.split(command)[:5] == ["airflow", "dags", "trigger", dag.dag_id, "--conf"]
+        params = copy.deepcopy(dag.params)
+        params.update(conf)
+        params.validate()
+        assert set(conf) <= set(dag.params)
+
+
+def test_the_log_line_is_the_one_the_brokers_version_writes():
+    from airflow_provider_kafka_zk.kafka.audit import topic_id_log_line
+
+    new = topic_id_log_line(["3.3.1", "3.3.1"], "t-0", "A", "B")
+    assert new == '"Topic ID in memory: A does not match the topic ID for partition t-0 received: B."'
+    old = topic_id_log_line(["2.8.2"], "t-0", "A", "B")
+    assert old == (
+        '"Topic Id in memory: A does not match the topic Id for partition t-0 provided in the request: B."'
+    )
+    both = topic_id_log_line([None, "3.3.1"], "t-0", "A", "B")
+    assert new in both and "provided in the request: B." in both
+
+
+def test_a_topic_id_change_towards_the_replicas_is_a_resolved_incident():
+    """After a correct write-back repair ZooKeeper's id changed since the previous snapshot -- to the
+    one every replica holds. That is the incident's end, not a new critical one (3.3.1 false alarm)."""
+    cluster = incident_cluster()
+    before = cluster_rows(cluster)  # clickstream: ZooKeeper's id differs from every replica
+    topic = cluster.topics["clickstream"]
+    (disk_id,) = {d.topic_id for d in cluster.replica_dirs("clickstream") if d.topic_id is not None}
+    assert topic.zk_topic_id != disk_id
+    topic.zk_topic_id = topic.controller_topic_id = disk_id  # what write_back does
+    everyone = set(cluster.brokers)
+    _, by = run(cluster, inventoried=everyone, previous_rows=before)
+    assert not [f for f in by["topic-id-mismatch"] if f.topic == "clickstream"]
+    assert not [f for f in by["topic-id-changed-since-previous"] if f.topic == "clickstream"]
+    (resolved,) = by["topic-id-resolved-since-previous"]
+    assert (resolved.topic, resolved.severity) == ("clickstream", Severity.INFO)
+    assert resolved.summary.startswith(
+        "clickstream: topicId incident resolved: ZooKeeper's topic_id changed from"
+    )
+    assert f"to {disk_id}, the id every replica read holds" in resolved.summary
+    # read from the live brokers only: resolved as far as seen, the unread replicas named
+    _, partial = run(cluster, previous_rows=before)
+    (seen,) = partial["topic-id-resolved-since-previous"]
+    assert seen.severity is Severity.WARNING and "brokers 3 and 4 not read" in seen.summary
+    # a change away from the replicas stays critical
+    topic.zk_topic_id = before_id = KafkaUuid.parse("AAAAAAAAAAAAAAAAAAAAAg")
+    _, away = run(cluster, inventoried=everyone, previous_rows=before)
+    (changed,) = [f for f in away["topic-id-changed-since-previous"] if f.topic == "clickstream"]
+    assert changed.severity is Severity.CRITICAL and f"now {before_id}" in changed.summary
+    assert not away["topic-id-resolved-since-previous"]
+
+
+def test_delete_directory_age_counts_from_its_rename():
+    """A -delete directory renamed a second ago keeps its segments' week-old mtime: not past the delay."""
+    now = 1_795_000_000_000
+    week_old = now - 7 * 86_400_000
+
+    def dirs(ctime_ms):
+        return (
+            ReplicaDir(
+                2,
+                "/d",
+                "t-0.0123456789abcdef0123456789abcdef-delete",
+                DirKind.DELETE,
+                "t",
+                0,
+                None,
+                mtime_ms=week_old,
+                ctime_ms=ctime_ms,
+            ),
+        )
+
+    facts = ClusterFacts(cluster="c", now_ms=now, live_brokers=frozenset({2}), inventoried=frozenset({2}))
+    fresh = check_dir_kinds(TopicEvidence("t", None, dirs=dirs(now - 1_000)), facts)
+    assert fresh == []
+    (old,) = check_dir_kinds(TopicEvidence("t", None, dirs=dirs(now - 2 * 3_600_000)), facts)
+    assert "oldest 2.0 h" in old.summary and old.evidence["dirs"][0]["age_from"] == "ctime"
+    (unknown,) = check_dir_kinds(TopicEvidence("t", None, dirs=dirs(None)), facts)  # an old inventory
+    assert "oldest 168.0 h" in unknown.summary and unknown.evidence["dirs"][0]["age_from"] == "mtime"
+
+
+def test_rf1_advice_depends_on_whether_the_broker_runs(incident):
+    _, by = incident
+    per_broker = {f.broker_id: f for f in by["rf1-exposure-broker"]}
+    running, stopped = per_broker[1], per_broker[3]
+    drain = (
+        "airflow dags trigger kafka_zk_pre_maintenance_drain --conf "
+        '\'{"cluster": "demo", "brokers": [1], "scope": "rf1", "dry_run": true}\''
+    )
+    assert running.action.startswith("Before stopping broker 1, drain them: dry run " + drain)
+    assert "metrics-rf1-0, metrics-rf1-2, metrics-rf1-4" in running.summary
+    assert "drain them" not in stopped.action and "before stopping" not in stopped.action.lower()
+    assert stopped.summary.startswith("broker 3 is down: its 2 RF=1 partition(s) (audit-rf1-0, audit-rf1-1")
+    assert "offline now" in stopped.action and "only copy" in stopped.action
+    assert "Start broker 3" in stopped.action and "drain cannot move them" in stopped.action
+    per_topic = {(f.topic, f.broker_id): f for f in by["rf1-exposure"]}
+    assert "kafka_zk_pre_maintenance_drain" in per_topic[("metrics-rf1", 1)].action
+    assert "Start broker 3" in per_topic[("audit-rf1", 3)].action
+
+
+def test_root_cause_names_host_last_seen_and_how_the_broker_stopped():
+    cluster = incident_cluster()
+    rows = cluster_rows(cluster)
+    state = ClusterState.from_snapshot(rows, cluster="demo")
+    seen_ms = 1_795_000_000_000  # 2026-11-18 11:06:40 UTC
+    previous = ClusterState.from_snapshot(cluster_rows(healthy_cluster(name="demo")), taken_at_ms=seen_ms)
+    summaries = {
+        3: {"host": "kafka-3.example", "log_dirs": [{"path": "/d0", "exists": True, "clean_shutdown": True}]},
+        4: {
+            "host": "kafka-4.example",
+            "log_dirs": [{"path": "/d0", "exists": True, "clean_shutdown": False}],
+        },
+    }
+    live = frozenset(cluster.online_broker_ids())
+    facts = ClusterFacts(
+        cluster="demo",
+        now_ms=seen_ms + 86_400_000,
+        live_brokers=live,
+        inventoried=live | {3, 4},
+        brokers=broker_infos(state, previous, summaries),
+        ibp=str(cluster.spec.ibp),
+    )
+    findings = audit(state, gather_evidence(state, audit_dirs(cluster), None), facts)
+    roots = {f.broker_id: f for f in findings if f.check == "broker-down"}
+    assert "host 127.0.0.5" in roots[3].summary  # its registration in the previous snapshot
+    assert "last seen registered in the snapshot of 2026-11-18 11:06 UTC" in roots[3].summary
+    assert "shut down cleanly" in roots[3].summary
+    assert roots[3].action.startswith("First repair the topicId of clickstream")
+    assert "Then: Start broker 3 on 127.0.0.5" in roots[3].action
+    assert "NOT shut down cleanly" in roots[4].summary
+    check = 'airflow dags trigger kafka_zk_pre_restart_check --conf \'{"cluster": "demo", "broker": 4}\''
+    assert check in roots[4].action and roots[4].action.index(check) < roots[4].action.index("then start it")
+    stopped = next(f for f in findings if f.check == "rf1-exposure-broker" and f.broker_id == 3)
+    assert "bytes" in stopped.summary and "size unknown" not in stopped.summary  # its disk was read
+
+
+def test_no_root_cause_when_every_broker_runs():
+    findings, by = run(healthy_cluster())
+    assert not by["broker-down"]
+    assert not [f for f in findings if f.evidence.get("down_brokers")]
