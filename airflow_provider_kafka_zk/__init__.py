@@ -5,4 +5,4 @@ Layers, imports pointing down only: ``operators``/``sensors``/``triggers`` (thin
 rules, planners; no Airflow, no I/O). ``testing`` holds real local services and a cluster simulator.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

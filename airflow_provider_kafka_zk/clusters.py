@@ -1,6 +1,10 @@
-"""The cluster file (``dags/kafka_zk_clusters.toml`` or ``$KAFKA_ZK_CLUSTERS_FILE``): which Kafka
-clusters the DAG factories run for and how to reach them. One loader for every DAG, so the daily
-hygiene and the pre-maintenance drain always agree on a cluster's connections and paths."""
+"""The cluster file: which Kafka clusters the DAG factories run for and how to reach them.
+
+Found at ``$KAFKA_ZK_CLUSTERS_FILE``, else Airflow's ``[kafka_zk] clusters_file``, else
+``kafka_zk_clusters.toml`` in the DAGs folder. One loader for every DAG, so the daily hygiene and the
+manual DAGs always agree on a cluster's connections and paths. Nothing is scheduled unless the file
+names a cluster: there is no built-in one (the demo writes its own file).
+"""
 
 from __future__ import annotations
 
@@ -10,8 +14,9 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-DEMO_CLUSTER = "demo"
-DEFAULT_FILE = Path(__file__).resolve().parents[1] / "dags" / "kafka_zk_clusters.toml"
+FILE_NAME = "kafka_zk_clusters.toml"
+FAIL_ON = ("critical", "error", "warning", "info")
+LOG_SCAN_FAIL_ON = ("fails_recovery", "loses_data_if_unclean", "rebuilds_indexes", "never")
 
 DEFAULTS: dict[str, Any] = {
     "engine": "spark",
@@ -28,17 +33,10 @@ DEFAULTS: dict[str, Any] = {
     "log_scan": False,
     "log_scan_budget_mb": 10240,
     "log_scan_fail_on": "fails_recovery",
+    "deletion_check": True,
+    "deletion_wait_s": 0,
 }
-
-LOG_SCAN_FAIL_ON = ("fails_recovery", "loses_data_if_unclean", "rebuilds_indexes", "never")
-
-BUILT_IN_DEMO: dict[str, Any] = {
-    "kafka_zookeeper_conn_id": "kafka_zk_demo",
-    "ssh_conn_id": "kafka_zk_demo_ssh",
-    "server_properties_path": "${KAFKA_ZK_DEMO_HOSTS}/broker-{broker_id}/config/server.properties",
-    "broker_hosts": {str(b): f"127.0.0.{2 + b}" for b in range(6)},
-}
-"""The cluster testing/demo.py deploys (real ZooKeeper + sshd on 127.0.0.2-7)."""
+"""Per-cluster defaults; ``fail_on`` yields to ``[kafka_zk] default_fail_on``, the file's ``[defaults]`` to both."""
 
 _ALIASES = {"zookeeper_conn_id": "kafka_zookeeper_conn_id"}
 _ENV_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -48,8 +46,28 @@ class ClusterFileError(ValueError):
     """The cluster file cannot be used; the message names the file and the key."""
 
 
+def provider_option(key: str) -> str:
+    """One option of Airflow's ``[kafka_zk]`` config section ('' when unset).
+
+    :param key: the option, e.g. ``clusters_file`` (documented in ``get_provider_info``).
+    """
+    from airflow.sdk.configuration import conf
+
+    return str(conf.get("kafka_zk", key, fallback="") or "")
+
+
 def clusters_file(path: str | os.PathLike[str] | None = None) -> Path:
-    return Path(path or os.environ.get("KAFKA_ZK_CLUSTERS_FILE") or DEFAULT_FILE)
+    """Where the cluster file is (it may not exist).
+
+    :param path: an explicit file; else ``$KAFKA_ZK_CLUSTERS_FILE``, ``[kafka_zk] clusters_file``,
+        then ``kafka_zk_clusters.toml`` in Airflow's DAGs folder.
+    """
+    chosen = path or os.environ.get("KAFKA_ZK_CLUSTERS_FILE") or provider_option("clusters_file")
+    if chosen:
+        return Path(chosen).expanduser()
+    from airflow.sdk.configuration import conf
+
+    return Path(conf.get("core", "dags_folder")).expanduser() / FILE_NAME
 
 
 def _expand(value: Any) -> Any:
@@ -63,12 +81,12 @@ def _expand(value: Any) -> Any:
     return value
 
 
-def load_clusters(
-    path: str | os.PathLike[str] | None = None, *, builtin_demo: bool = True
-) -> dict[str, dict[str, Any]]:
+def load_clusters(path: str | os.PathLike[str] | None = None) -> dict[str, dict[str, Any]]:
     """Enabled cluster name -> settings ([defaults] and DEFAULTS applied, ``${VAR}`` expanded).
 
-    With no file, or a file listing no cluster, the built-in demo cluster (``builtin_demo``) or nothing.
+    With no file, or a file listing no cluster, none: nothing is scheduled.
+
+    :param path: the cluster file; default: :func:`clusters_file`.
     """
     file = clusters_file(path)
     document: dict[str, Any] = {}
@@ -77,8 +95,9 @@ def load_clusters(
             document = tomllib.loads(file.read_text())
         except tomllib.TOMLDecodeError as exc:
             raise ClusterFileError(f"{file}: {exc}") from None
-    defaults = {**DEFAULTS, **document.get("defaults", {})}
-    clusters = document.get("clusters") or ({DEMO_CLUSTER: BUILT_IN_DEMO} if builtin_demo else {})
+    defaults = {**DEFAULTS, "fail_on": provider_option("default_fail_on") or DEFAULTS["fail_on"]}
+    defaults.update(document.get("defaults", {}))
+    clusters = document.get("clusters") or {}
     out = {}
     for name, settings in clusters.items():
         if not isinstance(settings, dict):
@@ -90,8 +109,17 @@ def load_clusters(
         merged.setdefault("ssh_conn_id", f"kafka_zk_{name}_ssh")
         if merged["engine"] not in ("spark", "in-process"):
             raise ClusterFileError(f"{file}: clusters.{name}.engine must be 'spark' or 'in-process'")
+        if merged["fail_on"] not in FAIL_ON:
+            raise ClusterFileError(f"{file}: clusters.{name}.fail_on must be one of {', '.join(FAIL_ON)}")
         if not isinstance(merged["log_scan"], bool):
             raise ClusterFileError(f"{file}: clusters.{name}.log_scan must be true or false")
+        if not isinstance(merged["deletion_check"], bool):
+            raise ClusterFileError(f"{file}: clusters.{name}.deletion_check must be true or false")
+        wait_s = merged["deletion_wait_s"]
+        if isinstance(wait_s, bool) or not isinstance(wait_s, int | float) or wait_s < 0:
+            raise ClusterFileError(
+                f"{file}: clusters.{name}.deletion_wait_s must be a number of seconds >= 0"
+            )
         if merged["log_scan_fail_on"] not in LOG_SCAN_FAIL_ON:
             raise ClusterFileError(
                 f"{file}: clusters.{name}.log_scan_fail_on must be one of {', '.join(LOG_SCAN_FAIL_ON)}"
@@ -102,19 +130,28 @@ def load_clusters(
 
 def cluster_setting(params: dict[str, Any], key: str) -> Any:
     """A per-cluster setting at task run time (a DAG macro): the cluster file's value for the run's
-    ``params.cluster``, else the ``KAFKA_ZK_*`` environment default for a file-less single cluster."""
+    ``params.cluster``, else, for a file-less single cluster, the ``KAFKA_ZK_*`` environment variable
+    or the ``[kafka_zk] default_*`` option.
+
+    :param params: the run's params (``cluster`` is read).
+    :param key: a cluster-file key, e.g. ``kafka_zookeeper_conn_id`` or ``base_path``.
+    """
     cluster = params["cluster"]
-    configured = load_clusters(builtin_demo=False)
+    configured = load_clusters()
     value = configured.get(cluster, {}).get(key)
     if value:
         return value
     if key == "kafka_zookeeper_conn_id":
         return os.environ.get("KAFKA_ZK_ZOOKEEPER_CONN_ID") or (
-            f"kafka_zk_{cluster}" if configured else "kafka_zookeeper_default"
+            f"kafka_zk_{cluster}"
+            if configured
+            else provider_option("default_kafka_zookeeper_conn_id") or "kafka_zookeeper_default"
         )
     if key == "ssh_conn_id":
         return os.environ.get("KAFKA_ZK_SSH_CONN_ID") or (
-            f"kafka_zk_{cluster}_ssh" if configured else "ssh_default"
+            f"kafka_zk_{cluster}_ssh"
+            if configured
+            else provider_option("default_ssh_conn_id") or "ssh_default"
         )
     if key == "base_path":
         from airflow_provider_kafka_zk.operators.snapshot import default_artefacts_base

@@ -78,15 +78,56 @@ def get_provider_info() -> dict[str, Any]:
         ],
         "config": {
             "kafka_zk": {
-                "description": "Where the provider's artefacts (snapshots, inventories, findings) go.",
+                "description": "Which Kafka clusters the provider's DAGs run for, and where their artefacts go.",
                 "options": {
+                    "clusters_file": {
+                        "description": (
+                            "The cluster file (TOML: [defaults] and one [clusters.<name>] table per cluster). "
+                            "Empty: kafka_zk_clusters.toml in the DAGs folder. $KAFKA_ZK_CLUSTERS_FILE wins. "
+                            "No file, or none listed: no DAG is scheduled."
+                        ),
+                        "version_added": "0.2.0",
+                        "type": "string",
+                        "example": "/etc/airflow/kafka_zk_clusters.toml",
+                        "default": "",
+                    },
                     "artefacts_base": {
                         "description": "Local directory or fsspec URL; empty means $AIRFLOW_HOME/kafka-zk-artefacts.",
                         "version_added": "0.1.0",
                         "type": "string",
                         "example": "s3://kafka-artefacts",
                         "default": "",
-                    }
+                    },
+                    "default_kafka_zookeeper_conn_id": {
+                        "description": (
+                            "kafka_zookeeper connection of a manual run when no cluster file names the cluster "
+                            "(clusters in the file default to kafka_zk_<name>)."
+                        ),
+                        "version_added": "0.2.0",
+                        "type": "string",
+                        "example": "zk_prod",
+                        "default": "kafka_zookeeper_default",
+                    },
+                    "default_ssh_conn_id": {
+                        "description": (
+                            "ssh connection to the broker hosts of a manual run when no cluster file names the "
+                            "cluster (clusters in the file default to kafka_zk_<name>_ssh)."
+                        ),
+                        "version_added": "0.2.0",
+                        "type": "string",
+                        "example": "kafka_hosts",
+                        "default": "ssh_default",
+                    },
+                    "default_fail_on": {
+                        "description": (
+                            "Severity at which the daily hygiene gate fails (critical, error, warning, info), "
+                            "unless the cluster file says otherwise."
+                        ),
+                        "version_added": "0.2.0",
+                        "type": "string",
+                        "example": "error",
+                        "default": "critical",
+                    },
                 },
             }
         },

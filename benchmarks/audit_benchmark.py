@@ -22,14 +22,14 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from airflow_provider_kafka_zk import audit_job
+from airflow_provider_kafka_zk.spark_jobs import audit as audit_job
+from airflow_provider_kafka_zk.spark_jobs.package import application_path, build_package_zip
 from airflow_provider_kafka_zk.testing.audit_artefacts import write_inventory_dirs, write_snapshot_rows
 from airflow_provider_kafka_zk.testing.simulator.cluster import SimulatedCluster
 from airflow_provider_kafka_zk.testing.simulator.rows import audit_dirs, cluster_rows
 from airflow_provider_kafka_zk.testing.simulator.spec import BrokerSpec, ClusterSpec, TopicSpec
 from airflow_provider_kafka_zk.testing.spark_standalone import SparkStandaloneCluster
 
-REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
 NOW_MS = 1_763_800_000_000
 PER_TOPIC = 100
@@ -90,7 +90,7 @@ def spark_submit(master: str, artefacts: dict[str, str], out: Path, package: str
             "spark.executor.memory=1g",
             "--conf",
             "spark.cores.max=2",
-            str(REPO / "spark_apps" / "kafka_zk_audit.py"),
+            application_path("kafka_zk_audit.py"),
             "--base",
             artefacts["base"],
             "--cluster",
@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="audit-bench-") as tmp:
         work = Path(tmp)
         artefacts = build_artefacts(work / "artefacts", args.partitions, args.brokers)
-        package = audit_job.build_package_zip(work / "package")
+        package = build_package_zip(work / "package")
 
         started = time.monotonic()
         baseline = audit_job.run_audit(

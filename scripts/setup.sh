@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 VENV=$ROOT/.venv
-APT_PACKAGES=(openjdk-17-jre-headless zookeeper libslf4j-java openssh-server openssh-client)
+APT_PACKAGES=(openjdk-17-jre-headless zookeeper libslf4j-java openssh-server openssh-client chromium chromium-driver)
 
 log() { printf '[setup] %s\n' "$*" >&2; }
 
@@ -34,7 +34,14 @@ fi
 stamp=$VENV/.kafka-zk-setup-stamp
 want=$(cat setup.cfg pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  log "installing Python packages (pinned by constraints.txt)"
+  log "installing Python packages (pinned by constraints.txt; about 4 minutes on a fresh machine)"
+  # pip -q is silent for minutes: say every 30 s that it is still working and how far it got.
+  ( start=$SECONDS
+    while sleep 30; do
+      log "pip still working: $((SECONDS - start)) s, $(ls -d "$VENV"/lib/python3*/site-packages/*.dist-info 2>/dev/null | wc -l) packages installed"
+    done ) &
+  heartbeat=$!
+  trap 'kill "$heartbeat" 2>/dev/null || true' EXIT
   "$VENV/bin/pip" install -q --disable-pip-version-check -c constraints.txt -e '.[spark,test]' 2>&1 \
     | grep -v "^WARNING: Location" || true
   # apache-spark's provider pulls pyspark-client, which ships the same files as pyspark and can
@@ -42,6 +49,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   # pyspark's own files back; never uninstall pyspark-client (it deletes pyspark's files).
   "$VENV/bin/pip" install -q --disable-pip-version-check --force-reinstall --no-deps \
     "pyspark==$(grep -i '^pyspark==' constraints.txt | cut -d= -f3)" 2>&1 | grep -v "^WARNING: Location" || true
+  kill "$heartbeat" 2>/dev/null || true
   echo "$want" > "$stamp"
 fi
 "$VENV/bin/python" - <<'PY'

@@ -183,6 +183,12 @@ class StrictSSHHook(SSHHook):
     Connection parsing (login, password, key_file/private_key, port, timeouts, host_key, ciphers,
     proxy) is SSHHook's own; only connecting differs: trusted keys are collected from the
     connection and the known_hosts files, and an unknown host key is rejected.
+
+    :param known_hosts: known_hosts files trusted besides the connection's ``host_key`` and the
+        system files.
+    :param connection: the Airflow connection already fetched on the task's thread (SSHHook would
+        fetch it again, which fails in a worker thread for connections stored in the DB).
+    :param args: SSHHook's (``ssh_conn_id``, ``remote_host`` ...); also ``kwargs``.
     """
 
     def __init__(

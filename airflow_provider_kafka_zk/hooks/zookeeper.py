@@ -367,8 +367,11 @@ class KafkaZooKeeperHook(BaseHook):
     """ZooKeeper of one Kafka cluster, through kazoo, rooted at the cluster's chroot.
 
     Reads are typed; writes go only through guarded operations (create-if-absent, versioned set,
-    atomic multi-op) and are refused when the connection is marked read-only. ``chroot`` overrides
-    the connection's (a scratch chroot for forensics on the same ensemble).
+    atomic multi-op) and are refused when the connection is marked read-only.
+
+    :param kafka_zookeeper_conn_id: the Airflow connection (type ``kafka_zookeeper``).
+    :param chroot: overrides the connection's chroot (a scratch chroot for forensics on the same
+        ensemble).
     """
 
     conn_name_attr = "kafka_zookeeper_conn_id"

@@ -5,7 +5,7 @@ over SSH (with a small driver), so the rules exist once and run where the bytes 
 batch *headers* (seek past the records), never whole segments; memory stays flat however large the
 segments are. The Airflow side turns the summaries into findings (:mod:`.log_scan_rules`).
 
-Kafka's behaviour it follows (KAFKA_FORMATS §5; ``LogSegment.recover``, ``LogLoader``/``Log``
+Kafka's behaviour it follows (``core/src/main/scala/kafka/log/``: ``LogSegment.recover``, ``LogLoader``/``Log``
 ``loadSegmentFiles`` and ``recoverLog``, ``OffsetIndex.append``/``sanityCheck``, 0.11.0.2 .. 3.3.1):
 
 * recovery walks the batches from position 0; every ``index.interval.bytes`` (4096) it appends an
@@ -321,7 +321,8 @@ def check_offset_index(path, log_path, base_offset, next_base, *, index_rule, ac
 def check_time_index(path, base_offset, next_base, *, active, budget):
     """Structure of one ``.timeindex``: size, zero tail, non-decreasing timestamps and offsets within the
     segment. The offset each entry names is not compared with the log: leaders and followers legally
-    differ there (KAFKA_FORMATS §8)."""
+    differ there (each appends entries at its own batch boundaries, ``LogSegment.append`` at 3.3.1; seen
+    on a real 3.3.1 cluster's leader and follower copies)."""
     name = os.path.basename(path)
     out = {"entries": 0, "zero_tail": 0, "problems": []}
     try:

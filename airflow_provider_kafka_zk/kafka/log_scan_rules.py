@@ -2,7 +2,9 @@
 the remedy that loses least, and one verdict per broker.
 
 The scan (:mod:`.log_scan`, run on the broker) reports structure and the recovery walk; the version
-rules here decide what that broker's Kafka would do with it (KAFKA_FORMATS §5):
+rules here decide what that broker's Kafka would do with it (``core/src/main/scala/kafka/log/``
+``Log.scala``/``LogLoader.scala`` ``loadSegmentFiles``, ``LogSegment.recover`` and
+``OffsetIndex.sanityCheck`` at the tags 0.11.0.2, 2.0.1, 2.3.0 and 3.3.1; the 2.3 change is KAFKA-7283):
 
 * at load, a segment whose ``.index`` is missing -- or, before 2.3, fails ``sanityCheck`` (0.11-1.1:
   strictly, so the zero tail a crash leaves on the active index fails it; 2.0-2.2: size and

@@ -1,7 +1,7 @@
 """Cluster audit as Airflow tasks: the in-process audit (small clusters) and the findings gate.
 
-The Spark path is a ``SparkSubmitOperator`` running ``spark_apps/kafka_zk_audit.py``; both paths
-call :func:`airflow_provider_kafka_zk.audit_job.run_audit` and publish the same
+The Spark path is a ``SparkSubmitOperator`` running ``airflow_provider_kafka_zk/spark_jobs/apps/kafka_zk_audit.py``; both paths
+call :func:`airflow_provider_kafka_zk.spark_jobs.audit.run_audit` and publish the same
 ``<base>/<cluster>/findings/<ts>/`` artefacts, which :class:`FindingsGateOperator` reads.
 """
 
@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_provider_kafka_zk.audit_job import read_summary, run_audit
 from airflow_provider_kafka_zk.kafka.findings import Severity
+from airflow_provider_kafka_zk.reports import gate_message
+from airflow_provider_kafka_zk.spark_jobs.audit import read_summary, run_audit
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -25,6 +26,13 @@ class ClusterAuditOperator(BaseOperator):
 
     For clusters small enough that Spark's start-up would dominate. Returns the summary
     (counts by check and severity, coverage, artefact paths).
+
+    :param cluster: the cluster's name (its artefact directory).
+    :param base_path: artefact base, local directory or fsspec URL.
+    :param inventory: the inventory run directory to audit (default: the latest).
+    :param out: the findings directory to publish (default: ``<base>/<cluster>/findings/<now>``).
+    :param snapshot: the snapshot directory (default: the latest complete one).
+    :param previous: the snapshot to compare with (default: the one before; ``""`` for none).
     """
 
     template_fields: Sequence[str] = ("cluster", "base_path", "snapshot", "previous", "inventory", "out")
@@ -70,11 +78,19 @@ class ClusterAuditOperator(BaseOperator):
 
 
 class FindingsGateOperator(BaseOperator):
-    """Fail when the audit found anything at or above ``fail_on``, naming the worst findings and the report.
+    """Fail when the audit found anything at or above ``fail_on``, naming the incidents to act on and the report.
+
+    The message comes from ``summary.json``'s data (:func:`~airflow_provider_kafka_zk.reports.gate_message`):
+    the "act now" incidents (a stopped broker, a topicId incident) with their action and commands, then
+    the worst findings no incident explains -- severities are fields there, never parsed from text.
 
     Failing is the point: the task's ``on_failure_callback`` and Airflow's alerting fire. Findings
     do not change on a retry, so that failure skips retries (AirflowFailException); a missing or
     unreadable summary is an ordinary error and is retried.
+
+    :param findings_path: the findings directory (its ``summary.json`` is read).
+    :param fail_on: the lowest severity that fails: ``critical``, ``error``, ``warning`` or ``info``.
+    :param top: how many of the worst findings the failure message names.
     """
 
     template_fields: Sequence[str] = ("findings_path", "fail_on")
@@ -102,6 +118,7 @@ class FindingsGateOperator(BaseOperator):
                 coverage["missing"],
                 coverage.get("description", ""),
             )
+        message = gate_message(summary, threshold, top=self.top)
         result = {
             "cluster": summary["cluster"],
             "fail_on": threshold.name.lower(),
@@ -110,7 +127,7 @@ class FindingsGateOperator(BaseOperator):
             "report": summary.get("report"),
             "coverage": coverage.get("status"),
         }
-        if not at_or_above:
+        if message is None:
             self.log.info(
                 "Gate passed: nothing at or above %s (%s); report %s",
                 threshold.name.lower(),
@@ -118,12 +135,4 @@ class FindingsGateOperator(BaseOperator):
                 summary.get("report"),
             )
             return result
-        worst = [
-            line for line in summary.get("top", []) if Severity.parse(line[1 : line.index("]")]) >= threshold
-        ][: self.top]
-        counts = ", ".join(f"{count} {name}" for name, count in at_or_above.items())
-        message = (
-            f"Kafka audit of {summary['cluster']}: {counts} finding(s) at or above {threshold.name.lower()}. "
-            f"Top: " + " | ".join(worst) + f". Report: {summary.get('report')}"
-        )
         raise AirflowFailException(message)

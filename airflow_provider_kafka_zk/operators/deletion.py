@@ -29,6 +29,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
+from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_provider_kafka_zk.artefacts.files import write_url_atomically
@@ -80,7 +81,7 @@ def validate_topics(topics: Iterable[Any] | str) -> list[str]:
 class TopicDeletionVerifyOperator(BaseOperator):
     """Verdict per topic (DELETED / IN_PROGRESS / BLOCKED / IGNORED / NOT_REQUESTED / INCOMPLETE + why).
 
-    Waits (deferrable by default, every ``poll_interval`` s) until each topic is deleted everywhere
+    Waits (in the triggerer when ``deferrable``, every ``poll_interval`` s) until each topic is deleted everywhere
     or has a finished non-success verdict, for at most ``wait_timeout``. Brokers whose disks could
     not be read are named; a topic is never "deleted everywhere" without every expected broker
     (registered, assigned, in ``broker_hosts`` or ``expected_broker_ids``). Outcome:
@@ -98,6 +99,34 @@ class TopicDeletionVerifyOperator(BaseOperator):
     and read back. A live-named (orphan) directory moves only when its broker is not running, unless
     ``allow_running_broker_orphans``. ``cleanup``, ``dry_run`` and ``allow_running_broker_orphans``
     accept only booleans or true/false text.
+
+    :param cluster: the cluster's name (its artefact directory).
+    :param base_path: artefact base, local directory or fsspec URL.
+    :param ssh_conn_id: Airflow ``ssh`` connection used for every broker host (its host is only a
+        fallback: each broker's host comes from its registration or ``broker_hosts``).
+    :param kafka_zookeeper_conn_id: the cluster's ``kafka_zookeeper`` connection (broker
+        registrations, deletion markers, topic znodes).
+    :param broker_hosts: ``{broker id: host}`` for brokers that are not registered (stopped).
+    :param server_properties_path: ``server.properties`` on the hosts (``{broker_id}`` allowed);
+        default: read from the running ``kafka.Kafka`` process.
+    :param topics: topics to verify (list or comma-separated text); default: every
+        ``/admin/delete_topics`` marker.
+    :param expected_broker_ids: brokers that must be read before a topic counts as deleted
+        everywhere (pass the list task's output so stopped brokers count).
+    :param known_hosts: extra known_hosts files (host keys are always verified).
+    :param connect_timeout: SSH connect timeout in seconds (default: the connection's).
+    :param command_timeout: each remote command's limit in seconds.
+    :param python_interpreters: interpreters tried on the hosts, in order.
+    :param poll_interval: seconds between checks while waiting.
+    :param wait_timeout: how long to wait for settled verdicts (seconds or a timedelta).
+    :param deferrable: wait in the triggerer (default ``[operators] default_deferrable``).
+    :param cleanup: quarantine INCOMPLETE topics' leftovers (needs ``dry_run=False`` to act).
+    :param dry_run: plan the cleanup and log it, change nothing (default).
+    :param quarantine_dir: absolute quarantine directory on the hosts (default
+        ``<log dir>/../kafka-quarantine/<ts>``); never inside a log dir, no symlink on the way.
+    :param allow_running_broker_orphans: also move orphan directories of a running broker.
+    :param fail_when_unsuccessful: fail (no retry) when a topic settled on a non-success verdict.
+    :param run_ts: the run's artefact folder name (default: from the run).
     """
 
     template_fields: Sequence[str] = (
@@ -134,7 +163,7 @@ class TopicDeletionVerifyOperator(BaseOperator):
         python_interpreters: Sequence[str] = DEFAULT_PYTHON_INTERPRETERS,
         poll_interval: float = 30.0,
         wait_timeout: float | timedelta = timedelta(hours=1),
-        deferrable: bool = True,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         cleanup: bool | str = False,
         dry_run: bool | str = True,
         quarantine_dir: str | None = None,

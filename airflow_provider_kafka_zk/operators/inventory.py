@@ -263,6 +263,10 @@ class ListBrokerIdsOperator(BaseOperator):
 
     A stopped or crashed broker is not registered but still holds replicas on disk (it is often
     the one that matters), so assignments count too. Returns a sorted list for ``.expand()``.
+
+    :param kafka_zookeeper_conn_id: the cluster's ``kafka_zookeeper`` connection.
+    :param include_assigned: also list brokers that only appear in replica assignments.
+    :param extra_broker_ids: brokers to add whatever ZooKeeper says (e.g. ones about to be added).
     """
 
     template_fields: Sequence[str] = ("kafka_zookeeper_conn_id", "extra_broker_ids")
@@ -313,6 +317,24 @@ class BrokerInventoryOperator(BaseOperator):
     pass: unreachable host, broken stream) and leaves ``_failures/broker=<id>.json`` for the
     coverage report; host-key, authentication and identity errors fail at once (retrying cannot
     help and must not hammer a host whose key changed).
+
+    :param broker_id: the broker to inventory.
+    :param cluster: the cluster's name (its artefact directory).
+    :param base_path: artefact base, local directory or fsspec URL.
+    :param ssh_conn_id: Airflow ``ssh`` connection used for every broker host (its host is only a
+        fallback: each broker's host comes from its registration or ``broker_hosts``).
+    :param kafka_zookeeper_conn_id: the cluster's ``kafka_zookeeper`` connection (broker
+        registrations: host names, and which brokers exist).
+    :param broker_hosts: ``{broker id: host}`` for brokers that are not registered (stopped).
+    :param server_properties_path: ``server.properties`` on the hosts (``{broker_id}`` allowed);
+        default: read from the running ``kafka.Kafka`` process.
+    :param inventory_ts: the run's directory name (default: from the run's logical date, so every
+        mapped task of a run writes to one directory).
+    :param known_hosts: extra known_hosts files (host keys are always verified).
+    :param connect_timeout: SSH connect timeout in seconds (default: the connection's).
+    :param command_timeout: the remote command's limit in seconds.
+    :param idle_timeout: seconds without output before the remote command counts as hung.
+    :param python_interpreters: interpreters tried on the host, in order (the script is stdlib only).
     """
 
     template_fields: Sequence[str] = (
@@ -462,7 +484,12 @@ class InventoryCoverageOperator(BaseOperator):
 
     Writes ``_coverage.json`` and returns it. Anything short of every expected broker is reported
     "partial" with the missing brokers and why; coverage is never a health verdict ("clean").
-    ``fail_when_partial`` makes an incomplete run fail this task too.
+
+    :param cluster: the cluster's name (its artefact directory).
+    :param base_path: artefact base, local directory or fsspec URL.
+    :param expected_broker_ids: every broker the run should cover (usually the list task's output).
+    :param inventory_ts: the run's directory name (default: from the run's logical date).
+    :param fail_when_partial: fail this task too when a broker is missing.
     """
 
     template_fields: Sequence[str] = ("cluster", "base_path", "inventory_ts", "expected_broker_ids")

@@ -37,10 +37,10 @@ from airflow_provider_kafka_zk.kafka.log_scan_rules import (
     segment_rows,
 )
 from airflow_provider_kafka_zk.kafka.versions import KafkaVersion
-from airflow_provider_kafka_zk.log_scan_job import LogScanInputError, judge_scan, parquet_bytes
 from airflow_provider_kafka_zk.maintenance import parse_safety_flags
 from airflow_provider_kafka_zk.operators.inventory import _resolve_ts, read_inventory_summary
 from airflow_provider_kafka_zk.operators.snapshot import default_artefacts_base
+from airflow_provider_kafka_zk.spark_jobs.log_scan import LogScanInputError, judge_scan, parquet_bytes
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -117,6 +117,7 @@ class BrokerLogScanOperator(BaseOperator):
     :param walk_all: walk every segment, not only those an unclean restart recovers.
     :param nice: CPU niceness on the host.
     :param timeout: hard time limit (s) of the command.
+    :param python_interpreters: interpreters tried on the host, in order (the scanner is stdlib only).
     """
 
     template_fields: Sequence[str] = (

@@ -70,9 +70,28 @@ class ZooKeeperSnapshotOperator(BaseOperator):
     manifest's ``redacted`` says which). The outlet Asset is ``kafka-zk://<cluster>/snapshots``
     unless ``outlets`` are given (a templated ``cluster`` cannot name an Asset at parse time: pass
     ``outlets`` then).
+
+    :param cluster: the cluster's name (the artefact folder; letters, digits, ``._-``).
+    :param kafka_zookeeper_conn_id: the ZooKeeper connection of the cluster, with its chroot.
+    :param base_path: artefact store root (default ``[kafka_zk] artefacts_base``).
+    :param include: znode subtrees to walk (a list, or comma-separated text).
+    :param exclude: znode subtrees to skip (a list, or comma-separated text).
+    :param keep_last: after a successful snapshot, keep at most this many (default: keep all).
+    :param keep_days: after a successful snapshot, delete those older than this (default: keep all).
+    :param storage_options: fsspec options of the artefact store (credentials stay out of logs).
+    :param reconnect_timeout: seconds the walk waits for a lost ZooKeeper session to come back.
+    :param progress_every: seconds between progress lines in the task log.
+    :param include_sensitive: store SCRAM credentials and delegation tokens in clear (true/false).
     """
 
-    template_fields: Sequence[str] = ("cluster", "base_path", "include", "exclude", "include_sensitive")
+    template_fields: Sequence[str] = (
+        "cluster",
+        "kafka_zookeeper_conn_id",
+        "base_path",
+        "include",
+        "exclude",
+        "include_sensitive",
+    )
     ui_color = "#d6eaf8"
 
     def __init__(
@@ -108,10 +127,11 @@ class ZooKeeperSnapshotOperator(BaseOperator):
 
     def _log_progress(self, progress: WalkProgress) -> None:
         self.log.info(
-            "Snapshot walk of %s: %d znodes read in %.0fs (%d requests, %d reads queued, %d reconnects)",
+            "Snapshot walk of %s: %d znodes read in %.0fs, at %s (%d requests, %d reads queued, %d reconnects)",
             self.cluster,
             progress.znodes,
             progress.elapsed_s,
+            progress.position or "the end",
             progress.requests,
             progress.queued,
             progress.reconnects,
@@ -133,14 +153,17 @@ class ZooKeeperSnapshotOperator(BaseOperator):
             source = hook.target_description()
         finally:
             hook.close()
-        ref, manifest = write_snapshot(
-            base,
-            self.cluster,
-            walk,
-            source=source,
-            redact=not include_sensitive,
-            storage_options=self.storage_options,
-        )
+        try:
+            ref, manifest = write_snapshot(
+                base,
+                self.cluster,
+                walk,
+                source=source,
+                redact=not include_sensitive,
+                storage_options=self.storage_options,
+            )
+        finally:
+            walk.close()  # the walk's rows wait in a temporary spill file until published
         if include_sensitive:
             self.log.warning(
                 "include_sensitive=True: %d credential/token znode(s) stored IN CLEAR in %s; "
@@ -211,9 +234,23 @@ class ZooKeeperSnapshotLoadOperator(BaseOperator):
     ZooKeeper root, or (on a shared host) the snapshot's own chroot or a chroot inside it.
     Ephemerals are created persistent; the report (return value) lists them and what was not
     reproduced (zxids, times, cversion, ACLs).
+
+    :param target_chroot: the empty scratch chroot to load into (overrides the connection's).
+    :param kafka_zookeeper_conn_id: the scratch ZooKeeper's connection (never the source cluster's).
+    :param snapshot_path: the snapshot folder to load (default: the latest of ``cluster``).
+    :param cluster: the cluster whose latest snapshot is loaded when ``snapshot_path`` is not given.
+    :param base_path: artefact store root (default ``[kafka_zk] artefacts_base``).
+    :param replay_versions: set data again until each znode's ``dataVersion`` matches (true/false).
+    :param storage_options: fsspec options of the artefact store.
     """
 
-    template_fields: Sequence[str] = ("snapshot_path", "cluster", "base_path", "target_chroot")
+    template_fields: Sequence[str] = (
+        "snapshot_path",
+        "cluster",
+        "kafka_zookeeper_conn_id",
+        "base_path",
+        "target_chroot",
+    )
     ui_color = "#fdebd0"
 
     def __init__(

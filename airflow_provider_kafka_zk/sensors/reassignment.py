@@ -1,4 +1,4 @@
-"""Sensor that waits for a ZooKeeper-mode partition reassignment to complete (deferrable by default).
+"""Sensor that waits for a ZooKeeper-mode partition reassignment to complete (deferrable per Airflow's default).
 
 Usable on its own, e.g. after someone started a reassignment with ``kafka-reassign-partitions``:
 give the targets (the tool's JSON, a path to it, or ``[[topic, partition, [replicas]], ...]``), or
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import fsspec
 from airflow.sdk import BaseSensorOperator
+from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowSensorTimeout
 
 from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook, ZnodeNotFoundError
@@ -51,8 +52,14 @@ def parse_targets(value: Any) -> dict[TopicPartition, tuple[int, ...]]:
 class ReassignmentSensor(BaseSensorOperator):
     """Wait until every target partition completed by Kafka's rule; log progress (done/total, bytes).
 
-    Fails at ``timeout`` naming the partitions still moving. ``deferrable=True`` (default) waits in
-    the triggerer; otherwise it pokes every ``poke_interval`` seconds.
+    Fails at ``timeout`` naming the partitions still moving.
+
+    :param kafka_zookeeper_conn_id: the cluster's ``kafka_zookeeper`` connection.
+    :param targets: partition -> target replicas: Kafka's reassignment JSON (text, dict or a path to
+        it), ``[[topic, partition, [replicas]], ...]``, or None to read ``/admin/reassign_partitions``.
+    :param sizes: bytes per partition, for progress in bytes (optional).
+    :param deferrable: wait in the triggerer (default ``[operators] default_deferrable``); otherwise
+        poke every ``poke_interval`` seconds.
     """
 
     template_fields: Sequence[str] = ("targets", "kafka_zookeeper_conn_id")
@@ -63,7 +70,7 @@ class ReassignmentSensor(BaseSensorOperator):
         kafka_zookeeper_conn_id: str = KafkaZooKeeperHook.default_conn_name,
         targets: Any = None,
         sizes: Mapping[TopicPartition, int] | None = None,
-        deferrable: bool = True,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("poke_interval", 10.0)

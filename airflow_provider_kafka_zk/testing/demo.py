@@ -38,8 +38,11 @@ from .sshd import SshServer
 from .zookeeper import ZooKeeperServer
 
 CHROOT = "/kafka_demo"
-DAG_ID = "kafka_zk_daily_hygiene"
+DAG_ID = "kafka_zk_daily_hygiene_demo"
 REPO_DAGS = Path(__file__).resolve().parents[2] / "dags"
+"""The checkout's DAG files; from an installed wheel the demo writes one DAG file of its own."""
+DEMO_BROKER_HOSTS = {str(b): f"127.0.0.{2 + b}" for b in range(6)}
+"""The demo's broker hosts: one loopback address per broker (sshd listens on each)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,12 +69,16 @@ def main(argv: list[str] | None = None) -> int:
         help=f"run the {DAG_ID} DAG on the demo cluster and print its findings",
     )
     parser.add_argument(
-        "--dags-folder", type=Path, default=REPO_DAGS, help="where kafka_zk_daily_hygiene.py is"
+        "--dags-folder",
+        type=Path,
+        default=None,
+        help="DAGs folder (default: the checkout's dags/, else a DAG file the demo writes)",
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
 
     workdir = args.workdir.resolve()
+    args.dags_folder = args.dags_folder or default_dags_folder(workdir)
     if workdir.exists():
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True)
@@ -121,10 +128,40 @@ def main(argv: list[str] | None = None) -> int:
     return status
 
 
+def default_dags_folder(workdir: Path) -> Path:
+    """The checkout's ``dags/`` when there is one, else a folder with one file calling every factory."""
+    if (REPO_DAGS / "kafka_zk_daily_hygiene.py").is_file():
+        return REPO_DAGS
+    folder = workdir / "dags"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "kafka_zk_dags.py").write_text(
+        '"""Every DAG of airflow-provider-kafka-zk (written by the demo)."""\n\n'
+        "from airflow_provider_kafka_zk.dags import create_all_dags\n\n"
+        "globals().update(create_all_dags())\n"
+    )
+    return folder
+
+
+def write_demo_clusters_file(workdir: Path) -> Path:
+    """The cluster file naming the demo cluster (nothing is scheduled for a cluster no file names)."""
+    clusters = workdir / "kafka_zk_clusters.toml"
+    hosts = ", ".join(f'"{b}" = "{h}"' for b, h in DEMO_BROKER_HOSTS.items())
+    clusters.write_text(
+        "[clusters.demo]\n"
+        'kafka_zookeeper_conn_id = "kafka_zk_demo"\n'
+        'ssh_conn_id = "kafka_zk_demo_ssh"\n'
+        f'base_path = "{workdir / "artefacts"}"\n'
+        f'server_properties_path = "{workdir / "hosts"}/broker-{{broker_id}}/config/server.properties"\n'
+        f"broker_hosts = {{ {hosts} }}\n"
+    )
+    return clusters
+
+
 def dag_environment(
     workdir: Path, zookeeper: ZooKeeperServer, sshd: SshServer, addresses: tuple[str, ...], dags_folder: Path
 ) -> dict[str, str]:
-    """An isolated Airflow home under the workdir, the demo's connections and what spark-submit needs."""
+    """An isolated Airflow home under the workdir, the demo's cluster file and connections, and what
+    spark-submit needs."""
     venv_bin = str(Path(sys.executable).parent)
     return {
         **os.environ,
@@ -134,7 +171,7 @@ def dag_environment(
         "PATH": f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}",
         "PYSPARK_PYTHON": sys.executable,
         "SPARK_LOCAL_IP": "127.0.0.1",
-        "KAFKA_ZK_DEMO_HOSTS": str(workdir / "hosts"),
+        "KAFKA_ZK_CLUSTERS_FILE": str(write_demo_clusters_file(workdir)),
         "KAFKA_ZK_ARTEFACTS_BASE": str(workdir / "artefacts"),
         "AIRFLOW_CONN_KAFKA_ZK_DEMO": json.dumps(
             {"conn_type": "kafka_zookeeper", "host": zookeeper.connect_string, "extra": {"chroot": CHROOT}}
@@ -148,9 +185,6 @@ def run_dag(
     workdir: Path, zookeeper: ZooKeeperServer, sshd: SshServer, addresses: tuple[str, ...], dags_folder: Path
 ) -> int:
     """``airflow dags test kafka_zk_daily_hygiene`` against the live demo; 0 when findings were produced."""
-    if not (dags_folder / "kafka_zk_daily_hygiene.py").exists():
-        print(f"\n{dags_folder}/kafka_zk_daily_hygiene.py not found: pass --dags-folder", file=sys.stderr)
-        return 2
     env = dag_environment(workdir, zookeeper, sshd, addresses, dags_folder)
     airflow = str(Path(sys.executable).parent / "airflow")
     log_path = workdir / "dag-run.log"
@@ -187,30 +221,6 @@ def run_dag(
     return 0
 
 
-def manual_dag_environment(
-    workdir: Path, zookeeper: ZooKeeperServer, sshd: SshServer, addresses: tuple[str, ...], dags_folder: Path
-) -> dict[str, str]:
-    """The DAG environment plus a cluster file naming the demo cluster (the manual DAGs read one)."""
-    from airflow_provider_kafka_zk.clusters import BUILT_IN_DEMO
-
-    env = dag_environment(workdir, zookeeper, sshd, addresses, dags_folder)
-    clusters = workdir / "kafka_zk_clusters.toml"
-    hosts = ", ".join(f'"{b}" = "{h}"' for b, h in BUILT_IN_DEMO["broker_hosts"].items())
-    properties = BUILT_IN_DEMO["server_properties_path"].replace(
-        "${KAFKA_ZK_DEMO_HOSTS}", str(workdir / "hosts")
-    )
-    clusters.write_text(
-        "[clusters.demo]\n"
-        f'kafka_zookeeper_conn_id = "{BUILT_IN_DEMO["kafka_zookeeper_conn_id"]}"\n'
-        f'ssh_conn_id = "{BUILT_IN_DEMO["ssh_conn_id"]}"\n'
-        f'base_path = "{workdir / "artefacts"}"\n'
-        f'server_properties_path = "{properties}"\n'
-        f"broker_hosts = {{ {hosts} }}\n"
-    )
-    env["KAFKA_ZK_CLUSTERS_FILE"] = str(clusters)
-    return env
-
-
 RESTART_CHECK_BROKER = 4  # the incident cluster's broker that crashed with a damaged offset index
 
 
@@ -218,7 +228,7 @@ def run_restart_check(
     workdir: Path, zookeeper: ZooKeeperServer, sshd: SshServer, addresses: tuple[str, ...], dags_folder: Path
 ) -> int:
     """``airflow dags test kafka_zk_pre_restart_check`` for the crashed broker: what its restart would do."""
-    env = manual_dag_environment(workdir, zookeeper, sshd, addresses, dags_folder)
+    env = dag_environment(workdir, zookeeper, sshd, addresses, dags_folder)
     airflow = str(Path(sys.executable).parent / "airflow")
     log_path = workdir / "restart-check.log"
     conf = {"cluster": "demo", "broker": RESTART_CHECK_BROKER, "walk_all": True, "fail_on": "never"}
@@ -268,7 +278,7 @@ def run_repair(
     from .simulator.runtime import ClusterRuntime
 
     dry_run = deployed is None
-    env = manual_dag_environment(workdir, zookeeper, sshd, addresses, dags_folder)
+    env = dag_environment(workdir, zookeeper, sshd, addresses, dags_folder)
     airflow = str(Path(sys.executable).parent / "airflow")
     log_path = workdir / ("repair-dry-run.log" if dry_run else "repair.log")
     conf = {"cluster": "demo", "topics": list(REPAIR_TOPICS), "dry_run": dry_run, "poll_interval_s": 0.5}
@@ -328,7 +338,7 @@ def run_maintenance(
     reports. The simulated controller and brokers react in a thread. 0 when both runs passed."""
     from .simulator.runtime import ClusterRuntime
 
-    env = manual_dag_environment(workdir, zookeeper, sshd, addresses, dags_folder)
+    env = dag_environment(workdir, zookeeper, sshd, addresses, dags_folder)
     airflow = str(Path(sys.executable).parent / "airflow")
     log_path = workdir / "maintenance.log"
     started = time.monotonic()
@@ -397,9 +407,13 @@ def findings_summary(summary: dict, dag_exit: int, seconds: float) -> str:
         f"\nDaily hygiene audit of '{summary['cluster']}' (engine {summary['engine']}, {seconds:.0f}s for the DAG run): "
         f"{summary['findings']} findings",
         "  by severity: " + ", ".join(f"{k} {v}" for k, v in summary["by_severity"].items()),
-        f"  coverage: {summary['coverage'].get('description', summary['coverage'].get('status'))}",
-        "  by check:",
+        f"  coverage: {summary.get('coverage_text') or summary['coverage'].get('status')}",
+        "  act now (the report's first section):",
     ]
+    for item in summary.get("act_now") or ():
+        lines.append(f"    [{item['severity'].upper()}] {item['title']}")
+        lines += [f"      {c['label']}: {c['command']}" for c in item.get("commands") or ()]
+    lines.append("  by check:")
     for check, counts in summary["by_check"].items():
         lines.append(f"    {check:34s} " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     lines.append("  top findings:")

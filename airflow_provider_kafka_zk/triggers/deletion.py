@@ -351,6 +351,11 @@ class TopicDeletionTrigger(BaseTrigger):
     Fires once: ``{"status": "settled" | "timeout" | "error", "verdicts": [...], "coverage": {...},
     "message": str}``. The deadline is checked here (not through Airflow's trigger timeout) so the
     event carries the last verdicts.
+
+    :param settings: how to reach the cluster (connection ids, hosts, paths; JSON-serialisable).
+    :param topics: the topics whose verdicts are awaited.
+    :param poll_interval: seconds between checks.
+    :param deadline: epoch seconds after which a ``timeout`` event fires (None: no deadline).
     """
 
     def __init__(

@@ -80,6 +80,14 @@ class ReassignmentTrigger(BaseTrigger):
     "moving": ["t-p", ...], "bytes_done": n, "bytes_total": n, "message": str}``. The deadline is
     checked here rather than through Airflow's trigger timeout, so the event can name the
     partitions still moving.
+
+    :param kafka_zookeeper_conn_id: the cluster's ``kafka_zookeeper`` connection.
+    :param targets: ``[[topic, partition, [replicas]], ...]``: the target assignment.
+    :param sizes: ``[[topic, partition, bytes], ...]`` for progress in bytes.
+    :param poll_interval: seconds between checks.
+    :param deadline: epoch seconds after which a ``timeout`` event fires (None: no deadline).
+    :param label: what the log lines call this wait (e.g. ``batch 2/5``).
+    :param echo: handed back unchanged in every event (e.g. which batch this was).
     """
 
     def __init__(

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_kafka_zk.audit_job import read_findings
 from airflow_provider_kafka_zk.kafka.findings import Severity
+from airflow_provider_kafka_zk.spark_jobs.audit import read_findings
 from airflow_provider_kafka_zk.testing.simulator import DeployedCluster, healthy_cluster, incident_cluster
 from airflow_provider_kafka_zk.testing.sshd import SshServer
 
@@ -145,6 +145,10 @@ def test_incident_cluster_on_spark_gate_fails_with_the_top_findings(incident_run
     assert result.returncode == 1  # the gate fails: critical findings
     output = result.stdout + result.stderr
     assert "Kafka audit of incident:" in output and "at or above critical" in output
+    # the gate's message is the summary's act-now data: the incidents, with their commands
+    assert "ACT NOW: (1) [CRITICAL] topicId mismatch on clickstream" in output
+    assert "broker 3 is down: not registered in /brokers/ids" in output
+    assert '--conf \'{"cluster": "incident", "topics": ["clickstream", "inventory-updates"]' in output
     assert f"Report: {summary['report']}" in output
     assert summary["engine"] == "spark"
     assert summary["coverage"]["status"] == "complete"  # stopped brokers' disks read via broker_hosts
@@ -179,9 +183,14 @@ def test_every_incident_with_its_check_severity_and_subject(incident_run, cluste
     assert pending["legacy-orders"].broker_id == 3
 
     assert [(f.topic, f.broker_id) for f in by["orphan-partition-dirs"]] == [("old-logs", 5)]
-    assert [(f.topic, f.broker_id, len(f.evidence["paths"])) for f in by["delete-dirs-past-delay"]] == [
-        ("old-logs", 2, 2)
-    ]
+    # old-logs' two -delete directories on broker 2 carry two-day-old mtimes but were created (renamed,
+    # to the file system) when the cluster was deployed: their age counts from that ctime, so they are
+    # past log.segment.delete.delay.ms (60 s) only if the audit ran over a minute later, and never
+    # by the two days an mtime would claim
+    past = by.get("delete-dirs-past-delay", [])
+    assert [(f.topic, f.broker_id, len(f.evidence["paths"])) for f in past] in ([], [("old-logs", 2, 2)])
+    for f in past:
+        assert all(d["age_from"] == "ctime" and d["age_ms"] < 3_600_000 for d in f.evidence["dirs"])
 
     per_broker = {f.broker_id: f for f in by["rf1-exposure-broker"]}
     assert per_broker[1].evidence["topics"] == {"metrics-rf1": [0, 2, 4]}
@@ -196,9 +205,23 @@ def test_every_incident_with_its_check_severity_and_subject(incident_run, cluste
     assert "inventory-coverage-partial" not in by
 
 
+def test_the_daily_run_gives_every_topic_marked_for_deletion_a_verdict(incident_run, environment, clusters):
+    (run,) = sorted((environment["base"] / "incident" / "deletions").iterdir())
+    record = json.loads((run / "verdicts.json").read_text())
+    marked = {i.topic for i in clusters["incident"].cluster.incidents if i.kind == "deletion_stuck"}
+    verdicts = {v["topic"]: v for v in record["verdicts"]}
+    assert marked and marked <= set(verdicts)
+    assert all(verdicts[topic]["verdict"] != "DELETED" for topic in marked)
+    assert record["coverage"]["status"] == "complete"  # stopped brokers' disks read via broker_hosts
+    output = incident_run[0].stdout + incident_run[0].stderr
+    assert "TopicDeletionNotSettledError" in output  # the alert: not settled at the daily look
+
+
 def test_healthy_cluster_has_nothing_critical_and_the_gate_passes(environment):
     result, summary, findings, _ = dags_test(environment, "healthy")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (run,) = sorted((environment["base"] / "healthy" / "deletions").iterdir())
+    assert json.loads((run / "verdicts.json").read_text())["completed_by"] == "nothing_to_check"
     assert summary["by_severity"]["critical"] == 0
     assert not [f for f in findings if f.severity is Severity.CRITICAL]
     assert summary["coverage"]["status"] == "complete"

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_kafka_zk import audit_job
+from airflow_provider_kafka_zk.spark_jobs import audit as audit_job
+from airflow_provider_kafka_zk.spark_jobs.package import application_path, build_package_zip
 from airflow_provider_kafka_zk.testing.audit_artefacts import write_inventory_dirs, write_snapshot_rows
 from airflow_provider_kafka_zk.testing.simulator import incident_cluster
 from airflow_provider_kafka_zk.testing.simulator.rows import audit_dirs, cluster_rows
@@ -20,7 +21,6 @@ from airflow_provider_kafka_zk.testing.spark_standalone import SparkStandaloneCl
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 NOW_MS = 1_763_800_000_000
 
@@ -38,7 +38,7 @@ def artefacts(tmp_path_factory):
 
 
 def test_audit_app_on_a_standalone_cluster_matches_in_process(artefacts, tmp_path):
-    package = audit_job.build_package_zip(tmp_path / "package")
+    package = build_package_zip(tmp_path / "package")
     out = tmp_path / "findings-standalone"
     env = {
         **os.environ,
@@ -62,7 +62,7 @@ def test_audit_app_on_a_standalone_cluster_matches_in_process(artefacts, tmp_pat
                 "spark.executor.memory=512m",
                 "--conf",
                 "spark.cores.max=2",
-                str(REPO / "spark_apps" / "kafka_zk_audit.py"),
+                application_path("kafka_zk_audit.py"),
                 "--base",
                 artefacts["base"],
                 "--cluster",

@@ -1,7 +1,11 @@
-"""The README's demo command with --run-dag (what scripts/demo.sh runs): the DAG on the demo cluster."""
+"""The README's demo command with --run-dag (what scripts/demo.sh runs): the DAG on the demo cluster,
+and the report it writes as a browser shows it to the on-call engineer."""
 
 from __future__ import annotations
 
+import json
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,8 +15,10 @@ import pytest
 pytestmark = pytest.mark.integration
 
 
-def test_demo_runs_the_daily_hygiene_dag_then_plans_and_carries_out_the_topic_id_repair(tmp_path):
-    workdir = tmp_path / "demo"
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory):
+    """One run of ``demo --run-dag --repair`` (several minutes): its stdout and workdir."""
+    workdir = tmp_path_factory.mktemp("demo-run") / "demo"
     result = subprocess.run(
         [
             sys.executable,
@@ -27,12 +33,29 @@ def test_demo_runs_the_daily_hygiene_dag_then_plans_and_carries_out_the_topic_id
         text=True,
         timeout=900,
     )
-    out = result.stdout
-    assert result.returncode == 0, out[-3000:] + result.stderr[-3000:]
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result.stdout, workdir
+
+
+def _report(out: str) -> Path:
+    return Path(next(line.split("report: ", 1)[1] for line in out.splitlines() if "  report: " in line))
+
+
+def test_demo_runs_the_daily_hygiene_dag_then_plans_and_carries_out_the_topic_id_repair(demo_run):
+    out, workdir = demo_run
     assert "Daily hygiene audit of 'demo' (engine spark" in out
-    assert "coverage: complete: 6 of 6 brokers inventoried" in out
-    assert "[CRITICAL] topic-id-mismatch: 16 replica(s) of clickstream" in out
+    assert (
+        "coverage: 6 of 6 brokers' disks read; brokers 3 and 4 not running (not registered in ZooKeeper)"
+        in out
+    )
+    act_now = out.split("act now (the report's first section):", 1)[1].split("by check:", 1)[0]
+    assert act_now.index("[CRITICAL] topicId mismatch on clickstream") < act_now.index(
+        "[CRITICAL] Broker 3 (127.0.0.5) is down"
+    )
+    assert "before starting broker 4: airflow dags trigger kafka_zk_pre_restart_check" in act_now
+    assert "[CRITICAL] topic-id-mismatch: topicId mismatch on clickstream (KAFKA-14190)" in out
     assert "[CRITICAL] topic-id-missing-in-zookeeper: inventory-updates" in out
+    assert "[CRITICAL] broker-down: broker 3 is down" in out
     assert "The DAG run FAILED at its gate, as expected here" in out
     # the pre-restart check of the crashed broker 4 finds its damaged offset index, with the remedy
     check = out.split("Pre-restart check of broker 4", 1)[1].split("topicId repair", 1)[0]
@@ -45,8 +68,8 @@ def test_demo_runs_the_daily_hygiene_dag_then_plans_and_carries_out_the_topic_id
     assert "- clickstream: DIVERGED: ZooKeeper has " in out
     assert "- inventory-updates: PRECURSOR: the topic znode has no topic_id" in out
     assert "delete /controller (controller now: broker 2)" in out
-    report = next(line.split("report: ", 1)[1] for line in out.splitlines() if "  report: " in line)
-    assert Path(report).is_file() and Path(report).is_relative_to(workdir)
+    report = _report(out)
+    assert report.is_file() and report.is_relative_to(workdir)
     # --repair: carried out against the simulated controller and brokers, verified by the audit rules
     repaired = out.split("topicId repair, carried out", 1)[1]
     assert "- clickstream: diverged -> consistent (write_back)" in repaired
@@ -56,6 +79,71 @@ def test_demo_runs_the_daily_hygiene_dag_then_plans_and_carries_out_the_topic_id
         "steps completed: write-topic-id:clickstream, write-topic-id:inventory-updates, move-controller,"
         in repaired
     )
+
+
+def _ids_on_disk(workdir: Path, topic: str) -> set[str]:
+    """The topic ids in the demo brokers' own partition.metadata files (not the audit's reading)."""
+    ids = set()
+    for path in (workdir / "hosts").glob(f"broker-*/**/{topic}-[0-9]*/partition.metadata"):
+        match = re.search(r"^topic_id: (\S+)$", path.read_text(), flags=re.M)
+        assert match, path
+        ids.add(match.group(1))
+    return ids
+
+
+def test_the_demo_report_in_a_browser_names_broker_3_and_the_clickstream_id_to_write_back(demo_run, tmp_path):
+    """Chromium opens the demo run's report.html: its first section is what to act on, visible
+    without expanding anything. The repair ran afterwards, so the id is read from the report's own
+    run (findings.parquet) and checked against the brokers' files: the write-back left them alone."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+
+    chromium, chromedriver = shutil.which("chromium"), shutil.which("chromedriver")
+    assert chromium and chromedriver, (
+        "Debian's chromium and chromium-driver are missing: run scripts/setup.sh"
+    )
+    out, workdir = demo_run
+    report = _report(out)
+    (disk_id,) = _ids_on_disk(workdir, "clickstream")
+    summary = json.loads((report.parent / "summary.json").read_text())
+    options = Options()
+    options.binary_location = chromium
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
+        options.add_argument(argument)
+    options.add_argument("--window-size=1400,1000")
+    driver = webdriver.Chrome(options=options, service=Service(executable_path=chromedriver))
+    try:
+        driver.get(report.as_uri())
+        sections = driver.find_elements(By.TAG_NAME, "section")
+        first = sections[0]
+        assert first.get_attribute("id") == "act-now" and first.is_displayed()
+        driver.save_screenshot(str(tmp_path / "report.png"))
+        first.screenshot(str(tmp_path / "act-now.png"))
+        text = first.text  # what the browser renders: folded evidence (<details>) is not in it
+        assert text.startswith("Act now")
+        assert first.location["y"] < sections[1].location["y"]
+        cards = {
+            card.find_element(By.TAG_NAME, "h3").text: card.text
+            for card in first.find_elements(By.CLASS_NAME, "incident")
+        }
+        broker = next(t for title, t in cards.items() if title.endswith("Broker 3 (127.0.0.5) is down"))
+        assert "2 partition(s) offline (audit-rf1-0, audit-rf1-1)" in broker
+        assert "Start broker 3 on 127.0.0.5" in broker
+        clickstream = next(t for title, t in cards.items() if "topicId mismatch on clickstream" in title)
+        assert f"id to write back\n{disk_id}" in clickstream
+        conf = (
+            '{"cluster": "demo", "topics": ["clickstream", "inventory-updates"], "strategy": "write_back", '
+            '"dry_run": true}'
+        )
+        assert f"airflow dags trigger kafka_zk_topic_id_repair --conf '{conf}'" in clickstream
+        assert "INCONSISTENT_TOPIC_ID" not in text
+        assert summary["act_now"][0]["incident"] == "topic-id:clickstream"
+    finally:
+        driver.quit()
+    for name in ("report.png", "act-now.png"):
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
 
 
 def test_demo_maintenance_window_drains_restarts_and_puts_the_cluster_back(tmp_path):

@@ -22,7 +22,6 @@ import pyarrow.parquet as pq
 import pytest
 from kazoo.client import KazooClient
 
-from airflow_provider_kafka_zk import audit_job
 from airflow_provider_kafka_zk.hooks.broker_host import (
     BrokerHostAuthenticationError,
     BrokerHostHook,
@@ -42,6 +41,7 @@ from airflow_provider_kafka_zk.kafka.deletion import Cause, Verdict
 from airflow_provider_kafka_zk.kafka.inventory import raw_bytes
 from airflow_provider_kafka_zk.kafka.logdir import format_partition_dir_name
 from airflow_provider_kafka_zk.operators.inventory import inventory_tables, read_inventory_summary
+from airflow_provider_kafka_zk.spark_jobs import audit as audit_job
 from airflow_provider_kafka_zk.testing.simulator import DeployedCluster, incident_cluster
 from airflow_provider_kafka_zk.testing.simulator.readback import read_broker
 from airflow_provider_kafka_zk.testing.sshd import SshServer

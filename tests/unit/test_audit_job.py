@@ -15,8 +15,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_provider_kafka_zk import audit_job
+from airflow_provider_kafka_zk.kafka.audit import ReplicaDir
 from airflow_provider_kafka_zk.kafka.findings import Severity
+from airflow_provider_kafka_zk.spark_jobs import audit as audit_job
+from airflow_provider_kafka_zk.spark_jobs.package import build_package_zip
 from airflow_provider_kafka_zk.testing.audit_artefacts import write_inventory_dirs, write_snapshot_rows
 from airflow_provider_kafka_zk.testing.simulator import healthy_cluster, incident_cluster
 from airflow_provider_kafka_zk.testing.simulator.rows import audit_dirs, cluster_rows
@@ -122,8 +124,13 @@ def test_previous_snapshot_is_found_and_used(tmp_path):
         paths["base"], paths["cluster"], inventory=paths["inventory"], now_ms=NOW_MS
     )
     assert inputs.previous_snapshot == paths["previous"] and inputs.previous is not None
+    assert inputs.previous_absent_reason is None
     none = audit_job.load_inputs(paths["base"], paths["cluster"], previous="", now_ms=NOW_MS)
     assert none.previous is None and none.previous_snapshot is None
+    assert none.previous_absent_reason.startswith("the comparison was turned off")
+    first = audit_job.load_inputs(paths["base"], paths["cluster"], snapshot=paths["previous"], now_ms=NOW_MS)
+    assert first.previous is None
+    assert first.previous_absent_reason.startswith("no complete snapshot of demo is older than this one")
 
 
 def test_missing_inputs_are_named(tmp_path):
@@ -147,17 +154,19 @@ def test_no_temporary_files_survive_a_failed_write(tmp_path, monkeypatch):
 
 
 def test_package_zip_holds_the_core_and_no_airflow_layers(tmp_path):
-    path = audit_job.build_package_zip(tmp_path)
+    path = build_package_zip(tmp_path)
     names = zipfile.ZipFile(path).namelist()
     assert "airflow_provider_kafka_zk/kafka/audit.py" in names
-    assert "airflow_provider_kafka_zk/audit_job.py" in names
-    assert not [n for n in names if "/operators/" in n or "/hooks/" in n or n.endswith(".pyc")]
+    assert "airflow_provider_kafka_zk/spark_jobs/audit.py" in names
+    assert "airflow_provider_kafka_zk/spark_jobs/apps/kafka_zk_audit.py" in names
+    layers = ("/operators/", "/hooks/", "/dags/", "/testing/", "/sensors/", "/triggers/")
+    assert not [n for n in names if any(layer in n for layer in layers) or n.endswith(".pyc")]
     assert [p.name for p in tmp_path.iterdir()] == ["airflow_provider_kafka_zk.zip"]
 
 
 def test_driver_module_imports_no_airflow():
     code = (
-        "import sys, airflow_provider_kafka_zk.audit_job; "
+        "import sys, airflow_provider_kafka_zk.spark_jobs.audit; "
         "assert not [m for m in sys.modules if m == 'airflow' or m.startswith('airflow.')], 'airflow imported'"
     )
     import subprocess
@@ -166,7 +175,6 @@ def test_driver_module_imports_no_airflow():
 
 
 RENAMED_MS = 1_795_500_000_000  # every directory's ctime (after the simulated clock's last write)
-_AGES = ("mtime_ms", "ctime_ms", "age_reference_ms")
 
 
 def _add_ctime(path: Path, ctime_ms: int) -> None:
@@ -188,7 +196,15 @@ def _run_with_ctime(incident, tmp_path: Path, old_brokers=(), ctime_ms: int = RE
 
 
 def _ages(rows) -> dict[tuple, tuple]:
-    return {(r["broker_id"], r["log_dir"], r["dir_name"]): tuple(r[k] for k in _AGES) for r in rows}
+    """mtime, ctime and the age reference the rules use (ReplicaDir: the one place that rule lives)."""
+    return {
+        (r["broker_id"], r["log_dir"], r["dir_name"]): (
+            r["mtime_ms"],
+            r["ctime_ms"],
+            ReplicaDir.from_inventory_row(r).age_reference_ms,
+        )
+        for r in rows
+    }
 
 
 def test_audit_rows_count_a_delete_directorys_age_from_its_ctime(incident, tmp_path):
@@ -210,6 +226,31 @@ def test_audit_rows_count_a_delete_directorys_age_from_its_ctime(incident, tmp_p
         else:
             assert row["age_reference_ms"] == row["mtime_ms"]
     assert {k: v[0] for k, v in _ages(rows).items()} == {k: v[0] for k, v in _ages(before).items()}
+    assert all(row["age_reference_ms"] == ReplicaDir.from_inventory_row(row).age_reference_ms for row in rows)
+
+
+def _delete_dir_findings(incident, tmp_path, files, now_ms):
+    """The audit's delete-dirs-past-delay findings for the inventory ``files`` (a copy of the run)."""
+    inputs = audit_job.load_inputs(
+        incident["base"], incident["cluster"], inventory=str(Path(files[0]).parent), now_ms=now_ms
+    )
+    return [f for f in audit_job.run_in_process(inputs) if f.check == "delete-dirs-past-delay"]
+
+
+def test_a_delete_directory_renamed_seconds_ago_is_not_past_the_delay(incident, tmp_path):
+    """The 3.3.1 false alarm: Kafka renamed the directory a second ago but its mtime (which a rename
+    keeps) is two days old; its age must come from the ctime."""
+    files, _ = audit_job.inventory_files(incident["inventory"])
+    before, _, _ = audit_job.read_inventory_rows(files)
+    renamed = max(r["mtime_ms"] for r in before) + 1_000
+    fresh = _run_with_ctime(incident, tmp_path / "fresh", ctime_ms=renamed)
+    assert _delete_dir_findings(incident, tmp_path, fresh, now_ms=renamed + 1_000) == []
+    # the same directories, found two days after the rename: past log.segment.delete.delay.ms
+    later = _delete_dir_findings(incident, tmp_path, fresh, now_ms=renamed + 2 * 86_400_000)
+    assert later and all("oldest 48.0 h" in f.summary for f in later)
+    # an inventory from before the ctime column: the mtime is all there is (the old behaviour)
+    old = _run_with_ctime(incident, tmp_path / "old", old_brokers=set(range(6)), ctime_ms=renamed)
+    assert _delete_dir_findings(incident, tmp_path, old, now_ms=renamed + 1_000)
 
 
 @pytest.fixture(scope="module")

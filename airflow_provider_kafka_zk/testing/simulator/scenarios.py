@@ -67,7 +67,7 @@ def maintenance_cluster(name: str = "demo", kafka_version: str = "3.3.1", seed: 
 
 
 def incident_cluster(name: str = "demo", kafka_version: str = "3.3.1", seed: int = 11) -> SimulatedCluster:
-    """The incidents of DESIGN.md, each left exactly as Kafka would leave it.
+    """The incidents this provider finds, each left exactly as Kafka would leave it.
 
     (a) KAFKA-14190: ``clickstream`` got partitions from an old client, then the controller failed
         over and minted a new topic_id; ``inventory-updates`` got partitions from an old client

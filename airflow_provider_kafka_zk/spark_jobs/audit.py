@@ -1,6 +1,6 @@
 """The cluster audit as a job: artefacts in, findings out, with no Airflow import.
 
-The Spark entry point (``spark_apps/kafka_zk_audit.py``) and the in-process path of the daily
+The Spark entry point (``airflow_provider_kafka_zk/spark_jobs/apps/kafka_zk_audit.py``) and the in-process path of the daily
 hygiene DAG both call :func:`run_audit`. It loads a snapshot (and the one before it), one inventory
 run (and its coverage), builds the :class:`ClusterState` and :class:`ClusterFacts`, runs the rules
 of :mod:`airflow_provider_kafka_zk.kafka.audit` with one of two engines and publishes
@@ -16,17 +16,13 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import pickle
 import posixpath
 import re
 import time
-import uuid
-import zipfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import fsspec
@@ -34,6 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 
+from airflow_provider_kafka_zk.artefacts.files import write_atomically
 from airflow_provider_kafka_zk.artefacts.snapshots import (
     SnapshotNotFoundError,
     latest_snapshot,
@@ -44,7 +41,7 @@ from airflow_provider_kafka_zk.artefacts.snapshots import (
 from airflow_provider_kafka_zk.kafka import audit as rules
 from airflow_provider_kafka_zk.kafka.audit import BrokerSettings, ClusterFacts, ReplicaDir, TopicEvidence
 from airflow_provider_kafka_zk.kafka.errors import KafkaFormatError
-from airflow_provider_kafka_zk.kafka.findings import Finding, most_severe_first
+from airflow_provider_kafka_zk.kafka.findings import Finding, triage_order
 from airflow_provider_kafka_zk.kafka.inventory import age_reference_ms
 from airflow_provider_kafka_zk.kafka.model import ClusterState, TopicState
 from airflow_provider_kafka_zk.kafka.uuid import KafkaUuid
@@ -64,9 +61,10 @@ COVERAGE_FILE = "_coverage.json"
 _BROKER_FILE = re.compile(r"broker=(-?[0-9]+)\.parquet")
 
 # The inventory columns the rules read (ReplicaDir.from_inventory_row), mtime as epoch ms. Each
-# row also gets ``ctime_ms`` (None when the file predates the ``ctime`` column) and
-# ``age_reference_ms`` (kafka.inventory.age_reference_ms: ctime for a -delete directory, which a
-# rename does not touch the mtime of; mtime otherwise): a directory's age is now - age_reference_ms.
+# row also gets ``ctime_ms`` (None when the file predates the ``ctime`` column); the rules age a
+# directory from ReplicaDir.age_reference_ms (kafka.inventory.age_reference_ms: ctime for a -delete
+# directory, which a rename does not touch the mtime of; mtime otherwise). The in-process rows also
+# carry that value as ``age_reference_ms``, computed by the same function, for readers of the rows.
 INVENTORY_COLUMNS = (
     "broker_id",
     "log_dir",
@@ -121,6 +119,7 @@ class AuditInputs:
     inventory: str | None
     replica_dirs: int = 0
     dir_rows: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    previous_absent_reason: str | None = None  # why nothing was compared (the report's header says it)
 
 
 def _fs(url: str) -> tuple[fsspec.AbstractFileSystem, str]:
@@ -265,8 +264,12 @@ def cluster_facts(
     summaries: Mapping[int, Mapping[str, Any]],
     inventoried: Iterable[int],
     now_ms: int,
+    *,
+    previous: ClusterState | None = None,
+    expected: Iterable[int] = (),
 ) -> ClusterFacts:
-    """ClusterFacts: live brokers from ZooKeeper, inventoried brokers and settings from the inventory."""
+    """ClusterFacts: live brokers from ZooKeeper, inventoried brokers and settings from the inventory;
+    ``brokers`` names every known broker (host, when last seen) for the findings."""
     settings = {b: broker_settings(b, s) for b, s in sorted(summaries.items())}
     controller = state.controller
     reassign = state.reassign_partitions
@@ -282,6 +285,7 @@ def cluster_facts(
         if reassign is not None
         else frozenset(),
         ibp=lowest_ibp(settings.values()),
+        brokers=rules.broker_infos(state, previous, summaries, expected),
     )
 
 
@@ -313,9 +317,16 @@ def load_inputs(
                 f"no complete snapshot of {cluster} under {base}: run the snapshot task first"
             )
         snapshot = ref.path
+    absent_reason = None
     if previous is None:
         ref = previous_snapshot(base, cluster, before=snapshot)
         previous = ref.path if ref is not None else None
+        absent_reason = (
+            f"no complete snapshot of {cluster} is older than this one, so nothing was compared "
+            "(topicId changes since the previous snapshot are not checked; the next run compares with this one)"
+        )
+    elif not previous:
+        absent_reason = "the comparison was turned off (previous=''), so topicId changes were not checked"
     try:
         manifest, rows = read_snapshot(snapshot)
     except SnapshotNotFoundError as exc:
@@ -342,7 +353,13 @@ def load_inputs(
         dir_rows, summaries, replica_dirs = read_inventory_rows(files, rows=read_rows)
         coverage = read_coverage(inventory, by_broker)
     facts = cluster_facts(
-        cluster, state, summaries, by_broker, now_ms if now_ms is not None else int(time.time() * 1000)
+        cluster,
+        state,
+        summaries,
+        by_broker,
+        now_ms if now_ms is not None else int(time.time() * 1000),
+        previous=previous_state,
+        expected=coverage.get("expected") or (),
     )
     return AuditInputs(
         cluster=cluster,
@@ -356,6 +373,7 @@ def load_inputs(
         inventory=inventory or None,
         replica_dirs=replica_dirs,
         dir_rows=dir_rows,
+        previous_absent_reason=None if previous else absent_reason,
     )
 
 
@@ -422,20 +440,18 @@ def _audit_group(
 
 
 def inventory_dataframe(spark: SparkSession, files: Sequence[str]) -> Any:
-    """The inventory rows as a DataFrame with the columns the rules need (``mtime`` as epoch ms),
-    ``ctime_ms`` and ``age_reference_ms`` as :func:`read_inventory_rows` gives them."""
+    """The inventory rows as a DataFrame with the columns the rules need, ``mtime_ms`` and ``ctime_ms``
+    as epoch ms. A directory's age is not computed here: the executors' ``ReplicaDir.age_reference_ms``
+    (kafka.inventory.age_reference_ms) is the one place that rule lives."""
     from pyspark.sql import functions as F
 
     # mergeSchema: files written before the ctime column and after it may share a run
     frame = spark.read.option("mergeSchema", "true").parquet(*files)
-    mtime = F.unix_millis("mtime")
     ctime = F.unix_millis("ctime") if "ctime" in frame.columns else F.lit(None).cast("long")
-    age_reference = F.when((F.col("kind") == "delete") & ctime.isNotNull(), ctime).otherwise(mtime)
     return frame.select(
         *INVENTORY_COLUMNS,
-        mtime.alias("mtime_ms"),
+        F.unix_millis("mtime").alias("mtime_ms"),
         ctime.alias("ctime_ms"),
-        age_reference.alias("age_reference_ms"),
     ).where(F.col("topic").isNotNull())
 
 
@@ -521,23 +537,6 @@ def read_findings(path: str) -> list[Finding]:
     return [Finding.from_row({**r, "evidence": json.loads(r["evidence"] or "{}")}) for r in table.to_pylist()]
 
 
-def _write_atomically(fs: fsspec.AbstractFileSystem, final: str, payload: bytes) -> None:
-    """Temporary name in the same directory, then a rename: readers never see half a file."""
-    directory, name = final.rsplit("/", 1)
-    temp = f"{directory}/.{name}.{uuid.uuid4().hex}.tmp"
-    try:
-        with fs.open(temp, "wb") as handle:
-            handle.write(payload)
-            if isinstance(fs, LocalFileSystem):
-                handle.flush()
-                os.fsync(handle.fileno())
-        fs.mv(temp, final)
-    except BaseException:
-        if fs.exists(temp):
-            fs.rm(temp)
-        raise
-
-
 def findings_dir(base: str, cluster: str, ts: str) -> str:
     return "/".join([base.rstrip("/"), validate_cluster_name(cluster), FINDINGS_DIR, ts])
 
@@ -546,7 +545,7 @@ def write_findings(out: str, findings: Sequence[Finding], summary: Mapping[str, 
     """Publish findings.parquet and report.html, then summary.json last (its presence means complete)."""
     fs, root = _fs(out)
     fs.makedirs(root, exist_ok=True)
-    ordered = most_severe_first(findings)
+    ordered = triage_order(findings)
     sink = io.BytesIO()
     pq.write_table(findings_table(ordered), sink, compression="zstd")
     paths = {
@@ -556,9 +555,9 @@ def write_findings(out: str, findings: Sequence[Finding], summary: Mapping[str, 
         "out": _url(fs, root),
     }
     full = {**summary, **paths}
-    _write_atomically(fs, f"{root}/{FINDINGS_FILE}", sink.getvalue())
-    _write_atomically(fs, f"{root}/{REPORT_FILE}", render_html(ordered, full).encode("utf-8"))
-    _write_atomically(fs, f"{root}/{SUMMARY_FILE}", json.dumps(full, indent=1, default=str).encode("utf-8"))
+    write_atomically(fs, f"{root}/{FINDINGS_FILE}", sink.getvalue())
+    write_atomically(fs, f"{root}/{REPORT_FILE}", render_html(ordered, full).encode("utf-8"))
+    write_atomically(fs, f"{root}/{SUMMARY_FILE}", json.dumps(full, indent=1, default=str).encode("utf-8"))
     return full
 
 
@@ -615,38 +614,13 @@ def run_audit(
         inventory=inputs.inventory,
         generated_at=generated_at.isoformat(),
         engine=engine,
+        live_brokers=inputs.facts.live_brokers,
+        brokers=inputs.facts.brokers,
+        snapshot_taken_ms=inputs.state.taken_at_ms,
+        previous_taken_ms=inputs.previous.taken_at_ms if inputs.previous is not None else None,
+        previous_absent_reason=inputs.previous_absent_reason,
     )
     summary["duration_s"] = round(time.monotonic() - started, 3)
     summary["replica_dirs"] = inputs.replica_dirs
     summary["topics"] = len(inputs.state.topics)
     return write_findings(out, findings, summary)
-
-
-# ---------------------------------------------------------------------------------------------
-# Shipping the package to Spark executors
-# ---------------------------------------------------------------------------------------------
-
-_SKIP_PARTS = {"__pycache__", "testing", "hooks", "operators", "sensors", "triggers"}
-
-
-def build_package_zip(dest_dir: str | os.PathLike[str]) -> str:
-    """Zip ``airflow_provider_kafka_zk`` (without its Airflow layers) for ``--py-files``; atomic, returns the path.
-
-    The executors need only the pure core and this driver module, never Airflow.
-    """
-    package = Path(__file__).resolve().parent
-    dest = Path(dest_dir)
-    dest.mkdir(parents=True, exist_ok=True)
-    final = dest / "airflow_provider_kafka_zk.zip"
-    temp = dest / f".{final.name}.{uuid.uuid4().hex}.tmp"
-    try:
-        with zipfile.ZipFile(temp, "w", zipfile.ZIP_DEFLATED) as archive:
-            for path in sorted(package.rglob("*")):
-                relative = path.relative_to(package.parent)
-                if path.is_dir() or _SKIP_PARTS & set(relative.parts) or path.suffix == ".pyc":
-                    continue
-                archive.write(path, relative.as_posix())
-        os.replace(temp, final)
-    finally:
-        temp.unlink(missing_ok=True)
-    return str(final)

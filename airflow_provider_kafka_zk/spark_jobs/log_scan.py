@@ -3,7 +3,7 @@
 Reads ``<base>/<cluster>/log-scan/<ts>/broker=<id>.parquet`` (segment rows) with their
 ``_summary/broker=<id>.json``, and a snapshot (ISR and leaders for the remedies; which brokers
 run); judges each broker with :func:`~airflow_provider_kafka_zk.kafka.log_scan_rules.judge_broker`
--- on Spark, one task per broker on the executors (``spark_apps/kafka_zk_log_scan.py``) -- and writes
+-- on Spark, one task per broker on the executors (``airflow_provider_kafka_zk/spark_jobs/apps/kafka_zk_log_scan.py``) -- and writes
 ``findings.parquet``, ``verdicts.json`` and ``report.txt`` next to the rows.
 """
 

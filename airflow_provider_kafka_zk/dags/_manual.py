@@ -8,8 +8,9 @@ import os
 from datetime import timedelta
 from typing import Any
 
+from airflow.sdk import DAG
+
 from airflow_provider_kafka_zk.clusters import cluster_setting, load_clusters
-from airflow_provider_kafka_zk.operators.snapshot import ZooKeeperSnapshotOperator
 
 MACROS = {"cluster_setting": cluster_setting}
 """``user_defined_macros`` of a manual DAG: templates call ``cluster_setting(params, key)``."""
@@ -36,10 +37,30 @@ def setting(key: str) -> str:
 
 def cluster_choices() -> list[str]:
     """The clusters a form offers: the cluster file's, else ``$KAFKA_ZK_CLUSTER`` (or "default")."""
-    return sorted(load_clusters(builtin_demo=False)) or [os.environ.get("KAFKA_ZK_CLUSTER", "default")]
+    return sorted(load_clusters()) or [os.environ.get("KAFKA_ZK_CLUSTER", "default")]
 
 
-class ClusterSnapshotOperator(ZooKeeperSnapshotOperator):
-    """The snapshot operator with a templated connection id (it depends on the chosen cluster)."""
+def manual_dag(
+    dag_id: str, *, doc_md: str | None, params: dict[str, Any], tags: list[str], one_at_a_time: bool = True
+) -> DAG:
+    """A manually triggered maintenance DAG: no schedule, Params rendered as native objects (a list
+    stays a list), the ``cluster_setting`` macro.
 
-    template_fields = (*ZooKeeperSnapshotOperator.template_fields, "kafka_zookeeper_conn_id")
+    :param dag_id: the DAG id.
+    :param doc_md: the DAG's documentation (its module docstring).
+    :param params: the trigger form.
+    :param tags: UI tags (``kafka`` and ``zookeeper`` are added).
+    :param one_at_a_time: at most one active run (the mutating DAGs); else Airflow's default.
+    """
+    kwargs: dict[str, Any] = {"max_active_runs": 1} if one_at_a_time else {}
+    return DAG(
+        dag_id,
+        schedule=None,
+        catchup=False,
+        render_template_as_native_obj=True,
+        user_defined_macros=MACROS,
+        tags=["kafka", "zookeeper", *tags],
+        doc_md=doc_md,
+        params=params,
+        **kwargs,
+    )

@@ -1,0 +1,293 @@
+"""Daily hygiene of ZooKeeper-mode Kafka clusters: one DAG per cluster in the cluster file.
+
+    snapshot ZooKeeper -> list brokers -> inventory each broker (mapped, retried) -> coverage (all_done)
+      -> audit (Spark: the packaged kafka_zk_audit.py with the package as --py-files, or in-process)
+      -> gate   [+ optional pre-restart log scan of every broker -> verdicts]
+    list brokers -> deletions (every topic marked for deletion: deleted everywhere, or why not)
+
+DAG ids: ``kafka_zk_daily_hygiene_<cluster>``. The cluster file is found as
+:func:`airflow_provider_kafka_zk.clusters.clusters_file` says (``$KAFKA_ZK_CLUSTERS_FILE``,
+``[kafka_zk] clusters_file``, ``kafka_zk_clusters.toml`` in the DAGs folder); the example in this
+repository's ``dags/`` documents every key. No cluster named, no DAG. Every task retries with
+exponential backoff; the gate fails (and alerts through ``on_failure_callback``) when findings at or
+above ``fail_on`` (default critical) exist, naming the worst ones and the report.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from airflow.sdk import DAG
+
+from airflow_provider_kafka_zk.clusters import load_clusters
+
+log = logging.getLogger(__name__)
+
+DAG_ID = "kafka_zk_daily_hygiene"
+
+
+def artefacts_base(settings: Mapping[str, Any]) -> str:
+    if settings.get("base_path"):
+        return str(settings["base_path"])
+    if os.environ.get("KAFKA_ZK_ARTEFACTS_BASE"):
+        return os.environ["KAFKA_ZK_ARTEFACTS_BASE"]
+    from airflow_provider_kafka_zk.operators.snapshot import default_artefacts_base
+
+    return default_artefacts_base()
+
+
+def failure_callback(cluster: str, notify: Mapping[str, Any]) -> Callable[..., Any]:
+    """The configured notifier (SMTP, Slack) when its provider is installed; else a callback that logs."""
+    kind = str(notify.get("kind", "log")).lower()
+    subject = f"[kafka-zk] {cluster}: {{{{ ti.dag_id }}}}.{{{{ ti.task_id }}}} failed"
+    body = "{{ exception }}"
+    try:
+        if kind == "smtp":
+            from airflow.providers.smtp.notifications.smtp import SmtpNotifier
+
+            return SmtpNotifier(
+                to=notify["to"],
+                smtp_conn_id=notify.get("smtp_conn_id", "smtp_default"),
+                subject=subject,
+                html_content=body,
+            )
+        if kind == "slack":
+            from airflow.providers.slack.notifications.slack import SlackNotifier
+
+            return SlackNotifier(
+                slack_conn_id=notify.get("slack_conn_id", "slack_default"),
+                channel=notify.get("channel", "#general"),
+                text=f"{subject}: {body}",
+            )
+    except ImportError as exc:
+        log.warning(
+            "notify kind %r for %s needs a provider that is not installed (%s): logging instead",
+            kind,
+            cluster,
+            exc,
+        )
+
+    def log_failure(context: Mapping[str, Any]) -> None:
+        ti = context.get("ti") or context.get("task_instance")
+        log.error(
+            "kafka-zk %s: task %s failed: %s",
+            cluster,
+            getattr(ti, "task_id", "?"),
+            context.get("exception"),
+        )
+
+    return log_failure
+
+
+def spark_conf(settings: Mapping[str, Any]) -> dict[str, str]:
+    """The cluster's extra Spark properties (``spark_conf`` in the cluster file) as strings."""
+    return {str(k): str(v) for k, v in (settings.get("spark_conf") or {}).items()}
+
+
+def build_dag(cluster: str, settings: Mapping[str, Any]) -> DAG:
+    """One cluster's daily hygiene DAG."""
+    from airflow_provider_kafka_zk.operators.audit import ClusterAuditOperator, FindingsGateOperator
+    from airflow_provider_kafka_zk.operators.inventory import (
+        BrokerInventoryOperator,
+        InventoryCoverageOperator,
+        ListBrokerIdsOperator,
+    )
+    from airflow_provider_kafka_zk.operators.snapshot import ZooKeeperSnapshotOperator
+
+    base = artefacts_base(settings)
+    dag_id = f"{DAG_ID}_{cluster}"
+    default_args = {
+        "retries": int(settings["retries"]),
+        "retry_delay": timedelta(seconds=float(settings["retry_delay_s"])),
+        "retry_exponential_backoff": float(settings["retry_exponential_backoff"]),
+        "max_retry_delay": timedelta(seconds=float(settings["max_retry_delay_s"])),
+        "on_failure_callback": failure_callback(cluster, settings.get("notify") or {}),
+    }
+    run_ts = "{{ ti.xcom_pull(task_ids='coverage')['inventory_ts'] }}"
+    inventory_dir = f"{base.rstrip('/')}/{cluster}/inventory/{run_ts}"
+    findings_dir = f"{base.rstrip('/')}/{cluster}/findings/{run_ts}"
+    snapshot_dir = "{{ ti.xcom_pull(task_ids='snapshot')['path'] }}"
+    with DAG(
+        dag_id,
+        description=f"Kafka (ZooKeeper mode) hygiene audit of {cluster}",
+        schedule=settings["schedule"],
+        start_date=datetime(2026, 1, 1),
+        catchup=False,
+        max_active_runs=1,
+        default_args=default_args,
+        tags=["kafka", "zookeeper", "audit", cluster],
+        doc_md=__doc__,
+    ) as dag:
+        snapshot = ZooKeeperSnapshotOperator(
+            task_id="snapshot",
+            cluster=cluster,
+            kafka_zookeeper_conn_id=settings["kafka_zookeeper_conn_id"],
+            base_path=base,
+        )
+        brokers = ListBrokerIdsOperator(
+            task_id="brokers", kafka_zookeeper_conn_id=settings["kafka_zookeeper_conn_id"]
+        )
+        inventory = BrokerInventoryOperator.partial(
+            task_id="inventory",
+            cluster=cluster,
+            base_path=base,
+            ssh_conn_id=settings["ssh_conn_id"],
+            kafka_zookeeper_conn_id=settings["kafka_zookeeper_conn_id"],
+            broker_hosts=settings.get("broker_hosts"),
+            server_properties_path=settings.get("server_properties_path"),
+            connect_timeout=settings.get("connect_timeout"),
+        ).expand(broker_id=brokers.output)
+        coverage = InventoryCoverageOperator(
+            task_id="coverage", cluster=cluster, base_path=base, expected_broker_ids=brokers.output
+        )
+        if settings["engine"] == "spark":
+            from airflow_provider_kafka_zk.operators.spark import ProviderSparkSubmitOperator
+
+            audit = ProviderSparkSubmitOperator(
+                task_id="audit",
+                app="kafka_zk_audit.py",
+                conn_id=settings["spark_conn_id"],
+                conf=spark_conf(settings),
+                name=f"kafka_zk_audit_{cluster}",
+                application_args=[
+                    "--base",
+                    base,
+                    "--cluster",
+                    cluster,
+                    "--snapshot",
+                    snapshot_dir,
+                    "--inventory",
+                    inventory_dir,
+                    "--out",
+                    findings_dir,
+                    "--engine",
+                    "spark",
+                ],
+                **(
+                    {"application": settings["spark_application"]}
+                    if settings.get("spark_application")
+                    else {}
+                ),
+            )
+            coverage >> audit
+        else:
+            audit = ClusterAuditOperator(
+                task_id="audit",
+                cluster=cluster,
+                base_path=base,
+                snapshot=snapshot_dir,
+                inventory=inventory_dir,
+                out=findings_dir,
+            )
+            coverage >> audit
+        gate = FindingsGateOperator(task_id="gate", findings_path=findings_dir, fail_on=settings["fail_on"])
+        snapshot >> brokers
+        inventory >> coverage
+        snapshot >> audit >> gate
+        if settings["deletion_check"]:
+            _deletion_stage(cluster, settings, base, brokers)
+        if settings["log_scan"]:
+            _log_scan_stage(cluster, settings, base, brokers, coverage, snapshot, run_ts, snapshot_dir)
+    return dag
+
+
+def _deletion_stage(cluster: str, settings: Mapping[str, Any], base: str, brokers: Any) -> None:
+    """Every topic marked for deletion gets a verdict (deleted everywhere, in progress, blocked by a
+    reassignment or a stopped broker, ignored because ``delete.topic.enable=false``...), read from
+    ZooKeeper and each broker's disk. Report only: no cleanup from a scheduled run. A deletion that
+    is not settled after ``deletion_wait_s`` fails the task (the alert), without a retry: the next
+    day's run is the next look."""
+    from airflow_provider_kafka_zk.operators.deletion import TopicDeletionVerifyOperator
+
+    wait_s = float(settings["deletion_wait_s"])
+    optional = {"deferrable": False} if wait_s <= 0 else {}
+    deletions = TopicDeletionVerifyOperator(
+        task_id="deletions",
+        cluster=cluster,
+        base_path=base,
+        kafka_zookeeper_conn_id=settings["kafka_zookeeper_conn_id"],
+        ssh_conn_id=settings["ssh_conn_id"],
+        broker_hosts=settings.get("broker_hosts"),
+        server_properties_path=settings.get("server_properties_path"),
+        connect_timeout=settings.get("connect_timeout"),
+        expected_broker_ids=brokers.output,
+        wait_timeout=wait_s,
+        retries=0,
+        **optional,
+    )
+    brokers >> deletions
+
+
+def _log_scan_stage(
+    cluster: str,
+    settings: Mapping[str, Any],
+    base: str,
+    brokers: Any,
+    coverage: Any,
+    snapshot: Any,
+    run_ts: str,
+    snapshot_dir: str,
+) -> None:
+    """The optional pre-restart scan: one read-only task per broker, then the verdicts (on Spark with
+    the spark engine); fails the run when a broker's verdict reaches ``log_scan_fail_on``."""
+    from airflow_provider_kafka_zk.operators.log_scan import BrokerLogScanOperator, LogScanVerdictOperator
+
+    scan = BrokerLogScanOperator.partial(
+        task_id="log_scan",
+        cluster=cluster,
+        base_path=base,
+        ssh_conn_id=settings["ssh_conn_id"],
+        kafka_zookeeper_conn_id=settings["kafka_zookeeper_conn_id"],
+        broker_hosts=settings.get("broker_hosts"),
+        inventory_ts=run_ts,
+        scan_ts=run_ts,
+        budget_mb=settings["log_scan_budget_mb"],
+    ).expand(broker_id=brokers.output)
+    scan_dir = f"{base.rstrip('/')}/{cluster}/log-scan/{run_ts}"
+    if settings["engine"] == "spark":
+        from airflow_provider_kafka_zk.operators.spark import ProviderSparkSubmitOperator
+
+        verdict = ProviderSparkSubmitOperator(
+            task_id="log_scan_verdict",
+            app="kafka_zk_log_scan.py",
+            conn_id=settings["spark_conn_id"],
+            conf=spark_conf(settings),
+            name=f"kafka_zk_log_scan_{cluster}",
+            application_args=[
+                "--base",
+                base,
+                "--cluster",
+                cluster,
+                "--scan",
+                scan_dir,
+                "--snapshot",
+                snapshot_dir,
+                "--fail-on",
+                settings["log_scan_fail_on"],
+            ],
+        )
+    else:
+        verdict = LogScanVerdictOperator(
+            task_id="log_scan_verdict",
+            cluster=cluster,
+            base_path=base,
+            scan_ts=run_ts,
+            snapshot_path=snapshot_dir,
+            fail_on=settings["log_scan_fail_on"],
+        )
+    coverage >> scan >> verdict
+    snapshot >> verdict
+
+
+def create_dags(clusters: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, DAG]:
+    """``{dag_id: dag}``, one daily hygiene DAG per configured cluster (none without a cluster file).
+
+    :param clusters: cluster name -> settings; default: the cluster file's (:func:`load_clusters`).
+    """
+    configured = load_clusters() if clusters is None else clusters
+    dags = (build_dag(cluster, settings) for cluster, settings in configured.items())
+    return {dag.dag_id: dag for dag in dags}

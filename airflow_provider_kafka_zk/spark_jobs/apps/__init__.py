@@ -1,0 +1,1 @@
+"""``spark-submit`` entry points, shipped in the wheel and found with :func:`..package.application_path`."""
