@@ -180,7 +180,7 @@ class DrainPlan:
         lines = [
             f"Drain brokers {sorted(req.brokers)} (scope {req.scope}): {len(self.moves)} partition(s) "
             f"to move in {len(self.batches)} batch(es), "
-            f"{_human_bytes(sum(m.size_bytes for m in self.moves))}",
+            f"{human_bytes(sum(m.size_bytes for m in self.moves))}",
         ]
         destinations = sorted(b for b, n in self.added_partitions.items() if n)
         if destinations:
@@ -188,7 +188,7 @@ class DrainPlan:
             balance = f"; bytes added max/min = {ratio:.3f}" if ratio else "; no sizes known"
             lines.append(f"  destinations: {len(destinations)} broker(s){balance}")
             lines += [
-                f"    broker {b}: +{self.added_partitions[b]} partitions, +{_human_bytes(self.added_bytes[b])}"
+                f"    broker {b}: +{self.added_partitions[b]} partitions, +{human_bytes(self.added_bytes[b])}"
                 for b in destinations
             ]
         else:
@@ -551,7 +551,8 @@ def dumps_tool_json(document: dict) -> str:
     return json.dumps(document, indent=1)
 
 
-def _human_bytes(n: int) -> str:
+def human_bytes(n: int) -> str:
+    """``1.5 MiB``: a byte count as people read it in summaries and logs."""
     value = float(n)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if value < 1024 or unit == "TiB":

@@ -26,7 +26,6 @@ from airflow_provider_kafka_zk.artefacts.snapshots import (
     read_snapshot,
     validate_cluster_name,
 )
-from airflow_provider_kafka_zk.audit_job import load_inputs, run_in_process
 from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook
 from airflow_provider_kafka_zk.kafka import znodes
 from airflow_provider_kafka_zk.kafka.drain import dumps_tool_json
@@ -47,30 +46,33 @@ from airflow_provider_kafka_zk.kafka.post_maintenance import (
     plan_move_back,
 )
 from airflow_provider_kafka_zk.maintenance import MaintenanceSession, RunIdentity, parse_safety_flags
-from airflow_provider_kafka_zk.operators.drain import (
+from airflow_provider_kafka_zk.operators.drain_artefacts import (
     PLAN_FILE,
     PLAN_FORMAT,
     REASSIGNMENT_FILE,
+    REPORT_FILE,
     ROLLBACK_FILE,
     SUMMARY_FILE,
+    VERIFY_FILE,
     DrainLocation,
-    _as_list,
-    _no_plan,
-    _positive_int,
-    _snapshot_identity,
+    RunVerifyOperator,
+    as_list,
+    batches_json,
     inventory_sizes,
+    is_unset,
     load_plan,
     plan_identity,
+    positive_int,
+    snapshot_identity,
 )
 from airflow_provider_kafka_zk.operators.inventory import _resolve_ts
 from airflow_provider_kafka_zk.operators.snapshot import default_artefacts_base
+from airflow_provider_kafka_zk.spark_jobs.audit import load_inputs, run_in_process
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
 ELECTION_FILE = "election.json"
-VERIFY_FILE = "verify.json"
-REPORT_FILE = "report.txt"
 IMBALANCE_CHECK = "preferred-leader-imbalance"
 THROTTLE_CHECK = "throttle-left-set"
 
@@ -110,7 +112,7 @@ def _optional_int(value: Any, name: str) -> int | None:
 
 
 def _brokers(value: Any, name: str) -> list[int]:
-    items = _as_list(value)
+    items = as_list(value)
     if not all(
         (isinstance(b, int) and not isinstance(b, bool)) or (isinstance(b, str) and b.isdigit())
         for b in items
@@ -196,6 +198,7 @@ class PostMaintenancePlanOperator(BaseOperator):
     :param max_partitions_per_batch: move-back batch size (default: the drain's).
     :param max_bytes_per_batch: move-back batch bytes (default: the drain's).
     :param run_ts: this run's folder name (default: from the run).
+    :param base_path: artefact store root (default ``[kafka_zk] artefacts_base``).
     """
 
     template_fields: Sequence[str] = (
@@ -254,7 +257,7 @@ class PostMaintenancePlanOperator(BaseOperator):
         base = self.base_path or default_artefacts_base()
         validate_cluster_name(self.cluster)
 
-        drain = None if _no_plan(self.drain_run) else find_drain_run(base, self.cluster, str(self.drain_run))
+        drain = None if is_unset(self.drain_run) else find_drain_run(base, self.cluster, str(self.drain_run))
         drained, drain_plan = drained_moves(drain) if drain is not None else ([], None)
         if not brokers and drain_plan is not None:
             brokers = list(drain_plan["request"]["brokers"])
@@ -265,13 +268,13 @@ class PostMaintenancePlanOperator(BaseOperator):
             )
 
         snapshot = self.snapshot_path
-        if _no_plan(snapshot):
+        if is_unset(snapshot):
             ref = latest_snapshot(base, self.cluster)
             if ref is None:
                 raise PostMaintenanceError(f"no complete snapshot of cluster {self.cluster!r} under {base}")
             snapshot = ref.path
         manifest, rows = read_snapshot(str(snapshot))
-        identity = _snapshot_identity(manifest, str(snapshot))
+        identity = snapshot_identity(manifest, str(snapshot))
         state = ClusterState.from_snapshot(rows, cluster=self.cluster)
         if drain_plan is not None and drain_plan.get("identity", {}).get("cluster_id") != identity.cluster_id:
             raise PostMaintenanceError(
@@ -353,19 +356,7 @@ class PostMaintenancePlanOperator(BaseOperator):
                 "allow_partial": True,
             },
             "complete": True,
-            "batches": [
-                [
-                    {
-                        "topic": m.topic,
-                        "partition": m.partition,
-                        "current": list(m.current),
-                        "target": list(m.target),
-                        "size_bytes": m.size_bytes,
-                    }
-                    for m in batch
-                ]
-                for batch in batches
-            ],
+            "batches": batches_json(batches),
             "unmovable": [],
             "unsatisfiable": [],
             "excluded": [],
@@ -471,6 +462,8 @@ class PreferredLeaderElectionOperator(BaseOperator):
     ``election.json`` (what was requested, what moved, what did not and why). Dry run by default.
 
     :param cluster: the cluster's name (artefact folder).
+    :param kafka_zookeeper_conn_id: the ZooKeeper connection of the cluster (with its chroot).
+    :param base_path: artefact store root (default ``[kafka_zk] artefacts_base``).
     :param brokers: only partitions whose preferred replica is one of these (default: any).
     :param topics: only partitions of these topics (default: any).
     :param artefact_dir: where ``election.json`` goes (default ``<base>/<cluster>/leader-election/<ts>``).
@@ -541,15 +534,15 @@ class PreferredLeaderElectionOperator(BaseOperator):
         brokers = None if self.brokers in (None, "", "None") else frozenset(_brokers(self.brokers, "brokers"))
         topics = None
         if self.topics not in (None, "", "None"):
-            names = _as_list(self.topics)
+            names = as_list(self.topics)
             if not all(isinstance(t, str) and t for t in names):
                 raise PostMaintenanceError(f"topics must list topic names, not {self.topics!r}")
             topics = frozenset(names)
         return ElectionScope(brokers=brokers or None, topics=topics or None)
 
     def _numbers(self) -> tuple[int, int, float, float]:
-        partitions = _positive_int(self.max_partitions_per_batch, "max_partitions_per_batch")
-        size = _positive_int(self.max_bytes_per_batch, "max_bytes_per_batch")
+        partitions = positive_int(self.max_partitions_per_batch, "max_partitions_per_batch")
+        size = positive_int(self.max_bytes_per_batch, "max_bytes_per_batch")
         try:
             poll, timeout = float(self.poll_interval), float(self.timeout)
         except (TypeError, ValueError):
@@ -561,7 +554,7 @@ class PreferredLeaderElectionOperator(BaseOperator):
         return partitions, size, poll, timeout
 
     def _location(self, context: Context) -> DrainLocation:
-        if not _no_plan(self.artefact_dir):
+        if not is_unset(self.artefact_dir):
             return DrainLocation(str(self.artefact_dir))
         validate_cluster_name(self.cluster)
         base = self.base_path or default_artefacts_base()
@@ -593,7 +586,7 @@ class PreferredLeaderElectionOperator(BaseOperator):
         max_partitions, max_bytes, poll, timeout = self._numbers()
         location = self._location(context)
         expected = None
-        if not _no_plan(self.plan_dir):
+        if not is_unset(self.plan_dir):
             expected = plan_identity(
                 DrainLocation(str(self.plan_dir)).read_json(PLAN_FILE), str(self.plan_dir)
             )
@@ -743,7 +736,7 @@ class PreferredLeaderElectionOperator(BaseOperator):
 # ---------------------------------------------------------------------------------------------
 
 
-class PostMaintenanceVerifyOperator(BaseOperator):
+class PostMaintenanceVerifyOperator(RunVerifyOperator):
     """The cluster after the run, judged by the audit's own rules on a fresh snapshot.
 
     Fails unless every moved-back partition is where it was before the drain with a live leader and
@@ -756,26 +749,8 @@ class PostMaintenanceVerifyOperator(BaseOperator):
     :param inventory_path: this run's inventory (the brokers' settings: the imbalance threshold).
     """
 
-    template_fields: Sequence[str] = ("plan_dir", "base_path", "snapshot_path", "inventory_path")
-    ui_color = "#d5f5e3"
-
-    def __init__(
-        self,
-        *,
-        plan_dir: str,
-        base_path: str | None = None,
-        snapshot_path: str | None = None,
-        inventory_path: str | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        self.plan_dir = plan_dir
-        self.base_path = base_path
-        self.snapshot_path = snapshot_path
-        self.inventory_path = inventory_path
-
     def execute(self, context: Context) -> dict[str, Any]:
-        if _no_plan(self.plan_dir):
+        if is_unset(self.plan_dir):
             raise PostMaintenanceError("no plan to verify (the plan task produced none)")
         location = DrainLocation(str(self.plan_dir))
         plan = load_plan(location.url)
@@ -785,7 +760,7 @@ class PostMaintenanceVerifyOperator(BaseOperator):
             str(plan["cluster"]),
             snapshot=self.snapshot_path,
             previous="",
-            inventory=None if _no_plan(self.inventory_path) else self.inventory_path,
+            inventory=None if is_unset(self.inventory_path) else self.inventory_path,
         )
         state = inputs.state
         live = state.live_broker_ids

@@ -26,7 +26,6 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kafka_zk.artefacts.snapshots import latest_snapshot, read_snapshot
-from airflow_provider_kafka_zk.audit_job import load_inputs, run_in_process
 from airflow_provider_kafka_zk.hooks.broker_host import BrokerHostHook
 from airflow_provider_kafka_zk.hooks.broker_partition_files import (
     PartitionFile,
@@ -58,9 +57,15 @@ from airflow_provider_kafka_zk.maintenance import (
     RunIdentity,
     parse_safety_flags,
 )
-from airflow_provider_kafka_zk.operators.drain import DrainLocation, _snapshot_identity, plan_identity
+from airflow_provider_kafka_zk.operators.drain_artefacts import (
+    DrainLocation,
+    RunVerifyOperator,
+    plan_identity,
+    snapshot_identity,
+)
 from airflow_provider_kafka_zk.operators.inventory import _resolve_ts
 from airflow_provider_kafka_zk.operators.snapshot import default_artefacts_base
+from airflow_provider_kafka_zk.spark_jobs.audit import load_inputs, run_in_process
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -242,7 +247,7 @@ class TopicIdRepairPlanOperator(BaseOperator):
                 raise TopicIdRepairError(f"no complete snapshot of cluster {self.cluster!r} under {base}")
             snapshot = ref.path
         manifest, rows = read_snapshot(str(snapshot))
-        identity = _snapshot_identity(manifest, str(snapshot))
+        identity = snapshot_identity(manifest, str(snapshot))
         inputs = load_inputs(
             base, self.cluster, snapshot=str(snapshot), previous="", inventory=self.inventory_path
         )
@@ -849,7 +854,7 @@ def _controller_epoch(hook: KafkaZooKeeperHook) -> int | None:
     return znodes.ControllerEpoch.decode(data, znodes.CONTROLLER_EPOCH).epoch
 
 
-class TopicIdRepairVerifyOperator(BaseOperator):
+class TopicIdRepairVerifyOperator(RunVerifyOperator):
     """After the repair: the audit on a fresh snapshot and inventory reports no topic-id finding for the
     planned topics, and their partitions have leaders and full ISRs; writes ``verify.json`` and ``report.txt``.
 
@@ -858,24 +863,6 @@ class TopicIdRepairVerifyOperator(BaseOperator):
     :param snapshot_path: the snapshot taken after the repair.
     :param inventory_path: the inventory taken after the repair.
     """
-
-    template_fields: Sequence[str] = ("plan_dir", "base_path", "snapshot_path", "inventory_path")
-    ui_color = "#d5f5e3"
-
-    def __init__(
-        self,
-        *,
-        plan_dir: str,
-        base_path: str | None = None,
-        snapshot_path: str | None = None,
-        inventory_path: str | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        self.plan_dir = plan_dir
-        self.base_path = base_path
-        self.snapshot_path = snapshot_path
-        self.inventory_path = inventory_path
 
     def execute(self, context: Context) -> dict[str, Any]:
         location = DrainLocation(str(self.plan_dir))

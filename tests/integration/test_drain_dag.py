@@ -24,12 +24,11 @@ from airflow_provider_kafka_zk.kafka.logdir import DirKind
 from airflow_provider_kafka_zk.kafka.reassignment import BROKER_THROTTLE_KEYS, TOPIC_THROTTLE_KEYS
 from airflow_provider_kafka_zk.operators.drain import (
     ClearReplicationThrottlesOperator,
-    IncompletePlanError,
-    ReassignmentInFlightError,
-    ReplicaOneDrainExecuteOperator,
-    ReplicaOneDrainPlanOperator,
-    ReplicaOneDrainVerifyOperator,
+    DrainExecuteOperator,
+    DrainPlanOperator,
+    DrainVerifyOperator,
 )
+from airflow_provider_kafka_zk.operators.drain_artefacts import IncompletePlanError, ReassignmentInFlightError
 from airflow_provider_kafka_zk.sensors.reassignment import ReassignmentSensor
 from airflow_provider_kafka_zk.testing.simulator import (
     BrokerSpec,
@@ -192,7 +191,7 @@ def test_drain_dag_moves_rf1_partitions_off_the_broker_and_rollback_restores(liv
         "cluster": CLUSTER,
         "brokers": [DRAINED],
         "dry_run": False,
-        "throttle_bytes_per_sec": 1_048_576,
+        "throttle_mb_per_sec": 1,
         "max_partitions_per_batch": 2,
         "poll_interval_s": 0.3,
     }
@@ -298,7 +297,7 @@ def _plan(deployed, base, max_per_batch: int = 2, brokers=(DRAINED,), allow_part
     with KafkaZooKeeperHook(ZK_CONN) as hook:
         walk = hook.snapshot()
         ref, _ = write_snapshot(str(base), CLUSTER, walk, source=hook.target_description())
-    operator = ReplicaOneDrainPlanOperator(
+    operator = DrainPlanOperator(
         task_id="plan",
         cluster=CLUSTER,
         base_path=str(base),
@@ -312,8 +311,8 @@ def _plan(deployed, base, max_per_batch: int = 2, brokers=(DRAINED,), allow_part
     return operator.execute({})
 
 
-def _execute_operator(plan_dir: str) -> ReplicaOneDrainExecuteOperator:
-    return ReplicaOneDrainExecuteOperator(
+def _execute_operator(plan_dir: str) -> DrainExecuteOperator:
+    return DrainExecuteOperator(
         task_id="execute",
         plan_dir=plan_dir,
         kafka_zookeeper_conn_id=ZK_CONN,
@@ -439,9 +438,7 @@ def test_execute_retry_waits_for_its_own_znode_and_never_submits_twice(live):
     assert TOPIC_THROTTLE_KEYS[0] not in topics["single"] and topics["single"][TOPIC_THROTTLE_KEYS[1]] == "*"
     for config in _configs(client, "brokers").values():
         assert not set(config) & set(BROKER_THROTTLE_KEYS)
-    verified = ReplicaOneDrainVerifyOperator(
-        task_id="verify", plan_dir=plan_dir, kafka_zookeeper_conn_id=ZK_CONN
-    )
+    verified = DrainVerifyOperator(task_id="verify", plan_dir=plan_dir, kafka_zookeeper_conn_id=ZK_CONN)
     assert verified.execute({})["ok"]
     assert not [
         d
@@ -470,7 +467,11 @@ def test_sensor_times_out_naming_the_partitions_still_moving(live):
     )
     client.create(zk.REASSIGN_PARTITIONS, request.encode())
     sensor = ReassignmentSensor(
-        task_id="wait", kafka_zookeeper_conn_id=ZK_CONN, poke_interval=0.1, timeout=0.5
+        task_id="wait",
+        kafka_zookeeper_conn_id=ZK_CONN,
+        deferrable=True,
+        poke_interval=0.1,
+        timeout=0.5,
     )
     with pytest.raises(TaskDeferred) as deferred:
         sensor.execute({})  # targets read from the znode

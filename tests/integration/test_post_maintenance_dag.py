@@ -189,7 +189,7 @@ def test_drain_maintenance_then_post_maintenance_puts_everything_back(live):
     with ClusterRuntime(deployed, restart_dir=tmp_path / "restarts", reassignments=True):
         drain = _dags_test(
             "kafka_zk_pre_maintenance_drain",
-            {"brokers": [RETURNING], "dry_run": False, "throttle_bytes_per_sec": 1_048_576},
+            {"brokers": [RETURNING], "dry_run": False, "throttle_mb_per_sec": 1},
         )
         assert drain.returncode == 0, (drain.stdout + drain.stderr)[-5000:]
     drained = _assignment(client)
@@ -338,7 +338,7 @@ def test_move_back_leaves_a_partition_moved_elsewhere_since_the_drain(live, monk
     with ClusterRuntime(deployed, restart_dir=tmp_path / "restarts", reassignments=True):
         drain = _dags_test(
             "kafka_zk_pre_maintenance_drain",
-            {"brokers": [RETURNING], "dry_run": False, "throttle_bytes_per_sec": 1_048_576},
+            {"brokers": [RETURNING], "dry_run": False, "throttle_mb_per_sec": 1},
         )
         assert drain.returncode == 0, (drain.stdout + drain.stderr)[-5000:]
     [drain_dir] = (base / CLUSTER / "drain").iterdir()

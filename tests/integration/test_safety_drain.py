@@ -21,6 +21,7 @@ from kazoo.client import KazooClient
 from airflow_provider_kafka_zk.artefacts.snapshots import write_snapshot
 from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook
 from airflow_provider_kafka_zk.kafka import znodes as zk
+from airflow_provider_kafka_zk.kafka.drain_execution import targets_of
 from airflow_provider_kafka_zk.kafka.reassignment import (
     BROKER_THROTTLE_KEYS,
     TOPIC_THROTTLE_KEYS,
@@ -36,11 +37,13 @@ from airflow_provider_kafka_zk.maintenance import (
 )
 from airflow_provider_kafka_zk.operators.drain import (
     ClearReplicationThrottlesOperator,
-    ReplicaOneDrainExecuteOperator,
-    ReplicaOneDrainPlanOperator,
+    DrainExecuteOperator,
+    DrainPlanOperator,
+)
+from airflow_provider_kafka_zk.operators.drain_artefacts import (
     ThrottlesStillNeededError,
-    batch_targets,
     load_plan,
+    plan_batches,
 )
 from airflow_provider_kafka_zk.testing.simulator import (
     BrokerSpec,
@@ -177,7 +180,7 @@ def _snapshot(base: Path) -> str:
 
 
 def _plan(base: Path, snapshot: str, *, max_per_batch: int = 2, ts: str | None = None) -> dict:
-    operator = ReplicaOneDrainPlanOperator(
+    operator = DrainPlanOperator(
         task_id="plan",
         cluster=CLUSTER,
         base_path=str(base),
@@ -190,10 +193,8 @@ def _plan(base: Path, snapshot: str, *, max_per_batch: int = 2, ts: str | None =
     return operator.execute({})
 
 
-def _execute_operator(
-    plan_dir: str, *, dry_run: Any = False, conn_id: str = ZK_CONN
-) -> ReplicaOneDrainExecuteOperator:
-    return ReplicaOneDrainExecuteOperator(
+def _execute_operator(plan_dir: str, *, dry_run: Any = False, conn_id: str = ZK_CONN) -> DrainExecuteOperator:
+    return DrainExecuteOperator(
         task_id="execute",
         plan_dir=plan_dir,
         kafka_zookeeper_conn_id=conn_id,
@@ -376,7 +377,7 @@ def test_a_second_drain_cannot_start_or_clear_the_first_drains_throttles(live):
     # in-flight znode for its own retry, went on, recorded run A's values as its own and its
     # clearing step removed them while A's partitions still moved
     plan_b_doc = load_plan(dir_b)
-    assert same_request(_reassign_targets(client), batch_targets(plan_b_doc["batches"][0]))
+    assert same_request(_reassign_targets(client), targets_of(plan_batches(plan_b_doc)[0]))
 
     tree, files_b = _tree(client), _files(dir_b)
     with pytest.raises(MaintenanceLeaseHeldError) as held:

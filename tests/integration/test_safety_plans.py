@@ -14,14 +14,13 @@ import pytest
 from kazoo.client import KazooClient
 
 from airflow_provider_kafka_zk.kafka import znodes as zk
-from airflow_provider_kafka_zk.operators.drain import (
+from airflow_provider_kafka_zk.operators.drain import DrainPlanOperator, DrainVerifyOperator
+from airflow_provider_kafka_zk.operators.drain_artefacts import (
     DrainFileMissingError,
     DrainInventoryError,
     DrainLocation,
     DrainPlanError,
     IncompletePlanError,
-    ReplicaOneDrainPlanOperator,
-    ReplicaOneDrainVerifyOperator,
     inventory_dirs,
     inventory_sizes,
     load_plan,
@@ -97,9 +96,9 @@ def _snapshot(base: Path) -> str:
     return summary["path"]
 
 
-def _plan_operator(base: Path, snapshot: str, ts: str, **kwargs) -> ReplicaOneDrainPlanOperator:
+def _plan_operator(base: Path, snapshot: str, ts: str, **kwargs) -> DrainPlanOperator:
     kwargs.setdefault("inventory_ts", "none")
-    return ReplicaOneDrainPlanOperator(
+    return DrainPlanOperator(
         task_id="plan",
         cluster=CLUSTER,
         base_path=str(base),
@@ -291,9 +290,7 @@ def test_a_malformed_plan_gives_a_typed_error_naming_the_file(good_plan, tmp_pat
         load_plan(str(plan_dir))
     assert str(path) in str(raised.value)
     # the steps that read a plan refuse the same way, before touching ZooKeeper
-    verify = ReplicaOneDrainVerifyOperator(
-        task_id="verify", plan_dir=str(plan_dir), kafka_zookeeper_conn_id=ZK_CONN
-    )
+    verify = DrainVerifyOperator(task_id="verify", plan_dir=str(plan_dir), kafka_zookeeper_conn_id=ZK_CONN)
     with pytest.raises(DrainPlanError, match=re.escape(str(path))):
         verify.execute({})
 

@@ -59,10 +59,10 @@ from airflow_provider_kafka_zk.operators.deletion import (
 )
 from airflow_provider_kafka_zk.operators.drain import (
     ClearReplicationThrottlesOperator,
-    DrainError,
-    ReplicaOneDrainExecuteOperator,
-    ReplicaOneDrainPlanOperator,
+    DrainExecuteOperator,
+    DrainPlanOperator,
 )
+from airflow_provider_kafka_zk.operators.drain_artefacts import DrainError
 from airflow_provider_kafka_zk.operators.snapshot import (
     SourceClusterGuardError,
     ZooKeeperSnapshotLoadOperator,
@@ -590,7 +590,7 @@ class World:
 
     def plan(self, deployment: Deployment, tag: str) -> str:
         """A fresh plan dir from the deployment's safety snapshot: broker 1's four RF=1 partitions, two batches."""
-        result = ReplicaOneDrainPlanOperator(
+        result = DrainPlanOperator(
             task_id="plan",
             cluster=DRAIN_CLUSTER,
             base_path=str(self.base),
@@ -711,10 +711,8 @@ def _run(call: Callable[[], Any]) -> Outcome:
         return Outcome(raised=exc)
 
 
-def _execute_operator(
-    plan_dir: str, conn_id: str, *, dry_run: Any, throttle: Any
-) -> ReplicaOneDrainExecuteOperator:
-    return ReplicaOneDrainExecuteOperator(
+def _execute_operator(plan_dir: str, conn_id: str, *, dry_run: Any, throttle: Any) -> DrainExecuteOperator:
+    return DrainExecuteOperator(
         task_id="execute",
         plan_dir=plan_dir,
         kafka_zookeeper_conn_id=conn_id,

@@ -12,6 +12,7 @@ from airflow.sdk.definitions.param import ParamsDict
 from airflow.sdk.exceptions import ParamValidationError
 from airflow.sdk.module_loading import import_string
 
+from airflow_provider_kafka_zk.clusters import cluster_setting
 from airflow_provider_kafka_zk.sensors.reassignment import parse_targets
 from airflow_provider_kafka_zk.triggers.reassignment import (
     ReassignmentTrigger,
@@ -22,12 +23,13 @@ from airflow_provider_kafka_zk.triggers.reassignment import (
 DAG_FILE = Path(__file__).resolve().parents[2] / "dags" / "kafka_zk_pre_maintenance_drain.py"
 
 
-def _load_dag_module(monkeypatch, clusters_file: Path | None):
+def _load_dag(monkeypatch, clusters_file: Path | None):
+    """The drain DAG as Airflow gets it: by executing the thin DAG file."""
     monkeypatch.setenv("KAFKA_ZK_CLUSTERS_FILE", str(clusters_file) if clusters_file else "/nonexistent.toml")
     spec = importlib.util.spec_from_file_location("drain_dag_under_test", DAG_FILE)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module
+    return module.kafka_zk_pre_maintenance_drain
 
 
 def _validate(params: ParamsDict, overrides: dict) -> dict:
@@ -67,14 +69,13 @@ def test_sensor_targets_from_tool_json_text_file_or_triples(tmp_path):
 
 
 def test_dag_form_requires_brokers_and_defaults_to_a_dry_run(monkeypatch):
-    module = _load_dag_module(monkeypatch, None)
-    dag = module.dag
+    dag = _load_dag(monkeypatch, None)
     assert dag.schedule is None
     params = dag.params
     assert params["dry_run"] is True and params["allow_partial"] is False and params["scope"] == "rf1"
     with pytest.raises(ParamValidationError):
         ParamsDict(dict(params.items())).validate()  # brokers has no default: required
-    for bad in ({"brokers": []}, {"brokers": ["one"]}, {"throttle_bytes_per_sec": 0}, {"scope": "some"}):
+    for bad in ({"brokers": []}, {"brokers": ["one"]}, {"throttle_mb_per_sec": 0}, {"scope": "some"}):
         with pytest.raises(ParamValidationError):
             _validate(params, {"brokers": [1], **bad})
     assert _validate(params, {"brokers": [1, 2], "max_bytes_per_batch": None})["brokers"] == [1, 2]
@@ -92,14 +93,13 @@ def test_clusters_come_from_the_cluster_file(monkeypatch, tmp_path):
         "[clusters.old]\nenabled = false\n"
     )
     monkeypatch.setenv("DRAIN_TEST_HOSTS", "/hosts")
-    module = _load_dag_module(monkeypatch, clusters)
-    param = module.dag.params.get_param("cluster")
+    param = _load_dag(monkeypatch, clusters).params.get_param("cluster")
     assert param.schema["enum"] == ["prod", "stage"]
-    assert module.drain_setting({"cluster": "prod"}, "base_path") == "s3://x"
-    assert module.drain_setting({"cluster": "stage"}, "base_path") == "/srv/artefacts"
-    assert module.drain_setting({"cluster": "prod"}, "server_properties_path") == (
+    assert cluster_setting({"cluster": "prod"}, "base_path") == "s3://x"
+    assert cluster_setting({"cluster": "stage"}, "base_path") == "/srv/artefacts"
+    assert cluster_setting({"cluster": "prod"}, "server_properties_path") == (
         "/hosts/broker-{broker_id}/server.properties"
     )
-    assert module.drain_setting({"cluster": "stage"}, "kafka_zookeeper_conn_id") == "zk_stage"
-    assert module.drain_setting({"cluster": "stage"}, "ssh_conn_id") == "kafka_zk_stage_ssh"
-    assert module.drain_setting({"cluster": "stage"}, "broker_hosts") is None
+    assert cluster_setting({"cluster": "stage"}, "kafka_zookeeper_conn_id") == "zk_stage"
+    assert cluster_setting({"cluster": "stage"}, "ssh_conn_id") == "kafka_zk_stage_ssh"
+    assert cluster_setting({"cluster": "stage"}, "broker_hosts") is None

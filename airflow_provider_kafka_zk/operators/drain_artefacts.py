@@ -1,0 +1,748 @@
+"""A drain run's folder and its files: where they are, how they are read and checked.
+
+``<base>/<cluster>/drain/<ts>/`` holds what the drain steps hand each other (``plan.json``,
+``rollback.json``, ``throttles.json``, ...); the post-maintenance move-back and the topicId repair
+use the same folder layout. Every file is validated whole before a step uses it, and every failure
+names the file by its full URL, so a person can find and fix it. What the steps write is composed
+here too (``plan.json``'s document, ``report.txt``), and the typed errors of the drain steps live
+here, as the readers raise them and the core's refusals map to them. Also the parameter parsing the
+drain and post-maintenance operators share (Airflow renders params as text unless told otherwise).
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import fsspec
+import pyarrow.parquet as pq
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_provider_kafka_zk.artefacts.files import write_atomically
+from airflow_provider_kafka_zk.artefacts.snapshots import validate_cluster_name
+from airflow_provider_kafka_zk.kafka import znodes
+from airflow_provider_kafka_zk.kafka.drain import DrainPlan, Move, Unplanned, UnplannedTopic
+from airflow_provider_kafka_zk.kafka.drain_execution import Refusal, Step, unrestored_moves
+from airflow_provider_kafka_zk.kafka.reassignment import TopicPartition
+from airflow_provider_kafka_zk.kafka.safety import ClusterIdentity
+from airflow_provider_kafka_zk.maintenance import RollbackArtefactError
+
+PLAN_FORMAT = "kafka-zk-drain-plan"
+ROLLBACK_FILE = "rollback.json"
+REASSIGNMENT_FILE = "reassignment.json"
+PLAN_FILE = "plan.json"
+SUMMARY_FILE = "summary.txt"
+THROTTLES_FILE = "throttles.json"
+THROTTLES_CLEARED_FILE = "throttles_cleared.json"
+VERIFY_FILE = "verify.json"
+REPORT_FILE = "report.txt"
+
+
+# ---------------------------------------------------------------------------------------------
+# Typed errors: each says which znode / partition and what to do; none is worth a retry
+# ---------------------------------------------------------------------------------------------
+
+
+class DrainError(AirflowFailException):
+    """A drain step refused or failed for a reason a retry cannot change."""
+
+
+class IncompletePlanError(DrainError):
+    """Some partitions in scope cannot be moved; the run stops unless ``allow_partial`` is true."""
+
+
+class ReassignmentInFlightError(DrainError):
+    """Another reassignment is running (the znode or adding/removing replicas in a topic znode)."""
+
+
+class PlanOutdatedError(DrainError):
+    """ZooKeeper no longer shows the assignment the plan was made from."""
+
+
+class ThrottlesStillNeededError(DrainError):
+    """Partitions of this plan are still moving: removing the throttles now would unthrottle them."""
+
+
+class DrainVerificationError(DrainError):
+    """After the drain, ZooKeeper (or the disks) do not show what the plan promised."""
+
+
+class DrainPlanError(DrainError):
+    """A drain folder's file (``plan.json``, ``throttles.json``, ...) is missing or malformed.
+
+    The message names the file by its full URL and says what is wrong with it.
+    """
+
+
+class DrainFileMissingError(DrainPlanError, FileNotFoundError):
+    """The file is not there (still a FileNotFoundError for callers that handle that)."""
+
+
+class DrainFileUnreadableError(DrainPlanError, ValueError):
+    """The file is not UTF-8 JSON (still a ValueError for callers that handle that)."""
+
+
+class DrainInventoryError(DrainError):
+    """A file of the inventory folder is misnamed or unreadable; the message names the file."""
+
+
+_REFUSAL_ERRORS: dict[Refusal, type[DrainError]] = {
+    Refusal.FOREIGN_REASSIGNMENT: ReassignmentInFlightError,
+    Refusal.PLAN_OUTDATED: PlanOutdatedError,
+    Refusal.STILL_MOVING: ThrottlesStillNeededError,
+    Refusal.WAIT_TIMED_OUT: DrainError,
+    Refusal.WAIT_FAILED: DrainError,
+}
+
+
+def refusal_error(step: Step, advice: str | None = None) -> DrainError:
+    """The typed error a refusing step of the core (:class:`Step`) is raised as.
+
+    :param step: a step with ``refusal`` set.
+    :param advice: the throttle advice to append after a space (None: the message alone).
+    """
+    if step.refusal is None:
+        raise ValueError(f"not a refusal: {step.action.value} ({step.message})")
+    message = step.message if advice is None else f"{step.message} {advice}"
+    return _REFUSAL_ERRORS[step.refusal](message)
+
+
+# ---------------------------------------------------------------------------------------------
+# Artefacts
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DrainLocation:
+    """``<base>/<cluster>/drain/<ts>/`` on a local path or any fsspec URL.
+
+    :param url: the folder (no trailing slash needed).
+    """
+
+    url: str
+
+    @classmethod
+    def of(cls, base: str, cluster: str, ts: str) -> DrainLocation:
+        """The run folder of ``cluster`` at ``ts`` under the artefact store ``base``.
+
+        :param base: the artefact store (path or fsspec URL).
+        :param cluster: the cluster's name (checked: it becomes a folder name).
+        :param ts: the run's timestamp folder name.
+        """
+        validate_cluster_name(cluster)
+        return cls("/".join([base.rstrip("/"), cluster, "drain", ts]))
+
+    def _fs(self) -> tuple[Any, str]:
+        fs, root = fsspec.core.url_to_fs(self.url)
+        return fs, root.rstrip("/")
+
+    def exists(self, name: str) -> bool:
+        """Whether the folder holds ``name`` (a step's own earlier output, say)."""
+        fs, root = self._fs()
+        return fs.exists(f"{root}/{name}")
+
+    def path(self, name: str) -> str:
+        """The full URL of ``name`` in the folder, as messages name it."""
+        return f"{self.url.rstrip('/')}/{name}"
+
+    def write(self, name: str, payload: bytes | str) -> str:
+        """Write via a temporary name and a rename, so a reader never sees half a file."""
+        data = payload.encode("utf-8") if isinstance(payload, str) else payload
+        fs, root = self._fs()
+        write_atomically(fs, f"{root}/{name}", data)
+        return self.path(name)
+
+    def read_json(self, name: str) -> Any:
+        """The file's JSON; DrainFileMissingError / DrainFileUnreadableError naming its URL."""
+        text = self.read_text(name)
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise DrainFileUnreadableError(f"{self.path(name)} is not JSON ({exc})") from None
+
+    def read_text(self, name: str) -> str:
+        """The file's UTF-8 text; DrainFileMissingError / DrainFileUnreadableError naming its URL."""
+        fs, root = self._fs()
+        try:
+            data = fs.cat_file(f"{root}/{name}")
+        except FileNotFoundError:
+            raise DrainFileMissingError(f"{self.path(name)} is missing") from None
+        except IsADirectoryError:
+            raise DrainFileUnreadableError(f"{self.path(name)} is a directory, not a file") from None
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DrainFileUnreadableError(f"{self.path(name)} is not UTF-8 text ({exc})") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Parameters as Airflow renders them
+# ---------------------------------------------------------------------------------------------
+
+
+def is_unset(value: Any) -> bool:
+    """An optional parameter left empty: None, or as a template renders nothing (``""``, ``"None"``)."""
+    return value in (None, "", "None")
+
+
+def as_list(value: Any) -> list[Any]:
+    """Params render as text unless the DAG renders native objects: accept both."""
+    if value is None or value == "":
+        return []
+    if isinstance(value, str):
+        text = value.strip()
+        return list(json.loads(text)) if text.startswith("[") else [v.strip() for v in text.split(",") if v]
+    return list(value)
+
+
+def positive_int(value: Any, name: str) -> int:
+    """A positive integer parameter, checked before any I/O."""
+    try:
+        number = int(str(value).strip()) if not isinstance(value, bool) else None
+    except ValueError:
+        number = None
+    if number is None or number <= 0:
+        raise DrainError(f"{name} must be a positive whole number, not {value!r}")
+    return number
+
+
+def optional_int(value: Any) -> int | None:
+    """An optional whole-number parameter (None when unset, see :func:`is_unset`)."""
+    return None if is_unset(value) else int(value)
+
+
+# ---------------------------------------------------------------------------------------------
+# Identity and rollback
+# ---------------------------------------------------------------------------------------------
+
+
+def snapshot_identity(manifest: Mapping[str, Any], where: str) -> ClusterIdentity:
+    """The identity a safety snapshot was taken of (its manifest's cluster id and source)."""
+    source = manifest.get("source") or {}
+    if not manifest.get("cluster_id"):
+        raise DrainError(
+            f"the safety snapshot {where} has no /cluster/id: cannot pin which cluster a plan is for"
+        )
+    chroot = str(source.get("chroot") or "/")
+    return ClusterIdentity(
+        str(manifest["cluster_id"]),
+        tuple(str(h) for h in source.get("hosts") or ()),
+        "" if chroot == "/" else chroot,
+    )
+
+
+def plan_identity(plan: Mapping[str, Any], where: str) -> ClusterIdentity:
+    """The cluster identity the plan was made for (from its safety snapshot); refuses plans without one."""
+    record = plan.get("identity")
+    if not record or not record.get("cluster_id"):
+        raise DrainPlanError(
+            f"{where}/{PLAN_FILE} pins no cluster identity (made by an older version, or from a snapshot "
+            "without /cluster/id): make a new plan"
+        )
+    try:
+        return ClusterIdentity.from_dict(record, f"{where}/{PLAN_FILE}")
+    except ValueError as exc:
+        raise DrainPlanError(str(exc)) from None
+
+
+def check_rollback(plan_dir: str, batches: Sequence[Sequence[Move]]) -> None:
+    """Before the first change: rollback.json is there, readable, and undoes every planned move.
+
+    :param plan_dir: the drain run's folder.
+    :param batches: the plan's batches (:func:`plan_batches`).
+    :raises RollbackArtefactError: missing, unreadable, or not undoing a planned move.
+    """
+    location = DrainLocation(plan_dir)
+    where = location.path(ROLLBACK_FILE)
+    try:
+        rollback = location.read_json(ROLLBACK_FILE)
+        saved = {(e["topic"], int(e["partition"])): list(e["replicas"]) for e in rollback["partitions"]}
+    except FileNotFoundError:
+        raise RollbackArtefactError(f"{where} is missing: refusing to change anything without it") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise RollbackArtefactError(
+            f"{where} is unreadable ({type(exc).__name__}: {exc}): refusing"
+        ) from None
+    missing = unrestored_moves(batches, saved)
+    if missing:
+        raise RollbackArtefactError(
+            f"{where} does not restore {len(missing)} planned move(s) ({', '.join(missing[:10])}): refusing"
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Inventory
+# ---------------------------------------------------------------------------------------------
+
+
+def _inventory_files(url: str, columns: Sequence[str]) -> Iterable[tuple[int, str, list[tuple[Any, ...]]]]:
+    """(broker id, file URL, rows of ``columns``) per ``broker=<id>.parquet`` of an inventory run.
+
+    DrainInventoryError naming the file when its name carries no broker id, it is no readable
+    Parquet file, or it lacks a column. Other names (``_logdirs/``, temporary files) are skipped.
+    """
+    fs, root = fsspec.core.url_to_fs(url)
+    if not fs.exists(root):
+        return
+    for path in sorted(fs.ls(root, detail=False)):
+        name = posixpath.basename(path.rstrip("/"))
+        if not (name.startswith("broker=") and name.endswith(".parquet")):
+            continue
+        where = f"{url.rstrip('/')}/{name}"
+        number = name[len("broker=") : -len(".parquet")]
+        digits = number[1:] if number.startswith("-") else number
+        if not (digits.isascii() and digits.isdigit()):
+            raise DrainInventoryError(
+                f"{where}: inventory file name carries no broker id ({number!r} is not a whole number)"
+            )
+        try:
+            with fs.open(path, "rb") as handle:
+                table = pq.read_table(handle, columns=list(columns))
+            rows = list(zip(*(table.column(c).to_pylist() for c in columns), strict=True))
+        except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, KeyError... : name the file
+            raise DrainInventoryError(
+                f"{where} is not a readable inventory Parquet file with columns {list(columns)} "
+                f"({type(exc).__name__}: {exc})"
+            ) from None
+        yield int(number), where, rows
+
+
+def _inventory_partition(where: str, topic: Any, partition: Any) -> TopicPartition:
+    if not isinstance(topic, str) or isinstance(partition, bool) or not isinstance(partition, int):
+        raise DrainInventoryError(
+            f"{where}: a 'normal' row holds topic {topic!r} / partition {partition!r}, "
+            "not a topic name and a partition number"
+        )
+    return topic, partition
+
+
+def inventory_sizes(
+    base: str, cluster: str, inventory_ts: str
+) -> tuple[dict[TopicPartition, int], str | None]:
+    """``log_bytes`` per partition from this run's inventory (largest replica); empty when absent.
+
+    DrainInventoryError naming the file for a misnamed or unreadable ``broker=<id>.parquet``.
+    """
+    url = "/".join([base.rstrip("/"), cluster, "inventory", inventory_ts])
+    fs, root = fsspec.core.url_to_fs(url)
+    if not fs.exists(root):
+        return {}, None
+    sizes: dict[TopicPartition, int] = {}
+    for _, where, rows in _inventory_files(url, ("kind", "topic", "partition", "log_bytes")):
+        for kind, topic, partition, log_bytes in rows:
+            if kind != "normal" or topic is None or partition is None:
+                continue
+            key = _inventory_partition(where, topic, partition)
+            if log_bytes is not None and (
+                isinstance(log_bytes, bool) or not isinstance(log_bytes, int) or log_bytes < 0
+            ):
+                raise DrainInventoryError(f"{where}: {topic}-{partition} has log_bytes {log_bytes!r}")
+            sizes[key] = max(sizes.get(key, 0), log_bytes or 0)
+    return sizes, url
+
+
+def inventory_dirs(url: str) -> dict[int, set[TopicPartition]]:
+    """Normal partition directories per broker in an inventory run (for the post-drain check).
+
+    DrainInventoryError naming the file for a misnamed or unreadable ``broker=<id>.parquet``.
+    """
+    out: dict[int, set[TopicPartition]] = {}
+    for broker, where, rows in _inventory_files(url, ("kind", "topic", "partition")):
+        out[broker] = {
+            _inventory_partition(where, t, p)
+            for k, t, p in rows
+            if k == "normal" and t is not None and p is not None
+        }
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# plan.json and throttles.json
+# ---------------------------------------------------------------------------------------------
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _is_int(value: Any, minimum: int | None = None) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and (minimum is None or value >= minimum)
+
+
+def _broker_list(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(_is_int(b, 0) for b in value)
+
+
+class _PlanCheck:
+    """Structure checks of one plan or throttles file; every failure names the file (full URL)."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+
+    def fail(self, what: str) -> DrainPlanError:
+        return DrainPlanError(f"{self.where}: {what}")
+
+    def object(self, value: Any, what: str) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.fail(f"{what} must be a JSON object, not {_shown(value)}")
+        return value
+
+    def key(self, record: Mapping[str, Any], key: str, what: str) -> Any:
+        if key not in record:
+            raise self.fail(f"{what} has no {key!r}")
+        return record[key]
+
+    def list(self, value: Any, what: str) -> list[Any]:
+        if not isinstance(value, list):
+            raise self.fail(f"{what} must be a JSON list, not {_shown(value)}")
+        return value
+
+    def topic(self, value: Any, what: str) -> str:
+        try:
+            return znodes.validate_topic_name(value, source=what)
+        except ValueError as exc:
+            raise self.fail(str(exc)) from None  # names ``what`` as its source
+
+    def partition(self, record: Mapping[str, Any], what: str) -> TopicPartition:
+        topic = self.topic(self.key(record, "topic", what), f"{what} 'topic'")
+        partition = self.key(record, "partition", what)
+        if not _is_int(partition, 0):
+            raise self.fail(
+                f"{what} ({topic}): 'partition' must be a whole number >= 0, not {_shown(partition)}"
+            )
+        return topic, partition
+
+    def brokers(self, record: Mapping[str, Any], key: str, what: str) -> list[int]:
+        value = self.key(record, key, what)
+        if not _broker_list(value):
+            raise self.fail(f"{what}: {key!r} must be a non-empty list of broker ids, not {_shown(value)}")
+        if len(set(value)) != len(value):
+            raise self.fail(f"{what}: {key!r} names a broker twice ({value})")
+        return value
+
+
+def load_plan(plan_dir: str) -> dict[str, Any]:
+    """``plan.json`` read and validated once, whole, before any step uses it.
+
+    DrainPlanError naming the file (full URL) and what is wrong: missing, not JSON, not a
+    drain plan, a missing or mistyped key, a topic name Kafka refuses, a partition or broker id
+    that is no whole number, a partition planned twice.
+    """
+    location = DrainLocation(plan_dir)
+    check = _PlanCheck(location.path(PLAN_FILE))
+    plan = check.object(location.read_json(PLAN_FILE), "the document")
+    if plan.get("format") != PLAN_FORMAT:
+        raise check.fail(f"not a {PLAN_FORMAT} document (format {_shown(plan.get('format'))})")
+    if plan.get("version") != 1 or isinstance(plan.get("version"), bool):
+        raise check.fail(f"plan format version {_shown(plan.get('version'))} is not supported (1 is)")
+    cluster = check.key(plan, "cluster", "the plan")
+    if not isinstance(cluster, str) or not cluster:
+        raise check.fail(f"'cluster' must be a cluster name, not {_shown(cluster)}")
+    if plan.get("identity") is not None:
+        check.object(plan["identity"], "'identity'")
+    if not isinstance(plan.get("complete", False), bool):
+        raise check.fail(f"'complete' must be true or false, not {_shown(plan['complete'])}")
+    request = check.object(check.key(plan, "request", "the plan"), "'request'")
+    check.brokers(request, "brokers", "'request'")
+    if request.get("scope") not in ("rf1", "all"):
+        raise check.fail(f"'request' 'scope' must be 'rf1' or 'all', not {_shown(request.get('scope'))}")
+    excluded = check.list(check.key(request, "excluded_topics", "'request'"), "'request' 'excluded_topics'")
+    if not all(isinstance(t, str) for t in excluded):
+        raise check.fail(f"'request' 'excluded_topics' must list topic names, not {_shown(excluded)}")
+    for key, minimum, optional in (("max_partitions_per_batch", 1, False), ("max_bytes_per_batch", 1, True)):
+        value = request.get(key)
+        if not (_is_int(value, minimum) or (value is None and (optional or key not in request))):
+            raise check.fail(f"'request' {key!r} must be a whole number >= {minimum}, not {_shown(value)}")
+    for key in ("rack_aware", "allow_partial"):
+        if not isinstance(request.get(key, False), bool):
+            raise check.fail(f"'request' {key!r} must be true or false, not {_shown(request[key])}")
+
+    seen: set[TopicPartition] = set()
+    batches = check.list(check.key(plan, "batches", "the plan"), "'batches'")
+    for b, batch in enumerate(batches, 1):
+        if not check.list(batch, f"batch {b}"):
+            raise check.fail(f"batch {b} is empty")
+        for e, move in enumerate(batch, 1):
+            what = f"batch {b} entry {e}"
+            topic, partition = check.partition(check.object(move, what), what)
+            what = f"{what} ({topic}-{partition})"
+            if (topic, partition) in seen:
+                raise check.fail(f"{what}: the partition is planned twice")
+            seen.add((topic, partition))
+            current = check.brokers(move, "current", what)
+            target = check.brokers(move, "target", what)
+            if len(target) != len(current):
+                raise check.fail(
+                    f"{what}: 'target' {target} does not keep the replica count of 'current' {current}"
+                )
+            size = check.key(move, "size_bytes", what)
+            if not _is_int(size, 0):
+                raise check.fail(f"{what}: 'size_bytes' must be a whole number >= 0, not {_shown(size)}")
+    for kind in ("unmovable", "unsatisfiable", "excluded"):
+        for e, item in enumerate(check.list(check.key(plan, kind, "the plan"), repr(kind)), 1):
+            what = f"{kind!r} entry {e}"
+            topic, partition = check.partition(check.object(item, what), what)
+            replicas = check.key(item, "replicas", what)
+            if not isinstance(replicas, list) or not all(_is_int(r) for r in replicas):
+                raise check.fail(
+                    f"{what} ({topic}-{partition}): 'replicas' must list broker ids, not {_shown(replicas)}"
+                )
+            if not isinstance(check.key(item, "reason", what), str):
+                raise check.fail(f"{what} ({topic}-{partition}): 'reason' must be text")
+    for e, item in enumerate(check.list(plan.get("unplanned", []), "'unplanned'"), 1):
+        what = f"'unplanned' entry {e}"
+        check.object(item, what)
+        for key in ("topic", "reason"):
+            if not isinstance(check.key(item, key, what), str):
+                raise check.fail(f"{what}: {key!r} must be text, not {_shown(item[key])}")
+    return plan
+
+
+def _throttle_entities(check: _PlanCheck, value: Any, what: str) -> dict[str, dict[str, str]]:
+    for key, values in check.object(value, what).items():
+        entity_type, _, name = key.partition("/")
+        if entity_type == "topics":
+            check.topic(name, f"{what} entity {key!r}")
+        elif entity_type != "brokers" or not (name.isascii() and name.isdigit()):
+            raise check.fail(f"{what} entity {key!r} is not 'topics/<name>' or 'brokers/<id>'")
+        config = check.object(values, f"{what} entity {key!r}")
+        if not all(isinstance(v, str) for v in config.values()):
+            raise check.fail(f"{what} entity {key!r} holds non-text values: {_shown(config)}")
+    return value
+
+
+def load_throttle_record(location: DrainLocation) -> dict[str, Any]:
+    """``throttles.json`` validated: ``{"entities": {"topics/<t>"|"brokers/<id>": {key: value}}, "previous": {...}}``.
+
+    DrainPlanError naming the file (full URL) when it is missing, not JSON, or of another shape.
+    ``previous`` (the values this run replaced) is optional and defaults to an empty map.
+    """
+    check = _PlanCheck(location.path(THROTTLES_FILE))
+    record = check.object(location.read_json(THROTTLES_FILE), "the document")
+    _throttle_entities(check, check.key(record, "entities", "the document"), "'entities'")
+    _throttle_entities(check, record.setdefault("previous", {}), "'previous'")
+    return record
+
+
+def _unplanned(items: Iterable[Unplanned]) -> list[dict[str, Any]]:
+    return [
+        {"topic": u.topic, "partition": u.partition, "replicas": list(u.replicas), "reason": u.reason}
+        for u in items
+    ]
+
+
+def _unplanned_topics(items: Iterable[UnplannedTopic]) -> list[dict[str, Any]]:
+    """Whole topics the plan leaves out; the name repr-escaped (it is not a name Kafka accepts)."""
+    return [
+        {
+            "topic": t.topic_repr,
+            "reason": t.reason,
+            "message": t.message,
+            "touches_drained": t.touches_drained,
+            "partitions_in_scope": None if t.partitions is None else list(t.partitions),
+            "excluded": t.excluded,
+            "blocks_completion": t.blocks_completion,
+        }
+        for t in items
+    ]
+
+
+def batches_json(batches: Iterable[Iterable[Move]]) -> list[list[dict[str, Any]]]:
+    """``plan.json``'s ``batches``: each move as :func:`load_plan` checks and :func:`plan_batches` reads it."""
+    return [
+        [
+            {
+                "topic": m.topic,
+                "partition": m.partition,
+                "current": list(m.current),
+                "target": list(m.target),
+                "size_bytes": m.size_bytes,
+            }
+            for m in batch
+        ]
+        for batch in batches
+    ]
+
+
+def plan_document(
+    plan: DrainPlan,
+    *,
+    cluster: str,
+    run_id: str | None,
+    snapshot: str,
+    snapshot_last_zxid: int,
+    identity: ClusterIdentity,
+    inventory: str | None,
+    allow_partial: bool,
+    created_at: str,
+) -> dict[str, Any]:
+    """The ``plan.json`` of ``plan``: what the later steps (and :func:`load_plan`) read.
+
+    :param plan: the core's plan.
+    :param cluster: the cluster's name.
+    :param run_id: the Airflow run that made it (what a post-maintenance ``drain_run`` can name).
+    :param snapshot: the safety snapshot it was made from.
+    :param snapshot_last_zxid: that snapshot's newest zxid.
+    :param identity: the cluster the plan is for: every mutating step refuses another one.
+    :param inventory: the inventory folder the sizes came from (None: sizes unknown).
+    :param allow_partial: whether the run may drain what can be moved when not everything can.
+    :param created_at: when, as ISO 8601 text.
+    """
+    request = plan.request
+    return {
+        "format": PLAN_FORMAT,
+        "version": 1,
+        "cluster": cluster,
+        "created_at": created_at,
+        "run_id": run_id,
+        "snapshot": snapshot,
+        "snapshot_last_zxid": snapshot_last_zxid,
+        "identity": identity.to_dict(),
+        "inventory": inventory,
+        "request": {
+            "brokers": sorted(request.brokers),
+            "scope": request.scope,
+            "excluded_topics": sorted(request.excluded_topics),
+            "max_partitions_per_batch": request.max_partitions_per_batch,
+            "max_bytes_per_batch": request.max_bytes_per_batch,
+            "rack_aware": request.rack_aware,
+            "allow_partial": allow_partial,
+        },
+        "complete": plan.complete,
+        # what placement really did (request.rack_aware is what was asked)
+        "rack_aware_effective": plan.rack_aware,
+        "rack_aware_reason": plan.rack_aware_reason,
+        "batches": batches_json(plan.batches),
+        "unmovable": _unplanned(plan.unmovable),
+        "unsatisfiable": _unplanned(plan.unsatisfiable),
+        "excluded": _unplanned(plan.excluded),
+        "unplanned": _unplanned_topics(plan.unplanned_topics),
+        "added_bytes": {str(b): v for b, v in plan.added_bytes.items()},
+        "added_partitions": {str(b): v for b, v in plan.added_partitions.items()},
+        "unknown_sizes": plan.unknown_sizes,
+    }
+
+
+def plan_batches(plan: Mapping[str, Any]) -> tuple[tuple[Move, ...], ...]:
+    """A validated plan's (:func:`load_plan`) batches as the core's moves, for its decisions."""
+    return tuple(
+        tuple(
+            Move(
+                m["topic"],
+                int(m["partition"]),
+                tuple(m["current"]),
+                tuple(m["target"]),
+                int(m["size_bytes"]),
+            )
+            for m in batch
+        )
+        for batch in plan["batches"]
+    )
+
+
+def left_behind(plan: Mapping[str, Any]) -> dict[TopicPartition, str]:
+    """The partitions a validated plan leaves on the drained brokers (unmovable, ...), with why."""
+    return {
+        (u["topic"], int(u["partition"])): u["reason"]
+        for kind in ("unmovable", "unsatisfiable", "excluded")
+        for u in plan[kind]
+    }
+
+
+def report_text(plan: Mapping[str, Any], location: DrainLocation, result: Mapping[str, Any]) -> str:
+    """``report.txt``: the plan's summary and the verification, for a person to read.
+
+    :param plan: the validated plan.
+    :param location: the drain run's folder (its ``summary.txt`` is quoted).
+    :param result: what the verify step writes to ``verify.json``.
+    """
+    lines = [
+        f"Pre-maintenance drain of brokers {plan['request']['brokers']} on cluster {plan['cluster']}",
+        f"  artefacts: {location.url}",
+        f"  rollback:  {location.path(ROLLBACK_FILE)} (apply it to undo the moves)",
+        "",
+        location.read_text(SUMMARY_FILE).rstrip(),
+        "",
+        f"Verification: {'OK' if result['ok'] else 'FAILED'}; {len(result['moved'])} moved partition(s) checked; "
+        f"disks {'checked' if result['disk']['checked'] else 'not checked (no post-drain inventory)'}",
+    ]
+    lines += [f"  PROBLEM: {p}" for p in result["problems"]]
+    left = result["left_on_drained_brokers"]
+    if left:
+        lines.append(f"  still on the drained brokers: {len(left)}")
+        lines += [f"    {x['partition']}: {x['reason']}" for x in left[:50]]
+    return "\n".join(lines) + "\n"
+
+
+__all__ = [
+    "PLAN_FILE",
+    "PLAN_FORMAT",
+    "REASSIGNMENT_FILE",
+    "REPORT_FILE",
+    "ROLLBACK_FILE",
+    "SUMMARY_FILE",
+    "THROTTLES_CLEARED_FILE",
+    "THROTTLES_FILE",
+    "VERIFY_FILE",
+    "DrainError",
+    "DrainFileMissingError",
+    "DrainFileUnreadableError",
+    "DrainInventoryError",
+    "DrainLocation",
+    "DrainPlanError",
+    "DrainVerificationError",
+    "IncompletePlanError",
+    "PlanOutdatedError",
+    "ReassignmentInFlightError",
+    "ThrottlesStillNeededError",
+    "as_list",
+    "batches_json",
+    "check_rollback",
+    "inventory_dirs",
+    "inventory_sizes",
+    "is_unset",
+    "left_behind",
+    "load_plan",
+    "load_throttle_record",
+    "optional_int",
+    "plan_batches",
+    "plan_document",
+    "plan_identity",
+    "positive_int",
+    "refusal_error",
+    "report_text",
+    "snapshot_identity",
+]
+
+
+class RunVerifyOperator(BaseOperator):
+    """Base of a run's last step: a run folder's plan judged against a fresh snapshot and inventory.
+
+    :param plan_dir: the run's folder (its ``plan.json``).
+    :param base_path: artefact store root (default ``[kafka_zk] artefacts_base``).
+    :param snapshot_path: the snapshot taken after the run (default: the latest).
+    :param inventory_path: the inventory taken after the run.
+    """
+
+    template_fields: Sequence[str] = ("plan_dir", "base_path", "snapshot_path", "inventory_path")
+    ui_color = "#d5f5e3"
+
+    def __init__(
+        self,
+        *,
+        plan_dir: str,
+        base_path: str | None = None,
+        snapshot_path: str | None = None,
+        inventory_path: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.plan_dir = plan_dir
+        self.base_path = base_path
+        self.snapshot_path = snapshot_path
+        self.inventory_path = inventory_path
