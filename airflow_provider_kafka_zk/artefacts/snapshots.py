@@ -7,7 +7,9 @@ leaves at most a directory without a manifest, which every reader here ignores (
 removes once it is old). Readers verify the Parquet file's sha256 against the manifest.
 
 The Parquet file has one row per znode in :data:`ZNODE_ROW_FIELDS` order, sorted by path; ``data``
-is nullable binary (null: a znode created without data, as Kafka's containers are).
+is nullable binary (null: a znode created without data, as Kafka's containers are). It is written
+:data:`ROW_GROUP_ROWS` rows at a time straight to its temporary name, hashed on the way: memory
+holds one row group, not the file or the tree.
 
 Credentials are not stored in clear unless asked (``write_snapshot(redact=False)``): the data of
 every znode under :data:`~airflow_provider_kafka_zk.kafka.safety.REDACTED_PREFIXES` (SCRAM
@@ -25,14 +27,18 @@ import hashlib
 import io
 import json
 import logging
+import os
+import posixpath
 import re
-from collections.abc import Mapping, Sequence
+import uuid
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import fsspec
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 
@@ -42,7 +48,6 @@ from airflow_provider_kafka_zk.kafka.errors import ZnodeFormatError
 from airflow_provider_kafka_zk.kafka.safety import (
     REDACTED_DATA_PREFIX,
     REDACTED_PREFIXES,
-    is_redacted_path,
     is_redaction_digest,
 )
 from airflow_provider_kafka_zk.kafka.snapshot import ZNODE_ROW_FIELDS, ZnodeRow
@@ -156,7 +161,7 @@ def _table(columns: Mapping[str, list[Any]]) -> pa.Table:
 
 def snapshot_table(walk: SnapshotWalk) -> pa.Table:
     """The walk's rows as an Arrow table in the snapshot schema, sorted by path (not redacted)."""
-    return _table(walk.columns())
+    return pa.concat_tables(walk.arrow_chunks(ROW_GROUP_ROWS))
 
 
 def rows_table(rows: Sequence[ZnodeRow]) -> pa.Table:
@@ -180,23 +185,38 @@ def is_redacted_row(row: ZnodeRow) -> bool:
     return is_redaction_digest(row.path, row.data)
 
 
-def _redact(columns: dict[str, list[Any]]) -> int:
-    """Redact ``columns["data"]`` in place (a walk's fresh lists); returns the rows replaced."""
-    data = columns["data"]
-    replaced = 0
-    for index, path in enumerate(columns["path"]):
-        if data[index] and is_redacted_path(path):
-            data[index] = redacted_data(data[index])
-            replaced += 1
-    return replaced
+def _sensitive(paths: pa.Array | pa.ChunkedArray, data: pa.Array | pa.ChunkedArray) -> Any:
+    """Mask (no nulls) of the rows whose data a snapshot redacts: under REDACTED_PREFIXES (what
+    ``is_redacted_path`` tests, one vectorised test per prefix), with data neither null nor empty.
+
+    No Python scalars are given to the compute functions: pyarrow would import pandas to check them.
+    """
+    under = None
+    for prefix in REDACTED_PREFIXES:
+        hit = pc.starts_with(paths, prefix)
+        under = hit if under is None else pc.or_(under, hit)
+    not_empty = pc.cast(pc.binary_length(data), pa.bool_())  # null for null data
+    return pc.and_kleene(pc.and_kleene(under, pc.is_valid(data)), not_empty)
 
 
-def _sensitive_with_data(columns: Mapping[str, list[Any]]) -> int:
-    return sum(
-        1
-        for path, data in zip(columns["path"], columns["data"], strict=True)
-        if data and is_redacted_path(path)
-    )
+def _count(mask: Any) -> int:
+    return int(pc.sum(mask).as_py() or 0)
+
+
+def _redact(table: pa.Table) -> tuple[pa.Table, int]:
+    """``table`` with sensitive data replaced by digests (a new table), and how many rows were."""
+    if not _count(_sensitive(table.column("path"), table.column("data"))):
+        return table, 0
+    paths = table.column("path").combine_chunks()
+    data = table.column("data").combine_chunks()
+    mask = _sensitive(paths, data)
+    rows = pc.indices_nonzero(mask).to_pylist()
+    builder = pa.lib.StringBuilder()  # not pa.array(list): that imports pandas
+    builder.append_values([redacted_data(data[i].as_py()) for i in rows])
+    digests = builder.finish().view(pa.binary())
+    field_index = PARQUET_SCHEMA.get_field_index("data")
+    redacted = pc.replace_with_mask(data, mask, digests)
+    return table.set_column(field_index, PARQUET_SCHEMA.field(field_index), redacted), len(rows)
 
 
 def _cluster_id_from(walk: SnapshotWalk) -> str | None:
@@ -207,6 +227,66 @@ def _cluster_id_from(walk: SnapshotWalk) -> str | None:
         return znodes.ClusterId.decode(entry[0], znodes.CLUSTER_ID).id
     except ZnodeFormatError:
         return None  # kept raw in the snapshot; the manifest just cannot name the id
+
+
+class _HashingSink:
+    """A write-only file object that hashes and counts what it passes on (for the manifest)."""
+
+    def __init__(self, handle: Any) -> None:
+        self._handle = handle
+        self.sha256 = hashlib.sha256()
+        self.size = 0
+        self.closed = False
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data)
+        self.sha256.update(view)
+        self.size += view.nbytes
+        self._handle.write(view)
+        return view.nbytes
+
+    def tell(self) -> int:
+        return self.size
+
+    def flush(self) -> None:
+        self._handle.flush()
+
+    def close(self) -> None:
+        self.closed = True  # the real file is closed by whoever opened it
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+
+def _write_stream_atomically(
+    fs: AbstractFileSystem, final: str, write: Callable[[_HashingSink], None]
+) -> _HashingSink:
+    """:func:`write_atomically` for a file produced piece by piece: ``write`` fills a temporary
+    name in the same directory (fsynced when local), which is then renamed; returns the sink."""
+    parent = posixpath.dirname(final)
+    fs.makedirs(parent, exist_ok=True)
+    temp = posixpath.join(parent, f".{posixpath.basename(final)}.{uuid.uuid4().hex}.tmp")
+    try:
+        if isinstance(fs, LocalFileSystem):
+            with open(temp, "wb") as handle:
+                sink = _HashingSink(handle)
+                write(sink)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temp, final)
+        else:
+            with fs.open(temp, "wb") as handle:
+                sink = _HashingSink(handle)
+                write(sink)
+            fs.mv(temp, final)
+    except BaseException:
+        if fs.exists(temp):
+            fs.rm(temp)
+        raise
+    return sink
 
 
 def write_snapshot(
@@ -234,22 +314,26 @@ def write_snapshot(
         raise FileExistsError(f"snapshot {_url(fs, directory)} already exists")
     fs.makedirs(directory, exist_ok=True)
 
-    # one row group at a time: only one chunk of the tree is copied into columns and Arrow
-    replaced = in_clear = 0
-    sink = io.BytesIO()
-    with pq.ParquetWriter(sink, PARQUET_SCHEMA, compression="zstd") as writer:
-        for columns in walk.column_chunks(ROW_GROUP_ROWS):
-            if redact:
-                replaced += _redact(columns)
-            else:
-                in_clear += _sensitive_with_data(columns)
-            writer.write_table(_table(columns))
-            del columns
+    # one row group at a time, straight into the file's temporary name, hashed on the way
+    counted = {"replaced": 0, "in_clear": 0}
+
+    def write_parquet(sink: _HashingSink) -> None:
+        with pq.ParquetWriter(pa.PythonFile(sink, mode="w"), PARQUET_SCHEMA, compression="zstd") as writer:
+            for chunk in walk.arrow_chunks(ROW_GROUP_ROWS):
+                if redact:
+                    chunk, replaced = _redact(chunk)
+                    counted["replaced"] += replaced
+                else:
+                    counted["in_clear"] += _count(_sensitive(chunk.column("path"), chunk.column("data")))
+                writer.write_table(chunk)
+                del chunk
+
+    sink = _write_stream_atomically(fs, f"{directory}/{ZNODES_FILE}", write_parquet)
     redacted: dict[str, Any]
     if redact:
         redacted = {
             "enabled": True,
-            "count": replaced,
+            "count": counted["replaced"],
             "prefixes": list(REDACTED_PREFIXES),
             "how": REDACTION_HOW,
         }
@@ -259,12 +343,9 @@ def write_snapshot(
             "count": 0,
             "prefixes": [],
             "how": "not redacted: credentials and tokens stored in clear (include_sensitive)",
-            "in_clear": in_clear,
+            "in_clear": counted["in_clear"],
         }
-    payload = sink.getvalue()
-    del sink
-    digest = hashlib.sha256(payload).hexdigest()
-    write_atomically(fs, f"{directory}/{ZNODES_FILE}", payload)
+    digest = sink.sha256.hexdigest()
 
     finished_at = walk.started_at + timedelta(seconds=walk.duration_s)
     manifest: dict[str, Any] = {
@@ -290,7 +371,7 @@ def write_snapshot(
         "reread": len(walk.reread),
         "missing_roots": list(walk.missing_roots),
         "redacted": redacted,
-        "files": {ZNODES_FILE: {"bytes": len(payload), "sha256": digest, "rows": walk.znodes}},
+        "files": {ZNODES_FILE: {"bytes": sink.size, "sha256": digest, "rows": walk.znodes}},
         "source": {
             "hosts": list((source or {}).get("hosts", [])),
             "chroot": walk.chroot or "/",

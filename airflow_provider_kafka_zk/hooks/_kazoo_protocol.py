@@ -8,7 +8,10 @@
   refuses ``None`` data, and Kafka's container znodes have null data (not ``b""``).
 
 Both go through ``KazooClient._call`` (kazoo's request queue), so sessions, reconnects, auth and
-TLS stay kazoo's. That is kazoo's private API: the pinned kazoo version is the tested one.
+TLS stay kazoo's. That, the negotiated session timeout and the connection thread are kazoo's
+private API: this module is the only place that touches them, and it refuses to load with a kazoo
+outside :data:`SUPPORTED_KAZOO` (the versions the tests ran with; setup.cfg pins the same range), so
+a new kazoo fails loudly here instead of misbehaving mid-walk.
 """
 
 from __future__ import annotations
@@ -17,12 +20,45 @@ import struct
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import kazoo.version
+from kazoo.client import KazooClient
 from kazoo.exceptions import EXCEPTIONS
 from kazoo.protocol.serialization import Transaction
 
 if TYPE_CHECKING:
-    from kazoo.client import KazooClient
     from kazoo.interfaces import IAsyncResult
+
+SUPPORTED_KAZOO = ((2, 10), (2, 11))
+"""kazoo ``(major, minor)`` releases whose private request queue this module was tested against."""
+
+
+class UnsupportedKazooError(ImportError):
+    """The installed kazoo is not one this provider's ZooKeeper access was tested with."""
+
+
+def check_kazoo_version(version: str) -> None:
+    """Refuse a kazoo outside :data:`SUPPORTED_KAZOO`, naming the supported range.
+
+    :param version: kazoo's version string, e.g. ``"2.11.0"``.
+    """
+    parts = version.split(".")
+    try:
+        release = (int(parts[0]), int(parts[1]))
+    except (IndexError, ValueError):
+        release = None
+    if release not in SUPPORTED_KAZOO:
+        low, high = SUPPORTED_KAZOO[0], SUPPORTED_KAZOO[-1]
+        raise UnsupportedKazooError(
+            f"kazoo {version} is installed, but airflow-provider-kafka-zk uses kazoo's request queue "
+            f"and was tested with kazoo {low[0]}.{low[1]} to {high[0]}.{high[1]} only: "
+            f"pip install 'kazoo>={low[0]}.{low[1]},<{high[0]}.{high[1] + 1}'"
+        )
+
+
+check_kazoo_version(kazoo.version.__version__)
+for _private in ("_call",):
+    if not callable(getattr(KazooClient, _private, None)):
+        raise UnsupportedKazooError(f"kazoo {kazoo.version.__version__} has no KazooClient.{_private}")
 
 GET_DATA = 4
 GET_CHILDREN = 8
@@ -115,7 +151,21 @@ class MultiRead:
         return f"MultiRead({len(self.ops)} ops)"
 
 
+def session_timeout_s(client: KazooClient) -> float:
+    """The session timeout in seconds: the one the server granted once connected, else the asked one."""
+    return client._session_timeout / 1000.0
+
+
+def connection_thread_alive(client: KazooClient) -> bool:
+    """Whether kazoo's connection thread still runs: a client in state LOST whose thread ended has
+    given up for good (its retry policy is exhausted); one still retrying has a live thread."""
+    connection = getattr(client, "_connection", None)
+    thread = getattr(connection, "_connection_routine", None)
+    return thread is not None and thread.is_alive()
+
+
 def submit_multi_read(client: KazooClient, ops: Sequence[tuple[int, str]]) -> IAsyncResult:
+    """Queue one :class:`MultiRead` on kazoo's connection (ZooKeeper 3.6+)."""
     result = client.handler.async_result()
     client._call(MultiRead(ops), result)
     return result

@@ -3,7 +3,9 @@ byte-identical data and Stat, consistency verdicts, restarts, session expiry, ar
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import threading
 import time
 
@@ -13,6 +15,7 @@ from kazoo.protocol.states import KazooState
 
 from airflow_provider_kafka_zk.artefacts.snapshots import (
     MANIFEST_FILE,
+    ZNODES_FILE,
     list_snapshots,
     read_snapshot,
     write_snapshot,
@@ -22,7 +25,12 @@ from airflow_provider_kafka_zk.hooks.zookeeper import (
     SnapshotLoadReport,
     TargetNotEmptyError,
 )
-from airflow_provider_kafka_zk.hooks.zookeeper_snapshot import SnapshotConnectionLostError
+from airflow_provider_kafka_zk.hooks.zookeeper_snapshot import (
+    SnapshotConnectionLostError,
+    SnapshotWalk,
+    ZnodeStore,
+    ZnodeTreeWalker,
+)
 from airflow_provider_kafka_zk.kafka import znodes as zk
 from airflow_provider_kafka_zk.kafka.snapshot import ZnodeRow
 from airflow_provider_kafka_zk.operators.snapshot import (
@@ -240,9 +248,10 @@ def test_malformed_topic_znode_is_kept_raw(incident, tmp_path):
 # ---------------------------------------------------------------------------- consistency
 def test_changes_during_the_walk_make_it_fuzzy_and_are_reread(incident):
     _, client, conn_id = incident
-    before = plain_walk(client)
-    up_to_partitions = sum(1 for p in before if p.count("/") <= 5) + 1  # + the topic config created
-    states = sorted(p for p in before if p.endswith("/state"))
+    children = [f"/meddle/c{i:02d}" for i in range(40)]
+    client.create("/meddle", b"parent")
+    for path in children:
+        client.create(path, b"leaf")
     changed_topic = b'{"version":3,"partitions":{"0":[0]}}'
     done: list[str] = []
 
@@ -251,9 +260,9 @@ def test_changes_during_the_walk_make_it_fuzzy_and_are_reread(incident):
             client.set(zk.topic_path("orders"), changed_topic)
             client.create("/config/topics/new-topic", b'{"version":1,"config":{}}')
             done.append("early")
-        elif len(done) == 1 and progress.znodes > up_to_partitions:
-            # state znodes are being read now (two per request): most are listed but not read yet
-            for path in states:
+        elif len(done) == 1 and (progress.position or "").startswith("/meddle/"):
+            # the walk goes in path order: /meddle is listed, none of its children is read yet
+            for path in children:
                 client.delete(path)
             done.append("late")
 
@@ -263,14 +272,46 @@ def test_changes_during_the_walk_make_it_fuzzy_and_are_reread(incident):
     assert not walk.consistent and walk.consistent_zxid is None
     assert walk.start_zxid < walk.end_zxid
     rows = {r.path: r for r in walk.rows}
+    assert [r.path for r in walk.rows] == sorted(rows)
     assert rows[zk.topic_path("orders")].data == changed_topic
-    assert "/config/topics/new-topic" in rows
-    assert len(walk.gone) >= 10 and set(walk.gone) <= set(states)
+    assert "/config/topics/new-topic" in rows  # created under a znode read again: walked
+    assert walk.gone == tuple(children)  # listed, deleted before they were read
     assert not set(walk.gone) & set(rows)  # a gone znode is recorded as gone, not as a row
-    assert zk.topic_path("orders") in walk.reread
+    assert {zk.topic_path("orders"), "/config/topics", "/meddle"} <= set(walk.reread)
+    assert rows["/meddle"].num_children == 0  # the parent as read again, after the deletions
     after = plain_walk(client)
+    assert set(rows) == set(after)  # nothing else changed after the walk: the same znodes
     for path in walk.reread:  # what changed was read again after the walk
         assert rows[path].data == after[path][0] and rows[path].num_children == after[path][1][9]
+
+
+def test_the_walk_streams_sorted_rows_through_a_spill_file(big_tree, tmp_path):
+    """Issue 17: rows leave Python while the tree is walked (few held at once, whatever the tree's
+    size), spilled in record batches; the artefact is the in-memory write's, byte for byte."""
+    client, _, written = big_tree
+    walker = ZnodeTreeWalker(client, batch_ops=100, window=4, flush_rows=1_000, spill_dir=str(tmp_path))
+    walk = walker.run()
+    store = walk.table
+    assert isinstance(store, ZnodeStore) and walk.consistent
+    assert walk.znodes == len(written) > 20_000
+    assert {r.path: r.data for r in walk.rows} == written
+    assert len(store.firsts) == -(-walk.znodes // 1_000)  # spilled 1,000 rows at a time
+    assert walk.rows_held_peak < walk.znodes / 5  # streamed: not the whole tree held until the end
+    assert os.listdir(tmp_path) == [os.path.basename(store.directory)]
+
+    ref, manifest = write_snapshot(str(tmp_path / "streamed"), "big", walk)
+    in_memory = SnapshotWalk(
+        **{
+            **{f.name: getattr(walk, f.name) for f in dataclasses.fields(walk)},
+            "table": {r.path: (r.data, as_plain([r])[r.path][1]) for r in walk.rows},
+        }
+    )
+    ref_memory, manifest_memory = write_snapshot(str(tmp_path / "in-memory"), "big", in_memory)
+    assert manifest == manifest_memory  # same sha256, rows, zxids, data bytes, counts
+    with open(f"{ref.path}/{ZNODES_FILE}", "rb") as a, open(f"{ref_memory.path}/{ZNODES_FILE}", "rb") as b:
+        assert a.read() == b.read()
+    walk.close()
+    assert sorted(os.listdir(tmp_path)) == ["in-memory", "streamed"]  # the spill file is gone
 
 
 # ---------------------------------------------------------------------------- failures

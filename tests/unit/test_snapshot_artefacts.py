@@ -11,7 +11,6 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import fsspec
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -29,7 +28,7 @@ from airflow_provider_kafka_zk.artefacts.snapshots import (
     snapshot_timestamp_name,
     write_snapshot,
 )
-from airflow_provider_kafka_zk.hooks.zookeeper_snapshot import SnapshotWalk
+from airflow_provider_kafka_zk.hooks.zookeeper_snapshot import SnapshotWalk, ZnodeRowError
 from airflow_provider_kafka_zk.kafka import znodes as zk
 from airflow_provider_kafka_zk.kafka.snapshot import ZNODE_ROW_FIELDS
 
@@ -144,8 +143,8 @@ def test_fuzzy_walk_is_said_so_in_the_manifest(base):
 
 
 def test_a_failed_write_leaves_nothing_a_reader_accepts(base):
-    bad = make_walk(extra={"/bad": (12345, _stat(30))})  # Arrow refuses an int as binary data
-    with pytest.raises(pa.ArrowTypeError, match="Expected bytes"):
+    bad = make_walk(extra={"/bad": (12345, _stat(30))})  # an int is not a znode's data
+    with pytest.raises(ZnodeRowError, match="znode /bad: data must be bytes or None, not int"):
         write_snapshot(base, "c1", bad)
     assert list_snapshots(base, "c1") == [] and latest_snapshot(base, "c1") is None
     fs, root = fsspec.core.url_to_fs(base)
