@@ -581,6 +581,17 @@ def test_a_real_removal_needs_a_session_and_is_refused_before_connecting(host, h
     assert snapshot(host.root) == before
 
 
+def _held_open_by_some_process(path: Path) -> bool:
+    target = str(path)
+    for fd_dir in Path("/proc").glob("[0-9]*/fd"):
+        try:
+            if any(os.readlink(fd) == target for fd in fd_dir.iterdir()):
+                return True
+        except OSError:  # the process ended, or is not ours
+            continue
+    return False
+
+
 def test_a_file_replaced_between_the_check_and_the_unlink_is_kept(host, hook):
     metadata = host.file("orders-0")
     path = host.on_disk(metadata)
@@ -596,7 +607,11 @@ def test_a_file_replaced_between_the_check_and_the_unlink_is_kept(host, hook):
     os.unlink(twin_dir / "partition.metadata")  # what the obvious remover does next: new content lost
 
     def kafka_rewrites() -> None:
-        time.sleep(1.0)
+        # Right after the host opened the file for its check (whatever the machine's load), while
+        # it pauses before the removal: the rename lands between the check and the unlink.
+        deadline = time.monotonic() + 120
+        while not _held_open_by_some_process(path) and time.monotonic() < deadline:
+            time.sleep(0.02)
         tmp = path.with_name("partition.metadata.tmp")
         tmp.write_bytes(METADATA_NEW)
         os.replace(tmp, path)
