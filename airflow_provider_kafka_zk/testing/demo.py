@@ -19,11 +19,13 @@ import contextlib
 import json
 import logging
 import os
+import shlex
 import shutil
 import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 
 from kazoo.client import KazooClient
@@ -119,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
                         workdir, zookeeper, sshd, addresses, args.dags_folder, deployed=deployed
                     )
             if args.keep_running:
+                env = dag_environment(workdir, zookeeper, sshd, addresses, args.dags_folder)
+                print("\n" + try_it_yourself(env))
                 print("\nServices and broker sessions stay up; Ctrl-C stops them.")
                 try:
                     while True:
@@ -126,6 +130,32 @@ def main(argv: list[str] | None = None) -> int:
                 except KeyboardInterrupt:
                     pass
     return status
+
+
+def try_it_yourself(env: Mapping[str, str]) -> str:
+    """The shell lines that point one's own ``airflow`` at the running demo: its home, cluster file and
+    artefacts, and its connections as ``airflow connections add`` commands (stored in the metadata
+    DB, the way users keep them)."""
+    lines = ["To use the running demo from another shell:"]
+    for name in (
+        "AIRFLOW_HOME",
+        "AIRFLOW__CORE__DAGS_FOLDER",
+        "KAFKA_ZK_CLUSTERS_FILE",
+        "KAFKA_ZK_ARTEFACTS_BASE",
+    ):
+        lines.append(f"export {name}={shlex.quote(env[name])}")
+    lines.append("export PYSPARK_PYTHON=" + shlex.quote(env["PYSPARK_PYTHON"]) + " SPARK_LOCAL_IP=127.0.0.1")
+    lines.append("airflow db migrate")
+    for key in sorted(k for k in env if k.startswith("AIRFLOW_CONN_")):
+        conn_id = key.removeprefix("AIRFLOW_CONN_").lower()
+        lines.append(f"airflow connections add {conn_id} --conn-json {shlex.quote(env[key])}")
+    lines.append(f"airflow dags test {DAG_ID}")
+    lines.append(
+        "airflow dags test kafka_zk_pre_maintenance_drain -c "
+        + shlex.quote(json.dumps({"cluster": "demo", "brokers": [1], "dry_run": True}))
+        + "  # the incident cluster refuses: the reassignment the demo planted is in flight"
+    )
+    return "\n".join(lines)
 
 
 def default_dags_folder(workdir: Path) -> Path:
