@@ -27,11 +27,8 @@ import hashlib
 import io
 import json
 import logging
-import os
-import posixpath
 import re
-import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -261,34 +258,6 @@ class _HashingSink:
         return False
 
 
-def _write_stream_atomically(
-    fs: AbstractFileSystem, final: str, write: Callable[[_HashingSink], None]
-) -> _HashingSink:
-    """:func:`write_atomically` for a file produced piece by piece: ``write`` fills a temporary
-    name in the same directory (fsynced when local), which is then renamed; returns the sink."""
-    parent = posixpath.dirname(final)
-    fs.makedirs(parent, exist_ok=True)
-    temp = posixpath.join(parent, f".{posixpath.basename(final)}.{uuid.uuid4().hex}.tmp")
-    try:
-        if isinstance(fs, LocalFileSystem):
-            with open(temp, "wb") as handle:
-                sink = _HashingSink(handle)
-                write(sink)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temp, final)
-        else:
-            with fs.open(temp, "wb") as handle:
-                sink = _HashingSink(handle)
-                write(sink)
-            fs.mv(temp, final)
-    except BaseException:
-        if fs.exists(temp):
-            fs.rm(temp)
-        raise
-    return sink
-
-
 def write_snapshot(
     base: str,
     cluster: str,
@@ -317,8 +286,13 @@ def write_snapshot(
     # one row group at a time, straight into the file's temporary name, hashed on the way
     counted = {"replaced": 0, "in_clear": 0}
 
-    def write_parquet(sink: _HashingSink) -> None:
-        with pq.ParquetWriter(pa.PythonFile(sink, mode="w"), PARQUET_SCHEMA, compression="zstd") as writer:
+    sinks: list[_HashingSink] = []
+
+    def write_parquet(handle: Any) -> None:
+        sinks.append(_HashingSink(handle))
+        with pq.ParquetWriter(
+            pa.PythonFile(sinks[-1], mode="w"), PARQUET_SCHEMA, compression="zstd"
+        ) as writer:
             for chunk in walk.arrow_chunks(ROW_GROUP_ROWS):
                 if redact:
                     chunk, replaced = _redact(chunk)
@@ -328,7 +302,8 @@ def write_snapshot(
                 writer.write_table(chunk)
                 del chunk
 
-    sink = _write_stream_atomically(fs, f"{directory}/{ZNODES_FILE}", write_parquet)
+    write_atomically(fs, f"{directory}/{ZNODES_FILE}", write_parquet)
+    sink = sinks[-1]
     redacted: dict[str, Any]
     if redact:
         redacted = {

@@ -50,6 +50,7 @@ from typing import Any
 
 from airflow_provider_kafka_zk.hooks.broker_host import (
     PARTITION_FILE_LIMIT,
+    BrokerAddress,
     BrokerHostCommandError,
     BrokerHostHook,
     BrokerHostTimeoutError,
@@ -568,6 +569,27 @@ def _limit(timeout: float) -> int:
     return max(1, math.ceil(value))
 
 
+def _run_partition_files(
+    hook: BrokerHostHook,
+    address: BrokerAddress,
+    request: dict[str, Any],
+    limit_s: float,
+    expected: int,
+    broker_id: int,
+) -> list[dict[str, Any]]:
+    """One run of the partition-files script on a broker host; one result per requested file."""
+    records = run_remote(
+        hook,
+        address,
+        request,
+        limit_s,
+        script=_PARTITION_REMOTE,
+        what="partition files",
+        done_status="removed",
+    )
+    return _file_results(records, expected, (broker_id, address.host, address.port))
+
+
 def _file_results(
     records: Sequence[dict[str, Any]], expected: int, where: tuple[int, str, int]
 ) -> list[dict[str, Any]]:
@@ -632,16 +654,7 @@ def read_partition_files(
         "log_dirs": list(log_dirs),
         "files": [f.as_request() for f in files],
     }
-    records = run_remote(
-        hook,
-        address,
-        request,
-        limit_s,
-        script=_PARTITION_REMOTE,
-        what="partition files",
-        done_status="removed",
-    )
-    results = _file_results(records, len(files), (broker_id, address.host, address.port))
+    results = _run_partition_files(hook, address, request, limit_s, len(files), broker_id)
     for result in results:
         log.info(
             "Broker %d (%s): read %s: %s%s",
@@ -722,16 +735,7 @@ def remove_partition_files(
     }
     if _test_pause_s is not None:
         request["_test_pause_s"] = float(_test_pause_s)
-    records = run_remote(
-        hook,
-        address,
-        request,
-        limit_s,
-        script=_PARTITION_REMOTE,
-        what="partition files",
-        done_status="removed",
-    )
-    results = _file_results(records, len(removals), (broker_id, address.host, address.port))
+    results = _run_partition_files(hook, address, request, limit_s, len(removals), broker_id)
     for result in results:
         level = (
             logging.INFO
