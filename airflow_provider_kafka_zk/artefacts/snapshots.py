@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import itertools
 import json
 import logging
 import re
@@ -47,7 +48,7 @@ from airflow_provider_kafka_zk.kafka.safety import (
     REDACTED_PREFIXES,
     is_redaction_digest,
 )
-from airflow_provider_kafka_zk.kafka.snapshot import ZNODE_ROW_FIELDS, ZnodeRow
+from airflow_provider_kafka_zk.kafka.snapshot import ZNODE_ROW_FIELDS, ZnodeRow, gc_paused
 
 from .files import write_atomically
 
@@ -424,8 +425,9 @@ def read_snapshot(
 ) -> tuple[dict[str, Any], list[ZnodeRow]]:
     """Manifest and rows (sorted by path) of a complete, verified snapshot."""
     manifest, table = read_snapshot_table(path, storage_options=storage_options)
-    columns = [table.column(name).to_pylist() for name in ZNODE_ROW_FIELDS]
-    return manifest, [ZnodeRow(*values) for values in zip(*columns, strict=True)]
+    with gc_paused():
+        columns = [table.column(name).to_pylist() for name in ZNODE_ROW_FIELDS]
+        return manifest, list(itertools.starmap(ZnodeRow, zip(*columns, strict=True)))
 
 
 # ------------------------------------------------------------------------------ lookup

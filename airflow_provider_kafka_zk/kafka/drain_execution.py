@@ -157,12 +157,21 @@ def plan_from_state(
     :param sizes: bytes per partition (largest replica); a partition not in it counts as 0 bytes.
     :raises ValueError: the request names no broker, or is otherwise invalid for this cluster.
     """
-    assignment = {(p.topic, p.partition): p.replicas for p in state.partitions()}
+    # One pass; only the partitions with a replica on a drained broker reach the planner (the only
+    # ones it can move: a 200k-partition model gives it ~1k), every replica holder counts as a broker.
+    drained = frozenset(request.brokers)
+    holders: set[int] = set()
+    assignment: dict[TopicPartition, tuple[int, ...]] = {}
+    isr: dict[TopicPartition, tuple[int, ...]] = {}
+    for p in state.partitions():
+        holders.update(p.replicas)
+        if not drained.isdisjoint(p.replicas):
+            assignment[p.topic, p.partition] = p.replicas
+            if p.state is not None:
+                isr[p.topic, p.partition] = p.isr
     brokers = {b: BrokerInfo(b, live.rack, True) for b, live in state.brokers.items()}
-    for replicas in assignment.values():
-        for b in replicas:
-            brokers.setdefault(b, BrokerInfo(b, None, live=False))
-    isr = {(p.topic, p.partition): p.isr for p in state.partitions() if p.state is not None}
+    for b in holders:
+        brokers.setdefault(b, BrokerInfo(b, None, live=False))
     return plan_drain(
         assignment,
         brokers,

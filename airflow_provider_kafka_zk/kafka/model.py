@@ -14,10 +14,8 @@ executor or a notebook can build it. Treat every mapping in it as read-only.
 
 from __future__ import annotations
 
-import gc
 import re
 from collections.abc import Collection, Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
 from itertools import compress, groupby, islice, repeat
@@ -28,7 +26,7 @@ from . import _bulk
 from . import znodes as zk
 from .errors import KafkaFormatError, describe
 from .safety import is_redaction_digest
-from .snapshot import ZnodeRow
+from .snapshot import ZnodeRow, gc_paused
 from .uuid import KafkaUuid
 
 # --------------------------------------------------------------------------------------------
@@ -341,7 +339,7 @@ class ClusterState:
         Never raises on bad znode data: see ``findings``.
         """
         builder = _BulkBuilder()
-        with _gc_paused():
+        with gc_paused():
             builder.add_all(rows)
             return builder.build(cluster, taken_at_ms)
 
@@ -716,22 +714,6 @@ _VERSION = attrgetter("version")
 _FIRST = itemgetter(0)
 _SECOND = itemgetter(1)
 _new_partition_infos = _bulk.column_builder(PartitionInfo)
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """No cyclic GC while a build allocates ~1M acyclic objects.
-
-    With it on, collections walking the young model would take longer than building it; one
-    collection of gen 0 follows the build instead.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 class _BulkBuilder(_Builder):
