@@ -31,9 +31,9 @@ import json
 import os
 import re
 import secrets
-import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -48,7 +48,9 @@ pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
-SCREENSHOTS = REPO / "docs" / "screenshots"
+# Screenshots go to the session's temporary directory; KAFKA_ZK_SCREENSHOTS=docs/screenshots refreshes
+# the README's copies (a test run never changes tracked files otherwise).
+SCREENSHOTS = Path(os.environ.get("KAFKA_ZK_SCREENSHOTS") or tempfile.mkdtemp(prefix="kafka-zk-screenshots-"))
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 ADMIN = "admin"
@@ -92,10 +94,10 @@ def healthy(zookeeper_server, tmp_path_factory) -> Iterator[DeployedCluster]:
 
 @pytest.fixture(scope="module")
 def airflow_ui(airflow_home, tmp_path_factory) -> Iterator[AirflowUi]:
-    """``airflow api-server`` on 127.0.0.1:<free port> in its own home (copied from the migrated one)."""
+    """``airflow api-server`` on 127.0.0.1:<free port> in its own home with its own metadata DB."""
+    # A fresh metadata DB, never a copy of the session's: other tests store connections there, and
+    # a long list pages the new connection's row out of view.
     home = tmp_path_factory.mktemp("ui-airflow-home")
-    if (airflow_home / "airflow.db").exists():
-        shutil.copy2(airflow_home / "airflow.db", home / "airflow.db")
     password = secrets.token_urlsafe(16)
     passwords_file = home / "simple_auth_manager_passwords.json"
     passwords_file.write_text(json.dumps({ADMIN: password}))
