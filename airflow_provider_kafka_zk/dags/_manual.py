@@ -1,6 +1,7 @@
 """What every manually triggered DAG file shares: the cluster choice, per-cluster settings rendered at
-run time, the run's folder name, read retries, and the snapshot operator whose connection follows
-the chosen cluster. One place, so the drain, repair, post-maintenance and pre-restart DAGs agree."""
+run time, the run's folder name, read retries, and the first steps of a maintenance run (a snapshot
+of the chosen cluster, its brokers, their inventory and its coverage). One place, so the drain,
+repair, post-maintenance and pre-restart DAGs agree."""
 
 from __future__ import annotations
 
@@ -64,3 +65,102 @@ def manual_dag(
         params=params,
         **kwargs,
     )
+
+
+CLUSTER = "{{ params.cluster }}"
+"""The run's cluster (a Params field of every manual DAG)."""
+
+
+def cluster_snapshot(task_id: str, retries: dict[str, Any] = READ_RETRIES) -> Any:
+    """A snapshot of the run's cluster. No outlet Asset: the cluster is only known at run time.
+
+    :param task_id: the task id (``safety_snapshot``, ``snapshot_after`` ...).
+    :param retries: the retry arguments (default :data:`READ_RETRIES`).
+    """
+    from airflow_provider_kafka_zk.operators.snapshot import ZooKeeperSnapshotOperator
+
+    return ZooKeeperSnapshotOperator(
+        task_id=task_id,
+        cluster=CLUSTER,
+        kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"),
+        base_path=setting("base_path"),
+        outlets=[],
+        **retries,
+    )
+
+
+def inventory_settings(retries: dict[str, Any] = READ_RETRIES) -> dict[str, Any]:
+    """The arguments every broker inventory of the run's cluster takes (all but broker and folder).
+
+    :param retries: the retry arguments (default :data:`READ_RETRIES`).
+    """
+    return {
+        "cluster": CLUSTER,
+        "base_path": setting("base_path"),
+        "ssh_conn_id": setting("ssh_conn_id"),
+        "kafka_zookeeper_conn_id": setting("kafka_zookeeper_conn_id"),
+        "server_properties_path": setting("server_properties_path"),
+        "broker_hosts": setting("broker_hosts"),
+        **retries,
+    }
+
+
+def brokers_inventory_and_coverage(inventory_ts: str | None = None) -> tuple[Any, Any, Any]:
+    """``brokers`` (registered and assigned) -> ``inventory`` (one mapped task per broker) and
+    ``inventory_coverage`` (which brokers' disks were read): the run's view of every broker.
+
+    :param inventory_ts: the inventory's folder name (default: the inventory operator's own).
+    """
+    from airflow_provider_kafka_zk.operators.inventory import (
+        BrokerInventoryOperator,
+        InventoryCoverageOperator,
+        ListBrokerIdsOperator,
+    )
+
+    brokers = ListBrokerIdsOperator(
+        task_id="brokers", kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"), **READ_RETRIES
+    )
+    folder = {} if inventory_ts is None else {"inventory_ts": inventory_ts}
+    inventory = BrokerInventoryOperator.partial(task_id="inventory", **folder, **inventory_settings()).expand(
+        broker_id=brokers.output
+    )
+    coverage = InventoryCoverageOperator(
+        task_id="inventory_coverage",
+        cluster=CLUSTER,
+        base_path=setting("base_path"),
+        **folder,
+        expected_broker_ids=brokers.output,
+    )
+    return brokers, inventory, coverage
+
+
+def execution_and_throttle_clearing(task_id: str) -> tuple[Any, Any]:
+    """The ``plan`` task's batches carried out (``task_id``), then ``clear_throttles``; both read the
+    form's ``throttle_mb_per_sec``, ``poll_interval_s``, ``batch_timeout_s`` and ``dry_run``.
+
+    :param task_id: the execution task's id (``execute``, ``move_back``).
+    """
+    from airflow_provider_kafka_zk.operators.drain import (
+        ClearReplicationThrottlesOperator,
+        DrainExecuteOperator,
+    )
+
+    execute = DrainExecuteOperator(
+        task_id=task_id,
+        plan_dir=PLAN_DIR,
+        kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"),
+        throttle_bytes_per_sec="{{ params.throttle_mb_per_sec * 1024 * 1024 }}",
+        dry_run="{{ params.dry_run }}",
+        poll_interval="{{ params.poll_interval_s }}",
+        batch_timeout="{{ params.batch_timeout_s }}",
+        retries=1,
+        retry_delay=timedelta(seconds=30),
+    )
+    clear_throttles = ClearReplicationThrottlesOperator(
+        task_id="clear_throttles",
+        plan_dir=PLAN_DIR,
+        kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"),
+        dry_run="{{ params.dry_run }}",
+        **READ_RETRIES,
+    )
+    return execute, clear_throttles

@@ -28,24 +28,20 @@ from airflow_provider_kafka_zk.dags._manual import (
     PLAN_DIR,
     READ_RETRIES,
     RUN_TS,
+    brokers_inventory_and_coverage,
     cluster_choices,
+    cluster_snapshot,
+    execution_and_throttle_clearing,
     manual_dag,
     setting,
 )
-from airflow_provider_kafka_zk.operators.drain import ClearReplicationThrottlesOperator, DrainExecuteOperator
 from airflow_provider_kafka_zk.operators.drain_artefacts import SUMMARY_FILE, DrainLocation
-from airflow_provider_kafka_zk.operators.inventory import (
-    BrokerInventoryOperator,
-    InventoryCoverageOperator,
-    ListBrokerIdsOperator,
-)
 from airflow_provider_kafka_zk.operators.post_maintenance import (
     REPORT_FILE,
     PostMaintenancePlanOperator,
     PostMaintenanceVerifyOperator,
     PreferredLeaderElectionOperator,
 )
-from airflow_provider_kafka_zk.operators.snapshot import ZooKeeperSnapshotOperator
 
 DAG_ID = "kafka_zk_post_maintenance"
 
@@ -122,36 +118,9 @@ def build_dag() -> DAG:
             ),
         },
     ) as dag:
-        snapshot = ZooKeeperSnapshotOperator(
-            task_id="safety_snapshot",
-            cluster="{{ params.cluster }}",
-            kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"),
-            base_path=setting("base_path"),
-            outlets=[],
-            **READ_RETRIES,
-        )
-        brokers = ListBrokerIdsOperator(
-            task_id="brokers", kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"), **READ_RETRIES
-        )
+        snapshot = cluster_snapshot("safety_snapshot")
         _ts = "{{ " + RUN_TS + " }}"
-        inventory = BrokerInventoryOperator.partial(
-            task_id="inventory",
-            inventory_ts=_ts,
-            cluster="{{ params.cluster }}",
-            base_path=setting("base_path"),
-            ssh_conn_id=setting("ssh_conn_id"),
-            kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"),
-            server_properties_path=setting("server_properties_path"),
-            broker_hosts=setting("broker_hosts"),
-            **READ_RETRIES,
-        ).expand(broker_id=brokers.output)
-        coverage = InventoryCoverageOperator(
-            task_id="inventory_coverage",
-            cluster="{{ params.cluster }}",
-            base_path=setting("base_path"),
-            inventory_ts=_ts,
-            expected_broker_ids=brokers.output,
-        )
+        brokers, inventory, coverage = brokers_inventory_and_coverage(inventory_ts=_ts)
         plan = PostMaintenancePlanOperator(
             task_id="plan",
             cluster="{{ params.cluster }}",
@@ -164,24 +133,7 @@ def build_dag() -> DAG:
             move_back="{{ params.move_back }}",
             run_ts=_ts,
         )
-        move_back = DrainExecuteOperator(
-            task_id="move_back",
-            plan_dir=PLAN_DIR,
-            kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"),
-            throttle_bytes_per_sec="{{ params.throttle_mb_per_sec * 1024 * 1024 }}",
-            dry_run="{{ params.dry_run }}",
-            poll_interval="{{ params.poll_interval_s }}",
-            batch_timeout="{{ params.batch_timeout_s }}",
-            retries=1,
-            retry_delay=timedelta(seconds=30),
-        )
-        clear_throttles = ClearReplicationThrottlesOperator(
-            task_id="clear_throttles",
-            plan_dir=PLAN_DIR,
-            kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"),
-            dry_run="{{ params.dry_run }}",
-            **READ_RETRIES,
-        )
+        move_back, clear_throttles = execution_and_throttle_clearing("move_back")
         elect = PreferredLeaderElectionOperator(
             task_id="elect_preferred_leaders",
             cluster="{{ params.cluster }}",
@@ -200,14 +152,7 @@ def build_dag() -> DAG:
             python_callable=lambda params, **_: not params["dry_run"],
             ignore_downstream_trigger_rules=False,  # the report still runs after a dry run
         )
-        snapshot_after = ZooKeeperSnapshotOperator(
-            task_id="snapshot_after",
-            cluster="{{ params.cluster }}",
-            kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"),
-            base_path=setting("base_path"),
-            outlets=[],
-            **READ_RETRIES,
-        )
+        snapshot_after = cluster_snapshot("snapshot_after")
         verify = PostMaintenanceVerifyOperator(
             task_id="verify",
             plan_dir=PLAN_DIR,

@@ -18,7 +18,6 @@ cluster with ``kafka_zookeeper_conn_id`` (default ``kafka_zk_<name>``), ``ssh_co
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 from airflow.providers.standard.operators.python import ShortCircuitOperator
@@ -28,24 +27,23 @@ from airflow_provider_kafka_zk.dags._manual import (
     PLAN_DIR,
     READ_RETRIES,
     RUN_TS,
+    brokers_inventory_and_coverage,
     cluster_choices,
+    cluster_snapshot,
+    execution_and_throttle_clearing,
+    inventory_settings,
     manual_dag,
     setting,
 )
 from airflow_provider_kafka_zk.operators.drain import (
-    ClearReplicationThrottlesOperator,
-    DrainExecuteOperator,
     DrainPlanOperator,
     DrainVerifyOperator,
 )
 from airflow_provider_kafka_zk.operators.drain_artefacts import REPORT_FILE, DrainLocation
 from airflow_provider_kafka_zk.operators.inventory import (
     BrokerInventoryOperator,
-    InventoryCoverageOperator,
-    ListBrokerIdsOperator,
 )
 from airflow_provider_kafka_zk.operators.log_scan import BrokerLogScanOperator, LogScanVerdictOperator
-from airflow_provider_kafka_zk.operators.snapshot import ZooKeeperSnapshotOperator
 
 DAG_ID = "kafka_zk_pre_maintenance_drain"
 
@@ -152,35 +150,8 @@ def build_dag() -> DAG:
             ),
         },
     ) as dag:
-        snapshot = ZooKeeperSnapshotOperator(
-            task_id="safety_snapshot",
-            cluster="{{ params.cluster }}",
-            kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"),
-            base_path=setting("base_path"),
-            outlets=[],
-            **READ_RETRIES,
-        )
-        brokers = ListBrokerIdsOperator(
-            task_id="brokers", kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"), **READ_RETRIES
-        )
-        _inventory_args = {
-            "cluster": "{{ params.cluster }}",
-            "base_path": setting("base_path"),
-            "ssh_conn_id": setting("ssh_conn_id"),
-            "kafka_zookeeper_conn_id": setting("kafka_zookeeper_conn_id"),
-            "server_properties_path": setting("server_properties_path"),
-            "broker_hosts": setting("broker_hosts"),
-            **READ_RETRIES,
-        }
-        inventory = BrokerInventoryOperator.partial(task_id="inventory", **_inventory_args).expand(
-            broker_id=brokers.output
-        )
-        coverage = InventoryCoverageOperator(
-            task_id="inventory_coverage",
-            cluster="{{ params.cluster }}",
-            base_path=setting("base_path"),
-            expected_broker_ids=brokers.output,
-        )
+        snapshot = cluster_snapshot("safety_snapshot")
+        brokers, inventory, coverage = brokers_inventory_and_coverage()
 
         @task(task_id="drained_brokers")
         def drained_brokers(params: dict[str, Any]) -> list[int]:
@@ -221,27 +192,10 @@ def build_dag() -> DAG:
             task_id="stop_if_dry_run",
             python_callable=lambda params, **_: not params["dry_run"],
         )
-        execute = DrainExecuteOperator(
-            task_id="execute",
-            plan_dir=PLAN_DIR,
-            kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"),
-            throttle_bytes_per_sec="{{ params.throttle_mb_per_sec * 1024 * 1024 }}",
-            dry_run="{{ params.dry_run }}",
-            poll_interval="{{ params.poll_interval_s }}",
-            batch_timeout="{{ params.batch_timeout_s }}",
-            retries=1,
-            retry_delay=timedelta(seconds=30),
-        )
-        clear_throttles = ClearReplicationThrottlesOperator(
-            task_id="clear_throttles",
-            plan_dir=PLAN_DIR,
-            kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"),
-            dry_run="{{ params.dry_run }}",
-            **READ_RETRIES,
-        )
+        execute, clear_throttles = execution_and_throttle_clearing("execute")
         _after_ts = "{{ " + RUN_TS + " ~ '-after' }}"
         inventory_after = BrokerInventoryOperator.partial(
-            task_id="inventory_after", inventory_ts=_after_ts, **_inventory_args
+            task_id="inventory_after", inventory_ts=_after_ts, **inventory_settings()
         ).expand(broker_id=brokers.output)
         verify = DrainVerifyOperator(
             task_id="verify",

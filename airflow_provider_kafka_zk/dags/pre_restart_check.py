@@ -20,12 +20,13 @@ from airflow.sdk import DAG, Param
 from airflow_provider_kafka_zk.dags._manual import (
     RUN_TS,
     cluster_choices,
+    cluster_snapshot,
+    inventory_settings,
     manual_dag,
     setting,
 )
 from airflow_provider_kafka_zk.operators.inventory import BrokerInventoryOperator
 from airflow_provider_kafka_zk.operators.log_scan import BrokerLogScanOperator, LogScanVerdictOperator
-from airflow_provider_kafka_zk.operators.snapshot import ZooKeeperSnapshotOperator
 
 DAG_ID = "kafka_zk_pre_restart_check"
 
@@ -88,25 +89,12 @@ def build_dag() -> DAG:
             ),
         },
     ) as dag:
-        snapshot = ZooKeeperSnapshotOperator(
-            task_id="snapshot",
-            cluster="{{ params.cluster }}",
-            kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"),
-            base_path=setting("base_path"),
-            outlets=[],
-            **_RETRIES,
-        )
+        snapshot = cluster_snapshot("snapshot", _RETRIES)
         inventory = BrokerInventoryOperator(
             task_id="inventory",
             broker_id="{{ params.broker }}",
-            cluster="{{ params.cluster }}",
-            base_path=setting("base_path"),
             inventory_ts=_TS,
-            ssh_conn_id=setting("ssh_conn_id"),
-            kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"),
-            server_properties_path=setting("server_properties_path"),
-            broker_hosts=setting("broker_hosts"),
-            **_RETRIES,
+            **inventory_settings(_RETRIES),
         )
         scan = BrokerLogScanOperator(
             task_id="log_scan",

@@ -27,17 +27,17 @@ from airflow_provider_kafka_zk.dags._manual import (
     PLAN_DIR,
     READ_RETRIES,
     RUN_TS,
+    brokers_inventory_and_coverage,
     cluster_choices,
+    cluster_snapshot,
+    inventory_settings,
     manual_dag,
     setting,
 )
 from airflow_provider_kafka_zk.operators.drain_artefacts import DrainLocation
 from airflow_provider_kafka_zk.operators.inventory import (
     BrokerInventoryOperator,
-    InventoryCoverageOperator,
-    ListBrokerIdsOperator,
 )
-from airflow_provider_kafka_zk.operators.snapshot import ZooKeeperSnapshotOperator
 from airflow_provider_kafka_zk.operators.topic_id_repair import (
     REPORT_FILE,
     SUMMARY_FILE,
@@ -131,37 +131,9 @@ def build_dag() -> DAG:
             ),
         },
     ) as dag:
-        snapshot = ZooKeeperSnapshotOperator(
-            task_id="safety_snapshot",
-            cluster="{{ params.cluster }}",
-            kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"),
-            base_path=setting("base_path"),
-            outlets=[],
-            **READ_RETRIES,
-        )
-        brokers = ListBrokerIdsOperator(
-            task_id="brokers", kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"), **READ_RETRIES
-        )
-        _inventory_args = {
-            "cluster": "{{ params.cluster }}",
-            "base_path": setting("base_path"),
-            "ssh_conn_id": setting("ssh_conn_id"),
-            "kafka_zookeeper_conn_id": setting("kafka_zookeeper_conn_id"),
-            "server_properties_path": setting("server_properties_path"),
-            "broker_hosts": setting("broker_hosts"),
-            **READ_RETRIES,
-        }
+        snapshot = cluster_snapshot("safety_snapshot")
         _ts = "{{ " + RUN_TS + " }}"
-        inventory = BrokerInventoryOperator.partial(
-            task_id="inventory", inventory_ts=_ts, **_inventory_args
-        ).expand(broker_id=brokers.output)
-        coverage = InventoryCoverageOperator(
-            task_id="inventory_coverage",
-            cluster="{{ params.cluster }}",
-            base_path=setting("base_path"),
-            inventory_ts=_ts,
-            expected_broker_ids=brokers.output,
-        )
+        brokers, inventory, coverage = brokers_inventory_and_coverage(inventory_ts=_ts)
         plan = TopicIdRepairPlanOperator(
             task_id="plan",
             cluster="{{ params.cluster }}",
@@ -192,16 +164,9 @@ def build_dag() -> DAG:
             ignore_downstream_trigger_rules=False,  # the report still runs after a dry run
         )
         _after_ts = "{{ " + RUN_TS + " ~ '-after' }}"
-        snapshot_after = ZooKeeperSnapshotOperator(
-            task_id="snapshot_after",
-            cluster="{{ params.cluster }}",
-            kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"),
-            base_path=setting("base_path"),
-            outlets=[],
-            **READ_RETRIES,
-        )
+        snapshot_after = cluster_snapshot("snapshot_after")
         inventory_after = BrokerInventoryOperator.partial(
-            task_id="inventory_after", inventory_ts=_after_ts, **_inventory_args
+            task_id="inventory_after", inventory_ts=_after_ts, **inventory_settings()
         ).expand(broker_id=brokers.output)
         verify = TopicIdRepairVerifyOperator(
             task_id="verify",
