@@ -51,7 +51,6 @@ import json
 import os
 import random
 import re
-import resource
 import subprocess
 import sys
 import tempfile
@@ -62,25 +61,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from snapshot_benchmark import peak_rss_mb  # benchmarks/ is sys.path[0] for a script
+
 TopicPartition = tuple[str, int]
 DRAINED = 0
 CHROOT = "/bench"
 DEFAULT_PARTITIONS, DEFAULT_BROKERS = "50000,100000,200000", "6,50"
 TARGET_SECONDS, TARGET_RATIO, TARGET_PARTITIONS = 6.0, 2.0, 200_000
 _TOPIC_PATH = re.compile(r"/brokers/topics/([^/]+)")
-
-
-def _rss_mb() -> float:
-    """Peak RSS of this process: VmHWM (ru_maxrss survives fork+exec: a worker would report its
-    parent's, the tree builder's, peak)."""
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 # ------------------------------------------------------------------------------ product worker
@@ -109,7 +97,7 @@ def product_worker(hosts: str, chroot: str, workdir: str, in_memory: bool) -> No
     finally:
         client.stop()
         client.close()
-    znodes, walk_rss = walk.znodes, _rss_mb()
+    znodes, walk_rss = walk.znodes, peak_rss_mb()
     stamps["walked"] = time.perf_counter()
 
     if in_memory:
@@ -165,7 +153,7 @@ def product_worker(hosts: str, chroot: str, workdir: str, in_memory: bool) -> No
                 **stamps,
                 "znodes": znodes,
                 "walk_rss_mb": walk_rss,
-                "rss_mb": _rss_mb(),
+                "rss_mb": peak_rss_mb(),
                 "complete": plan.complete,
                 "rack_aware": plan.rack_aware,
                 "reassignment": str(out / "reassignment.json"),

@@ -33,7 +33,7 @@ import tempfile
 import time
 
 
-def _rss_mb() -> float:
+def peak_rss_mb() -> float:
     """Peak RSS of this process. VmHWM, not ru_maxrss: Linux keeps ru_maxrss across fork+exec,
     so a worker would report its parent's (the tree builder's) peak."""
     try:
@@ -51,7 +51,7 @@ def worker(kind: str, hosts: str, chroot: str, repeat: int) -> None:
     """One measurement in this (fresh) process; prints one JSON line per run."""
     from kazoo.client import KazooClient
 
-    start_rss = _rss_mb()
+    start_rss = peak_rss_mb()
     client = KazooClient(hosts=hosts + chroot, timeout=30)
     client.start()
     try:
@@ -83,7 +83,7 @@ def worker(kind: str, hosts: str, chroot: str, repeat: int) -> None:
                     consistent=walk.consistent,
                     method=walk.method,
                     held=walk.rows_held_peak,
-                    walk_rss_mb=_rss_mb(),
+                    walk_rss_mb=peak_rss_mb(),
                 )
                 if kind == "snapshot":
                     from airflow_provider_kafka_zk.artefacts.snapshots import write_snapshot
@@ -96,7 +96,7 @@ def worker(kind: str, hosts: str, chroot: str, repeat: int) -> None:
                             parquet_bytes=manifest["files"]["znodes.parquet"]["bytes"],
                         )
                 del walk
-            result.update(rss_mb=_rss_mb(), start_rss_mb=start_rss)
+            result.update(rss_mb=peak_rss_mb(), start_rss_mb=start_rss)
             print(json.dumps(result), flush=True)
     finally:
         client.stop()

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import itertools
 import json
 import logging
 import re
@@ -48,7 +47,7 @@ from airflow_provider_kafka_zk.kafka.safety import (
     REDACTED_PREFIXES,
     is_redaction_digest,
 )
-from airflow_provider_kafka_zk.kafka.snapshot import ZNODE_ROW_FIELDS, ZnodeRow, gc_paused
+from airflow_provider_kafka_zk.kafka.snapshot import ZNODE_ROW_FIELDS, ZnodeRow, gc_paused, rows_from_columns
 
 from .files import write_atomically
 
@@ -425,9 +424,8 @@ def read_snapshot(
 ) -> tuple[dict[str, Any], list[ZnodeRow]]:
     """Manifest and rows (sorted by path) of a complete, verified snapshot."""
     manifest, table = read_snapshot_table(path, storage_options=storage_options)
-    with gc_paused():
-        columns = [table.column(name).to_pylist() for name in ZNODE_ROW_FIELDS]
-        return manifest, list(itertools.starmap(ZnodeRow, zip(*columns, strict=True)))
+    with gc_paused():  # the column lists are as many objects as the rows
+        return manifest, rows_from_columns([table.column(name).to_pylist() for name in ZNODE_ROW_FIELDS])
 
 
 # ------------------------------------------------------------------------------ lookup

@@ -68,7 +68,7 @@ from kazoo.exceptions import (
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState
 
-from airflow_provider_kafka_zk.kafka.snapshot import ZnodeRow
+from airflow_provider_kafka_zk.kafka.snapshot import ZnodeRow, rows_from_columns
 
 from ._kazoo_protocol import (
     GET_CHILDREN,
@@ -224,26 +224,6 @@ class SnapshotWalk:
             )
         return rows
 
-    def columns(self) -> dict[str, list[Any]]:
-        """Column lists in ZnodeRow field order, rows sorted by path (for a columnar writer)."""
-        return next(self.column_chunks(max(len(self.table), 1)))
-
-    def column_chunks(self, rows: int) -> Iterator[dict[str, list[Any]]]:
-        """:meth:`columns` ``rows`` rows at a time (at least one chunk, maybe empty).
-
-        A writer that writes one chunk before asking for the next holds one chunk's copy of the
-        data, not the whole tree's (the Parquet writer's row groups).
-        """
-        if rows < 1:
-            raise ValueError("column chunks need at least 1 row each")
-        if isinstance(self.table, ZnodeStore):
-            for chunk in self.arrow_chunks(rows):
-                yield {name: chunk.column(name).to_pylist() for name in chunk.column_names}
-            return
-        paths = self.paths
-        for start in range(0, max(len(paths), 1), rows):
-            yield _columns(self.table, paths[start : start + rows])
-
     def arrow_chunks(self, rows: int) -> Iterator[pa.Table]:
         """The rows as Arrow tables of exactly ``rows`` rows (the last one fewer), sorted by path,
         in the snapshot schema; at least one, maybe empty. Nothing is redacted here."""
@@ -269,20 +249,8 @@ class SnapshotWalk:
             self.table.close()
 
 
-def _columns(table: Mapping[str, tuple[bytes | None, StatTuple]], paths: list[str]) -> dict[str, list[Any]]:
-    datas = [table[p][0] for p in paths]
-    stats = [table[p][1] for p in paths]
-    by_wire = list(zip(*stats, strict=True)) if stats else [()] * 11
-    return {
-        "path": paths,
-        "data": datas,
-        **{name: list(by_wire[index]) for name, index in _WIRE_INDEX.items()},
-    }
-
-
 def _znode_rows(chunk: pa.Table) -> list[ZnodeRow]:
-    columns = [chunk.column(i).to_pylist() for i in range(chunk.num_columns)]
-    return [ZnodeRow(*values) for values in zip(*columns, strict=True)]
+    return rows_from_columns([column.to_pylist() for column in chunk.columns])
 
 
 _WIRE_INDEX: dict[str, int] = {

@@ -251,10 +251,6 @@ def _down(brokers: Sequence[int]) -> str:
     return f"{brokers_text(brokers)} {'is' if len(set(brokers)) == 1 else 'are'} down"
 
 
-def _their(brokers: Sequence[int]) -> str:
-    return "it was their" if len(set(brokers)) == 1 else "they were their"
-
-
 def _count(items: Sequence[Any], noun: str) -> str:
     return f"{len(items)} {noun}{'' if len(items) == 1 else 's'}"
 
