@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .logdir import DirKind
-from .model import ClusterState, TopicState
+from .model import ClusterState, PartitionInfo, TopicState
 from .uuid import KafkaUuid
 from .znodes import CONTROLLER, TopicAssignment
 
@@ -551,25 +551,13 @@ def remaining_steps(steps: Sequence[Mapping[str, Any]], completed: Iterable[str]
 PartitionKey = tuple[str, int]
 
 
-@dataclass(frozen=True)
-class PartitionHealth:
-    """What the gates read from ZooKeeper for one partition."""
-
-    replicas: tuple[int, ...]
-    leader: int | None  # None: no (readable) state znode
-    isr: tuple[int, ...]
-
-    @property
-    def under_replicated(self) -> bool:
-        return len(self.isr) < len(self.replicas)
-
-
-def under_replicated(partitions: Mapping[PartitionKey, PartitionHealth]) -> set[PartitionKey]:
-    return {k for k, h in partitions.items() if h.under_replicated}
+def under_replicated(partitions: Mapping[PartitionKey, PartitionInfo]) -> set[PartitionKey]:
+    """The partitions the model calls under-replicated (:attr:`PartitionInfo.under_replicated`)."""
+    return {k for k, info in partitions.items() if info.under_replicated}
 
 
 def topics_healthy(
-    partitions: Mapping[PartitionKey, PartitionHealth], topics: Iterable[str], live: Iterable[int]
+    partitions: Mapping[PartitionKey, PartitionInfo], topics: Iterable[str], live: Iterable[int]
 ) -> list[str]:
     """Why the topics are not healthy yet (empty: healthy): every partition with a replica on a
     running broker has a leader, and every such replica is in the ISR. Replicas on stopped brokers
@@ -590,7 +578,7 @@ def topics_healthy(
 
 
 def offline_for_stopped_brokers(
-    partitions: Mapping[PartitionKey, PartitionHealth], topics: Iterable[str], live: Iterable[int]
+    partitions: Mapping[PartitionKey, PartitionInfo], topics: Iterable[str], live: Iterable[int]
 ) -> list[str]:
     """Partitions of ``topics`` whose every replica is on a stopped broker: no repair can bring them
     back; they return with their brokers."""
@@ -606,7 +594,7 @@ def restart_gate(
     broker_id: int,
     epoch_before: int | None,
     live_epochs: Mapping[int, int],
-    partitions: Mapping[PartitionKey, PartitionHealth],
+    partitions: Mapping[PartitionKey, PartitionInfo],
     baseline_urp: int,
 ) -> list[str]:
     """Why broker ``broker_id``'s restart has not passed its gate yet (empty: passed).

@@ -37,10 +37,9 @@ from airflow_provider_kafka_zk.hooks.zookeeper import DeleteOp, KafkaZooKeeperHo
 from airflow_provider_kafka_zk.kafka import znodes
 from airflow_provider_kafka_zk.kafka.audit import ReplicaDir
 from airflow_provider_kafka_zk.kafka.inventory import effective_broker_id
-from airflow_provider_kafka_zk.kafka.model import ClusterState
+from airflow_provider_kafka_zk.kafka.model import ClusterState, PartitionInfo
 from airflow_provider_kafka_zk.kafka.topic_id_repair import (
     PLAN_FORMAT,
-    PartitionHealth,
     RepairPlanError,
     Strategy,
     TopicIdCase,
@@ -129,14 +128,12 @@ def _topic_list(value: Any) -> list[str] | None:
 
 def read_health(
     hook: KafkaZooKeeperHook,
-) -> tuple[dict[int, int], dict[tuple[str, int], PartitionHealth], ClusterState]:
+) -> tuple[dict[int, int], dict[tuple[str, int], PartitionInfo], ClusterState]:
     """Live broker epochs and every partition's replicas/leader/ISR, from one walk of ``/brokers``."""
     walk = hook.snapshot(include=("/brokers", znodes.CONTROLLER), progress_every=3600)
     state = ClusterState.from_snapshot(walk.rows)
     epochs = {b: live.epoch for b, live in state.brokers.items()}
-    partitions = {
-        (p.topic, p.partition): PartitionHealth(p.replicas, p.leader, p.isr) for p in state.partitions()
-    }
+    partitions = {(p.topic, p.partition): p for p in state.partitions()}
     return epochs, partitions, state
 
 
@@ -879,10 +876,7 @@ class TopicIdRepairVerifyOperator(RunVerifyOperator):
         findings = [f for f in run_in_process(inputs) if f.topic in topics and f.check in TOPIC_ID_CHECKS]
         dirs = [ReplicaDir.from_inventory_row(r) for r in inputs.dir_rows]
         after = diagnose(inputs.state, dirs, set(inputs.coverage.get("inventoried") or []), topics)
-        partitions = {
-            (p.topic, p.partition): PartitionHealth(p.replicas, p.leader, p.isr)
-            for p in inputs.state.partitions()
-        }
+        partitions = {(p.topic, p.partition): p for p in inputs.state.partitions()}
         unhealthy = topics_healthy(partitions, topics, inputs.state.live_broker_ids)
         offline = offline_for_stopped_brokers(partitions, topics, inputs.state.live_broker_ids)
         progress = location.read_json(PROGRESS_FILE) if location.exists(PROGRESS_FILE) else {}

@@ -7,9 +7,8 @@ import json
 
 import pytest
 
-from airflow_provider_kafka_zk.kafka.model import ClusterState
+from airflow_provider_kafka_zk.kafka.model import ClusterState, PartitionInfo
 from airflow_provider_kafka_zk.kafka.topic_id_repair import (
-    PartitionHealth,
     RepairPlanError,
     Strategy,
     TopicIdCase,
@@ -21,7 +20,7 @@ from airflow_provider_kafka_zk.kafka.topic_id_repair import (
     topic_znode_with_id,
     topics_healthy,
 )
-from airflow_provider_kafka_zk.kafka.znodes import TopicAssignment
+from airflow_provider_kafka_zk.kafka.znodes import PartitionState, TopicAssignment
 from airflow_provider_kafka_zk.testing.simulator.rows import audit_dirs, cluster_rows
 from airflow_provider_kafka_zk.testing.simulator.scenarios import incident_cluster
 
@@ -185,11 +184,27 @@ def test_remaining_steps_continue_after_the_last_completed():
     assert remaining_steps(steps, ["a", "b", "c"]) == []
 
 
+def _partition(
+    topic: str,
+    p: int,
+    replicas: tuple[int, ...],
+    leader: int,
+    isr: tuple[int, ...],
+    target: tuple[int, ...] = (),
+) -> PartitionInfo:
+    """A partition as the model has it; ``target``: a reassignment to these replicas is running."""
+    target = target or replicas
+    adding = tuple(b for b in target if b not in replicas)
+    removing = tuple(b for b in replicas if b not in target)
+    state = PartitionState(topic, p, leader, 1, 1, isr)
+    return PartitionInfo(topic, p, target + removing, target, replicas, adding, removing, state, 1)
+
+
 def test_gates():
     parts = {
-        ("t", 0): PartitionHealth((1, 2, 3), 1, (1, 2)),
-        ("t", 1): PartitionHealth((2, 3), 2, (2, 3)),
-        ("u", 0): PartitionHealth((3,), -1, (3,)),
+        ("t", 0): _partition("t", 0, (1, 2, 3), 1, (1, 2)),
+        ("t", 1): _partition("t", 1, (2, 3), 2, (2, 3)),
+        ("u", 0): _partition("u", 0, (3,), -1, (3,)),
     }
     assert topics_healthy(parts, ["t"], {1, 2, 3}) == ["t-0: brokers [3] not in the ISR [1, 2]"]
     assert topics_healthy(parts, ["t"], {1, 2}) == []  # a stopped broker's replica is not waited for
@@ -204,5 +219,14 @@ def test_gates():
         "broker 3 still has its old registration (epoch 100): not restarted yet"
     ]
     assert restart_gate(3, 100, {1: 1}, parts, 5) == ["broker 3 is not registered in /brokers/ids"]
-    healed = {**parts, ("t", 0): PartitionHealth((1, 2, 3), 1, (1, 2, 3))}
+    healed = {**parts, ("t", 0): _partition("t", 0, (1, 2, 3), 1, (1, 2, 3))}
     assert restart_gate(3, 100, {1: 1, 2: 2, 3: 200}, healed, baseline_urp=0) == []
+
+
+def test_restart_gate_counts_under_replication_as_the_audit_does():
+    """One URP rule (the model's, Kafka's replicationFactor = replicas - removing): a replica being
+    removed by a running reassignment and already out of the ISR is not under-replication, so a
+    move running during the repair does not hold a restart's gate forever."""
+    moving = {("t", 0): _partition("t", 0, (1, 2, 4), 1, (1, 2), target=(1, 2))}
+    assert moving[("t", 0)].replicas == (1, 2, 4)
+    assert restart_gate(2, 100, {1: 1, 2: 200, 4: 4}, moving, baseline_urp=0) == []
