@@ -156,7 +156,7 @@ def cluster_setting(params: dict[str, Any], key: str) -> Any:
     if key == "base_path":
         from airflow_provider_kafka_zk.operators.snapshot import default_artefacts_base
 
-        return os.environ.get("KAFKA_ZK_ARTEFACTS_BASE") or default_artefacts_base()
+        return default_artefacts_base()
     if key == "server_properties_path":
         return os.environ.get("KAFKA_ZK_SERVER_PROPERTIES_PATH") or None
     return None

@@ -16,7 +16,6 @@ above ``fail_on`` (default critical) exist, naming the worst ones and the report
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -33,8 +32,6 @@ DAG_ID = "kafka_zk_daily_hygiene"
 def artefacts_base(settings: Mapping[str, Any]) -> str:
     if settings.get("base_path"):
         return str(settings["base_path"])
-    if os.environ.get("KAFKA_ZK_ARTEFACTS_BASE"):
-        return os.environ["KAFKA_ZK_ARTEFACTS_BASE"]
     from airflow_provider_kafka_zk.operators.snapshot import default_artefacts_base
 
     return default_artefacts_base()

@@ -42,7 +42,14 @@ def snapshot_asset(cluster: str) -> Asset:
 
 
 def default_artefacts_base() -> str:
-    """``[kafka_zk] artefacts_base`` from the Airflow config, else ``$AIRFLOW_HOME/kafka-zk-artefacts``."""
+    """Where artefacts go when a task names no base: ``$KAFKA_ZK_ARTEFACTS_BASE``, else
+    ``[kafka_zk] artefacts_base`` from the Airflow config, else ``$AIRFLOW_HOME/kafka-zk-artefacts``.
+
+    The one resolution every DAG (at parse time) and every operator (at run time) uses, so a task
+    never writes where the next one does not read.
+    """
+    if os.environ.get("KAFKA_ZK_ARTEFACTS_BASE"):
+        return os.environ["KAFKA_ZK_ARTEFACTS_BASE"]
     from airflow.sdk.configuration import conf
 
     configured = conf.get("kafka_zk", "artefacts_base", fallback=None)

@@ -120,3 +120,31 @@ def test_the_daily_dag_verifies_topics_marked_for_deletion_without_cleaning_up(n
     file.write_text('[clusters.g]\ndeletion_wait_s = "an hour"\n')
     with pytest.raises(ClusterFileError, match=r"clusters\.g\.deletion_wait_s must be a number"):
         load_clusters()
+
+
+def test_every_dag_and_operator_resolves_the_artefacts_base_the_same_way(
+    no_file_configured, monkeypatch, tmp_path
+):
+    """A task that names no base (an operator used directly) writes where the DAGs read: the cluster
+    file's ``base_path``, else ``$KAFKA_ZK_ARTEFACTS_BASE``, else ``[kafka_zk] artefacts_base``."""
+    from airflow_provider_kafka_zk.clusters import cluster_setting
+    from airflow_provider_kafka_zk.dags.daily_hygiene import artefacts_base
+    from airflow_provider_kafka_zk.operators.snapshot import default_artefacts_base
+
+    monkeypatch.setenv("AIRFLOW__KAFKA_ZK__ARTEFACTS_BASE", str(tmp_path / "configured"))
+    monkeypatch.setenv("KAFKA_ZK_ARTEFACTS_BASE", str(tmp_path / "env"))
+    (no_file_configured / "kafka_zk_clusters.toml").write_text(
+        f'[clusters.a]\n[clusters.b]\nbase_path = "{tmp_path / "b"}"\n'
+    )
+    settings = load_clusters()
+    assert default_artefacts_base() == str(tmp_path / "env")
+    assert (
+        artefacts_base(settings["a"])
+        == cluster_setting({"cluster": "a"}, "base_path")
+        == str(tmp_path / "env")
+    )
+    assert (
+        artefacts_base(settings["b"]) == cluster_setting({"cluster": "b"}, "base_path") == str(tmp_path / "b")
+    )
+    monkeypatch.delenv("KAFKA_ZK_ARTEFACTS_BASE")
+    assert default_artefacts_base() == artefacts_base(settings["a"]) == str(tmp_path / "configured")
