@@ -3,6 +3,8 @@
 # ZooKeeper and sshd on loopback, build the simulated incident cluster, show what it holds, then run
 # the daily hygiene DAG on it (airflow dags test, audit on Spark), print the findings summary, and
 # end with the topicId repair plan (a dry run of kafka_zk_topic_id_repair) for the topics it found.
+# --keep-running then leaves it all up, plus a drainable cluster (demo_maintenance), and prints the
+# airflow commands to try the drain on it and the PID that stops everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh

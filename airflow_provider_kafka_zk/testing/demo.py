@@ -10,6 +10,10 @@ the workdir, and prints the findings summary. The gate fails on this cluster, as
 the topicId repair DAG plans the fix of the two KAFKA-14190 topics it found, as a dry run;
 ``--repair`` carries it out (the simulated controller and brokers react in a thread) and prints the
 repair's verification (the same audit rules, on a fresh snapshot and inventory).
+
+``--keep-running`` then adds a drainable cluster (``demo_maintenance``: healthy, RF=1 topics, its
+simulated controller carrying out reassignments in a thread), prints the commands that point one's
+own ``airflow`` at both and try the drain, and waits; Ctrl-C or SIGTERM stops everything.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import logging
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -121,21 +126,74 @@ def main(argv: list[str] | None = None) -> int:
                         workdir, zookeeper, sshd, addresses, args.dags_folder, deployed=deployed
                     )
             if args.keep_running:
-                env = dag_environment(workdir, zookeeper, sshd, addresses, args.dags_folder)
-                print("\n" + try_it_yourself(env))
-                print("\nServices and broker sessions stay up; Ctrl-C stops them.")
-                try:
-                    while True:
-                        time.sleep(3600)
-                except KeyboardInterrupt:
-                    pass
+                keep_running(workdir, zookeeper, sshd, addresses, args.dags_folder, args.kafka_version)
     return status
 
 
-def try_it_yourself(env: Mapping[str, str]) -> str:
+DRAIN_CLUSTER = "demo_maintenance"
+"""The cluster --keep-running adds for trying the drain: the incident cluster refuses every drain (its
+planted reassignment is in flight, as it should), this healthy one with RF=1 topics does not."""
+DRAIN_CHROOT = "/kafka_demo_maintenance"
+
+
+def keep_running(
+    workdir: Path,
+    zookeeper: ZooKeeperServer,
+    sshd: SshServer,
+    addresses: tuple[str, ...],
+    dags_folder: Path,
+    kafka_version: str,
+) -> None:
+    """Deploy the drainable cluster beside the demo's, its simulated controller and brokers reacting in
+    a thread (reassignments carried out), print how to use both from another shell and how to stop
+    everything, then wait for Ctrl-C or SIGTERM (both stop the brokers, sshd and ZooKeeper)."""
+    from .simulator.runtime import ClusterRuntime
+
+    def interrupted(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupted)
+    with (
+        DeployedCluster(
+            maintenance_cluster(name=DRAIN_CLUSTER, kafka_version=kafka_version),
+            zookeeper.connect_string,
+            DRAIN_CHROOT,
+            workdir / "maintenance-hosts",
+        ) as drainable,
+        ClusterRuntime(drainable, restart_dir=workdir / "maintenance-restarts", reassignments=True),
+    ):
+        env = dag_environment(workdir, zookeeper, sshd, addresses, dags_folder, drain_cluster=True)
+        rf1 = sorted(
+            f"{t}-{p}"
+            for t, topic in drainable.cluster.topics.items()
+            for p, partition in topic.partitions.items()
+            if partition.replicas == [MAINTENANCE_BROKER]
+        )
+        print(
+            f"\nCluster '{DRAIN_CLUSTER}' (healthy; RF=1 on broker {MAINTENANCE_BROKER}: {', '.join(rf1)}) "
+            f"in ZooKeeper {drainable.zookeeper_connect}; its simulated controller carries out reassignments"
+        )
+        print("\n" + try_it_yourself(env, drain_cluster=DRAIN_CLUSTER), flush=True)
+        print(
+            f"\nServices and broker sessions stay up. To stop everything: Ctrl-C here, or kill {os.getpid()}"
+            f"  (the demo; it stops the simulated brokers, sshd pid {sshd.pid} and ZooKeeper pid {zookeeper.pid};"
+            f" were it killed with -9: kill {sshd.pid} {zookeeper.pid})",
+            flush=True,
+        )
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+
+
+def try_it_yourself(env: Mapping[str, str], *, drain_cluster: str | None = None) -> str:
     """The shell lines that point one's own ``airflow`` at the running demo: its home, cluster file and
     artefacts, and its connections as ``airflow connections add`` commands (stored in the metadata
-    DB, the way users keep them)."""
+    DB, the way users keep them).
+
+    :param drain_cluster: a cluster the drain can be tried on (its real-run commands are printed).
+    """
     lines = ["To use the running demo from another shell:"]
     for name in (
         "AIRFLOW_HOME",
@@ -155,6 +213,21 @@ def try_it_yourself(env: Mapping[str, str]) -> str:
         + shlex.quote(json.dumps({"cluster": "demo", "brokers": [1], "dry_run": True}))
         + "  # the incident cluster refuses: the reassignment the demo planted is in flight"
     )
+    if drain_cluster is not None:
+        conf = {"cluster": drain_cluster, "brokers": [MAINTENANCE_BROKER], "dry_run": True}
+        lines.append(
+            f"# the drain of broker {MAINTENANCE_BROKER} on '{drain_cluster}': the plan only, then for real"
+        )
+        lines.append("airflow dags test kafka_zk_pre_maintenance_drain -c " + shlex.quote(json.dumps(conf)))
+        conf = {**conf, "dry_run": False, "poll_interval_s": 0.5}
+        lines.append("airflow dags test kafka_zk_pre_maintenance_drain -c " + shlex.quote(json.dumps(conf)))
+        lines.append(
+            "# or, with a scheduler running (airflow standalone): airflow dags trigger "
+            "kafka_zk_pre_maintenance_drain -c " + shlex.quote(json.dumps(conf))
+        )
+        lines.append(
+            f"# artefacts: {env['KAFKA_ZK_ARTEFACTS_BASE']}/{drain_cluster}/drain/<ts>/ (plan.json, report.txt)"
+        )
     return "\n".join(lines)
 
 
@@ -172,28 +245,56 @@ def default_dags_folder(workdir: Path) -> Path:
     return folder
 
 
-def write_demo_clusters_file(workdir: Path) -> Path:
-    """The cluster file naming the demo cluster (nothing is scheduled for a cluster no file names)."""
+def write_demo_clusters_file(workdir: Path, *, drain_cluster: bool = False) -> Path:
+    """The cluster file naming the demo cluster (nothing is scheduled for a cluster no file names).
+
+    :param drain_cluster: also name ``DRAIN_CLUSTER`` (its hosts under ``maintenance-hosts``; same sshd).
+    """
     clusters = workdir / "kafka_zk_clusters.toml"
     hosts = ", ".join(f'"{b}" = "{h}"' for b, h in DEMO_BROKER_HOSTS.items())
+    tables = [("demo", "kafka_zk_demo", "hosts")]
+    if drain_cluster:
+        tables.append((DRAIN_CLUSTER, f"kafka_zk_{DRAIN_CLUSTER}", "maintenance-hosts"))
     clusters.write_text(
-        "[clusters.demo]\n"
-        'kafka_zookeeper_conn_id = "kafka_zk_demo"\n'
-        'ssh_conn_id = "kafka_zk_demo_ssh"\n'
-        f'base_path = "{workdir / "artefacts"}"\n'
-        f'server_properties_path = "{workdir / "hosts"}/broker-{{broker_id}}/config/server.properties"\n'
-        f"broker_hosts = {{ {hosts} }}\n"
+        "\n".join(
+            f"[clusters.{name}]\n"
+            f'kafka_zookeeper_conn_id = "{conn_id}"\n'
+            'ssh_conn_id = "kafka_zk_demo_ssh"\n'
+            f'base_path = "{workdir / "artefacts"}"\n'
+            f'server_properties_path = "{workdir / root}/broker-{{broker_id}}/config/server.properties"\n'
+            f"broker_hosts = {{ {hosts} }}\n"
+            for name, conn_id, root in tables
+        )
     )
     return clusters
 
 
 def dag_environment(
-    workdir: Path, zookeeper: ZooKeeperServer, sshd: SshServer, addresses: tuple[str, ...], dags_folder: Path
+    workdir: Path,
+    zookeeper: ZooKeeperServer,
+    sshd: SshServer,
+    addresses: tuple[str, ...],
+    dags_folder: Path,
+    *,
+    drain_cluster: bool = False,
 ) -> dict[str, str]:
     """An isolated Airflow home under the workdir, the demo's cluster file and connections, and what
-    spark-submit needs."""
+    spark-submit needs.
+
+    :param drain_cluster: also the cluster file entry and connection of ``DRAIN_CLUSTER``.
+    """
     venv_bin = str(Path(sys.executable).parent)
+    extra = {}
+    if drain_cluster:
+        extra[f"AIRFLOW_CONN_KAFKA_ZK_{DRAIN_CLUSTER.upper()}"] = json.dumps(
+            {
+                "conn_type": "kafka_zookeeper",
+                "host": zookeeper.connect_string,
+                "extra": {"chroot": DRAIN_CHROOT},
+            }
+        )
     return {
+        **extra,
         **os.environ,
         "AIRFLOW_HOME": str(workdir / "airflow"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
@@ -201,7 +302,7 @@ def dag_environment(
         "PATH": f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}",
         "PYSPARK_PYTHON": sys.executable,
         "SPARK_LOCAL_IP": "127.0.0.1",
-        "KAFKA_ZK_CLUSTERS_FILE": str(write_demo_clusters_file(workdir)),
+        "KAFKA_ZK_CLUSTERS_FILE": str(write_demo_clusters_file(workdir, drain_cluster=drain_cluster)),
         "KAFKA_ZK_ARTEFACTS_BASE": str(workdir / "artefacts"),
         "AIRFLOW_CONN_KAFKA_ZK_DEMO": json.dumps(
             {"conn_type": "kafka_zookeeper", "host": zookeeper.connect_string, "extra": {"chroot": CHROOT}}
