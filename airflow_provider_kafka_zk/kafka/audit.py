@@ -32,7 +32,8 @@ from .logdir import DirKind
 from .model import ClusterState, TopicState
 from .reassignment import BROKER_THROTTLE_KEYS
 from .uuid import KafkaUuid
-from .versions import KafkaVersion, ibp_uses_topic_ids
+from .versions import KafkaVersion, has_stray_dirs, ibp_uses_topic_ids
+from .znodes import ReassignmentEntry
 
 UNPARSEABLE = "unparseable"
 
@@ -776,6 +777,13 @@ def check_deletion(evidence: TopicEvidence, facts: ClusterFacts) -> list[Finding
     return out
 
 
+def _knows_stray_dirs(release: str) -> bool:
+    try:
+        return has_stray_dirs(KafkaVersion.parse(release))
+    except KafkaFormatError:
+        return True  # an unreadable release: the newer rule, as when it is unknown
+
+
 def check_dir_kinds(evidence: TopicEvidence, facts: ClusterFacts) -> list[Finding]:
     """-delete directories past the delay and -stray directories, whatever the topic's state."""
     out = []
@@ -822,13 +830,24 @@ def check_dir_kinds(evidence: TopicEvidence, facts: ClusterFacts) -> list[Findin
             )
         stray = [d for d in on_broker if d.kind is DirKind.STRAY]
         if stray:
+            info = facts.brokers.get(broker_id)
+            release = info.kafka_version if info is not None else None
+            # -stray exists from 3.7; an older broker cannot parse the name (its partition part is
+            # not a number) and fails to load the log dir (``Log.parseTopicPartitionName``, 3.6.2)
+            too_old = release is not None and not _knows_stray_dirs(release)
             out.append(
                 _finding(
                     facts,
                     "stray-dirs",
-                    Severity.WARNING,
-                    f"broker {broker_id} holds {len(stray)} -stray director(ies) of {evidence.topic}",
-                    "Kafka never deletes -stray directories: check and remove them by hand",
+                    Severity.ERROR if too_old else Severity.WARNING,
+                    f"broker {broker_id} holds {len(stray)} -stray director(ies) of {evidence.topic}"
+                    + (f" that Kafka {release} cannot parse (-stray exists from 3.7)" if too_old else ""),
+                    (
+                        f"Kafka {release} refuses to load a log dir holding such a name: move them out of the "
+                        "log dir before the broker restarts"
+                        if too_old
+                        else "Kafka never deletes -stray directories: check and remove them by hand"
+                    ),
                     topic=evidence.topic,
                     broker_id=broker_id,
                     path=stray[0].path,
@@ -1422,6 +1441,19 @@ def _leader_imbalance(state: ClusterState, facts: ClusterFacts) -> list[Finding]
     return out
 
 
+def _being_moved(topic: TopicState, entry: ReassignmentEntry) -> bool:
+    """Whether the controller is carrying this entry out, as the topic znode shows it.
+
+    2.4+ controllers write adding/removing replicas; a pre-2.4 one (topic znode format 1) writes
+    only the union of the new and the old replicas, without either (``KafkaController.
+    onPartitionReassignment``, ``newAndOldReplicas``, 1.1.0 and 2.3.0).
+    """
+    part = topic.partitions[entry.partition]
+    if part.is_reassigning:
+        return True
+    return topic.format_version == 1 and set(entry.replicas) < set(part.replicas)
+
+
 def _reassignment_znode(state: ClusterState, facts: ClusterFacts) -> list[Finding]:
     znode = state.reassign_partitions
     if znode is None:
@@ -1436,9 +1468,9 @@ def _reassignment_znode(state: ClusterState, facts: ClusterFacts) -> list[Findin
             problems.append(
                 f"{entry.topic}-{entry.partition}: target names broker(s) {dead} that are not live"
             )
-        elif not topic.partitions[entry.partition].is_reassigning and tuple(
-            topic.partitions[entry.partition].replicas
-        ) != tuple(entry.replicas):
+        elif not _being_moved(topic, entry) and tuple(topic.partitions[entry.partition].replicas) != tuple(
+            entry.replicas
+        ):
             problems.append(f"{entry.topic}-{entry.partition}: listed but the controller is not moving it")
     if not problems:
         return []
@@ -1494,7 +1526,11 @@ def _throttles_left(state: ClusterState, facts: ClusterFacts) -> list[Finding]:
 
 def kraft_readiness(findings: Sequence[Finding], state: ClusterState, facts: ClusterFacts) -> list[Finding]:
     """Info facts for a KRaft migration that follow from the other findings (3.4+ migration rules)."""
-    no_id = sorted(t.name for t in state.topics.values() if t.topic_id is None)
+    # below IBP 2.8 no topic has an id yet: the IBP 3.4 a migration needs gives every topic one
+    # at the first controller failover (``KafkaController.processTopicIds``, 3.4.0), nothing to flag
+    no_id = (
+        sorted(t.name for t in state.topics.values() if t.topic_id is None) if facts.uses_topic_ids else []
+    )
     no_meta = sum(
         len(f.evidence.get("replicas", [])) for f in findings if f.check == "partition-metadata-missing"
     )

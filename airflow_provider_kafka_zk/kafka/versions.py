@@ -105,3 +105,93 @@ def clean_shutdown_marker_has_json(release: KafkaVersion) -> bool:
 def writes_partition_metadata_on_create(release: KafkaVersion) -> bool:
     """3.0+ write partition.metadata for a log created with a known id; 2.8.x only on a later LeaderAndIsr."""
     return release >= KafkaVersion(3, 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# The version matrix: one tested release per line, and the release rules the simulator and the
+# rules follow (each read from Kafka's source at the release tag named in its docstring).
+# ---------------------------------------------------------------------------------------------
+
+MATRIX_RELEASES: dict[str, str] = {
+    "0.11": "0.11.0.3",
+    "1.1": "1.1.1",
+    "2.0": "2.0.1",
+    "2.3": "2.3.1",
+    "2.4": "2.4.1",
+    "2.7": "2.7.2",
+    "2.8": "2.8.2",
+    "3.0": "3.0.2",
+    "3.3": "3.3.1",
+    "3.6": "3.6.2",
+    "3.9": "3.9.0",
+}
+"""The ZooKeeper-mode release lines the project is tested on, and the release simulated for each."""
+
+
+def matrix_release(text: str) -> str:
+    """``"2.3"`` -> ``"2.3.1"`` (the matrix release of that line); a full release is returned as given.
+
+    :param text: a release line of :data:`MATRIX_RELEASES` or a full release such as ``2.8.2``.
+    :raises KafkaFormatError: for text that is no Kafka version, or a 4.x (KRaft-only) release.
+    """
+    version = KafkaVersion.parse(text)
+    if version.major >= 4:
+        raise KafkaFormatError("Kafka version", "a ZooKeeper-mode release (0.11 to 3.9)", str(text))
+    line = version.release_line
+    if str(text).strip() == line and line in MATRIX_RELEASES:
+        return MATRIX_RELEASES[line]
+    return str(text).strip()
+
+
+def offset_index_holds_last_offset(release: KafkaVersion) -> bool:
+    """2.0+ index the chunk's last offset, 0.11-1.1 its first (``LogSegment.append``, 1.1.0 vs 2.0.0)."""
+    return release >= KafkaVersion(2, 0)
+
+
+def caps_suffixed_dir_names(release: KafkaVersion) -> bool:
+    """2.3+ cut the topic so ``<t>-<p>.<uuid>-delete`` stays <= 255 chars (``Log.logDeleteDirName``, 2.3.0)."""
+    return release >= KafkaVersion(2, 3)
+
+
+def has_stray_dirs(release: KafkaVersion) -> bool:
+    """3.7+ set replicas aside as ``<t>-<p>.<uuid>-stray`` (``LocalLog.StrayDirSuffix``, 3.7.0); older
+    brokers cannot even parse such a name (``Log.parseTopicPartitionName`` throws)."""
+    return release >= KafkaVersion(3, 7)
+
+
+def meta_properties_has_cluster_id(release: KafkaVersion) -> bool:
+    """2.4+ write ``cluster.id`` into meta.properties (``BrokerMetadataCheckpoint.write``, 2.3.0 vs 2.4.0)."""
+    return release >= KafkaVersion(2, 4)
+
+
+def writes_feature_znode(release: KafkaVersion) -> bool:
+    """2.7+ controllers create ``/feature`` (KIP-584; ``KafkaController.setupFeatureVersioning``, 2.7.0)."""
+    return release >= KafkaVersion(2, 7)
+
+
+def controller_znode_version(release: KafkaVersion) -> int:
+    """``/controller`` v2 (with ``kraftControllerEpoch``) from 3.4 (``ControllerZNode.encode``, 3.4.0)."""
+    return 2 if release >= KafkaVersion(3, 4) else 1
+
+
+def supports_kraft_migration(release: KafkaVersion) -> bool:
+    """3.4+ can migrate to KRaft: only then may ``/migration`` exist (``MigrationZNode``, 3.4.0)."""
+    return release >= KafkaVersion(3, 4)
+
+
+def config_entity_types(release: KafkaVersion) -> tuple[str, ...]:
+    """``/config/<type>`` paths every broker creates at startup.
+
+    0.11-1.0 ``ZkUtils.persistentZkPaths``: topics and clients; 1.1-2.7 ``ZkData.PersistentZkPaths`` with
+    ``ConfigType.all``: + users, brokers; 2.8+ + ips (``DynamicConfigManager.ConfigType``, 2.8.0).
+    """
+    if release < KafkaVersion(1, 1):
+        return ("topics", "clients")
+    if release < KafkaVersion(2, 8):
+        return ("topics", "clients", "users", "brokers")
+    return ("topics", "clients", "users", "brokers", "ips")
+
+
+def creates_log_dir_event_path(release: KafkaVersion) -> bool:
+    """``/log_dir_event_notification`` exists from 1.0 (JBOD, KIP-112; absent in 0.11 ``ZkUtils``)."""
+    return release >= KafkaVersion(1, 0)

@@ -16,12 +16,15 @@ from dataclasses import dataclass, field, replace
 from airflow_provider_kafka_zk.kafka.logdir import DirKind
 from airflow_provider_kafka_zk.kafka.uuid import KafkaUuid
 from airflow_provider_kafka_zk.kafka.versions import (
+    KafkaVersion,
+    has_stray_dirs,
     ibp_sends_topic_ids,
     ibp_uses_topic_ids,
+    supports_kraft_migration,
     topic_znode_version,
     writes_partition_metadata_on_create,
 )
-from airflow_provider_kafka_zk.kafka.znodes import validate_topic_name
+from airflow_provider_kafka_zk.kafka.znodes import MigrationZNode, validate_topic_name
 
 from .assignment import assign_replicas
 from .spec import BrokerSpec, ClusterSpec, TopicSpec
@@ -95,6 +98,25 @@ class BrokerModel:
 
 
 @dataclass(frozen=True)
+class KraftMigration:
+    """A KRaft controller migrating this cluster (3.4+): what ``/migration`` and ``/controller`` hold."""
+
+    kraft_controller_id: int
+    kraft_controller_epoch: int
+    kraft_metadata_offset: int
+    kraft_metadata_epoch: int
+    zk_version: int = 0  # each migration write is a conditional SetData on /migration
+
+    def encode(self) -> bytes:
+        return MigrationZNode(
+            self.kraft_controller_id,
+            self.kraft_controller_epoch,
+            self.kraft_metadata_offset,
+            self.kraft_metadata_epoch,
+        ).encode()
+
+
+@dataclass(frozen=True)
 class Incident:
     """Ground truth for tests: what a step planted and where."""
 
@@ -131,6 +153,7 @@ class SimulatedCluster:
         self.broker_configs: dict[str, dict[str, str]] = {}
         self.config_changes: list[str] = []  # entity paths, in notification order
         self.incidents: list[Incident] = []
+        self.kraft_migration: KraftMigration | None = None
         self.history: list[str] = [
             f"cluster {spec.name}: Kafka {spec.kafka_version}, IBP {spec.ibp}, "
             f"brokers {sorted(self.brokers)}, controller {self.controller_id}"
@@ -418,6 +441,8 @@ class SimulatedCluster:
         """Drop the topic-id incidents that no longer hold (a repair healed them)."""
 
         def holds(i: Incident) -> bool:
+            if i.kind not in ("topic_id_missing_in_zookeeper", "topic_id_mismatch"):
+                return True
             topic = self.topics.get(i.topic or "")
             if topic is None:
                 return False
@@ -552,10 +577,23 @@ class SimulatedCluster:
                 outcome[(topic_name, p)] = "elected"
             else:
                 outcome[(topic_name, p)] = "preferred_unavailable"
+        self.incidents = [
+            i
+            for i in self.incidents
+            if not (i.kind == "leader_imbalance" and self._leads_its_preferred(i.broker_id))
+        ]
         elected = sum(1 for v in outcome.values() if v == "elected")
         self.history.append(f"preferred replica election: {elected} of {len(outcome)} partition(s) moved")
         self.tick()
         return outcome
+
+    def _leads_its_preferred(self, broker_id: int | None) -> bool:
+        return all(
+            part.leader == broker_id
+            for topic in self.topics.values()
+            for part in topic.partitions.values()
+            if part.replicas and part.replicas[0] == broker_id
+        )
 
     # ------------------------------------------------------------------ deletion
     def delete_topic(self, topic_name: str, *, leave_delete_dirs: bool = False) -> None:
@@ -641,6 +679,8 @@ class SimulatedCluster:
         """Directories of a topic ZooKeeper no longer knows, left on a broker (restored disk, failed delete)."""
         if topic_name in self.topics:
             raise SimulationError(f"{topic_name} still exists; leftovers are for deleted topics")
+        if kind is DirKind.STRAY and not has_stray_dirs(self.spec.release):
+            raise SimulationError(f"Kafka {self.spec.release} has no -stray directories (3.7+)")
         broker = self.broker(broker_id)
         partitions = tuple(partitions)
         for p in partitions:
@@ -769,6 +809,34 @@ class SimulatedCluster:
                 )
                 return
         raise SimulationError(f"broker {broker_id} holds no replica of {topic_name}-{partition}")
+
+    # ------------------------------------------------------------------ KRaft migration
+    def begin_kraft_migration(self, kraft_controller_id: int = 3000, kraft_controller_epoch: int = 1) -> None:
+        """A KRaft quorum takes over as controller to migrate the metadata (3.4+, KIP-866).
+
+        It writes ``/migration`` (version 0) and holds ``/controller`` as a persistent znode with its
+        epoch, so no ZK broker can win an election (``KafkaZkClient.
+        tryRegisterKRaftControllerAsActiveController``, 3.6.2); every topic must have an id by then.
+        """
+        if not supports_kraft_migration(self.spec.release):
+            raise SimulationError(f"Kafka {self.spec.release} cannot migrate to KRaft (3.4+)")
+        if self.spec.ibp < KafkaVersion(3, 4):
+            raise SimulationError(
+                f"IBP {self.spec.ibp}: a migration needs inter.broker.protocol.version >= 3.4"
+            )
+        self.controller_epoch_version += 1
+        self.controller_elected_at_ms = self.tick()
+        self.kraft_migration = KraftMigration(kraft_controller_id, kraft_controller_epoch, 100, 1)
+        self.history.append(
+            f"KRaft controller {kraft_controller_id} (epoch {kraft_controller_epoch}) took over to migrate"
+        )
+
+    def end_kraft_migration_rollback(self) -> None:
+        """The documented rollback: delete ``/controller`` and ``/migration``; a ZK broker is elected."""
+        if self.kraft_migration is None:
+            raise SimulationError("no KRaft migration in progress")
+        self.kraft_migration = None
+        self.elect_controller()
 
     # ------------------------------------------------------------------ views
     def rf1_partitions_by_broker(self) -> dict[int, list[tuple[str, int]]]:

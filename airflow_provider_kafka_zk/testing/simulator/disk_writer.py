@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import shutil
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
@@ -31,6 +32,7 @@ from airflow_provider_kafka_zk.kafka.logdir import (
     java_date_string,
 )
 from airflow_provider_kafka_zk.kafka.records import (
+    DEFAULT_INDEX_INTERVAL_BYTES,
     DEFAULT_MAX_INDEX_SIZE,
     OFFSET_INDEX_ENTRY_SIZE,
     TIME_INDEX_ENTRY_SIZE,
@@ -39,7 +41,12 @@ from airflow_provider_kafka_zk.kafka.records import (
     encode_record_batch,
     segment_file_name,
 )
-from airflow_provider_kafka_zk.kafka.versions import clean_shutdown_marker_has_json
+from airflow_provider_kafka_zk.kafka.versions import (
+    caps_suffixed_dir_names,
+    clean_shutdown_marker_has_json,
+    meta_properties_has_cluster_id,
+    offset_index_holds_last_offset,
+)
 
 from .cluster import BrokerModel, ReplicaDir, SimulatedCluster
 
@@ -120,7 +127,9 @@ def _write_log_dir(cluster: SimulatedCluster, broker: BrokerModel, log_dir: Path
     log_dir.mkdir(parents=True)
     (log_dir / ".lock").touch()
     started = dt.datetime.fromtimestamp(cluster.spec.start_time_ms / 1000, dt.UTC)
-    meta = MetaProperties(version=0, cluster_id=cluster.cluster_id, broker_id=broker.broker_id)
+    # cluster.id is in meta.properties from 2.4 (``BrokerMetadataCheckpoint.write``, 2.3.0 vs 2.4.0)
+    cluster_id = cluster.cluster_id if meta_properties_has_cluster_id(cluster.spec.release) else None
+    meta = MetaProperties(version=0, cluster_id=cluster_id, broker_id=broker.broker_id)
     (log_dir / "meta.properties").write_bytes(meta.encode(date_line=java_date_string(started)))
     replicas = [
         d for d in cluster.replica_dirs(broker_id=broker.broker_id, kind=None) if d.log_dir_index == index
@@ -156,7 +165,11 @@ def _write_partition_dir(
 ) -> int:
     """Write one partition directory; returns the active segment's base offset."""
     path = log_dir / format_partition_dir_name(
-        replica.topic, replica.partition, replica.kind, replica.unique_id
+        replica.topic,
+        replica.partition,
+        replica.kind,
+        replica.unique_id,
+        cap_length=caps_suffixed_dir_names(cluster.spec.release),
     )
     path.mkdir()
     if replica.topic_id is not None and replica.metadata_file:
@@ -170,6 +183,7 @@ def _write_partition_dir(
         replica.records_per_batch,
         replica.segment_bytes,
         cluster.spec.start_time_ms,
+        offset_index_holds_last_offset(cluster.spec.release),
     )
     active_open = broker.online or not broker.clean_shutdown
     for number, (base_offset, log, offset_index, time_index) in enumerate(segments):
@@ -204,11 +218,40 @@ def _swap_middle_entries(index: bytes) -> bytes:
     )
 
 
+def first_offset_index(log: bytes, base_offset: int) -> bytes:
+    """The offset index a 0.11-1.1 broker writes for ``log``: on the same index-interval rule as 2.0+,
+    but each entry holds the first offset of the batch at its position (``LogSegment.append`` indexes
+    ``firstOffset`` in 1.1.0, ``largestOffset`` from 2.0.0; ``recover`` ``batch.baseOffset`` likewise)."""
+    entries, last_entry, pos = bytearray(), 0, 0
+    while pos + 17 <= len(log):
+        first, length = struct.unpack_from(">qi", log, pos)
+        if pos - last_entry > DEFAULT_INDEX_INTERVAL_BYTES:
+            entries += struct.pack(">ii", first - base_offset, pos)
+            last_entry = pos
+        pos += length + 12
+    return bytes(entries)
+
+
 @lru_cache(maxsize=256)
 def _segments(
-    records: int, value_bytes: int, per_batch: int, segment_bytes: int, start_ms: int
+    records: int,
+    value_bytes: int,
+    per_batch: int,
+    segment_bytes: int,
+    start_ms: int,
+    last_offset_index: bool = True,
 ) -> tuple[tuple[int, bytes, bytes, bytes], ...]:
-    """(base offset, .log, trimmed .index, trimmed .timeindex) per segment; replicas share the bytes."""
+    """(base offset, .log, trimmed .index, trimmed .timeindex) per segment; replicas share the bytes.
+
+    ``last_offset_index`` False: the offset index as 0.11-1.1 write it (:func:`first_offset_index`).
+    """
+    if not last_offset_index:
+        return tuple(
+            (base, log, first_offset_index(log, base), time_index)
+            for base, log, _, time_index in _segments(
+                records, value_bytes, per_batch, segment_bytes, start_ms
+            )
+        )
     out = []
     writer = LogSegmentWriter(0)
     for batch in _batches(records, value_bytes, per_batch, start_ms):

@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from airflow_provider_kafka_zk.kafka.logdir import DirKind, format_partition_dir_name
-from airflow_provider_kafka_zk.kafka.records import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_MAX_INDEX_SIZE
+from airflow_provider_kafka_zk.kafka.records import DEFAULT_MAX_INDEX_SIZE
 
 from .cluster import Incident, SimulatedCluster, SimulationError
-from .disk_writer import broker_host
+from .disk_writer import broker_host, first_offset_index
 
 KINDS = (
     "repeated_offset",
@@ -118,16 +118,6 @@ def _batches(data: bytes) -> list[tuple[int, int, int, int]]:
     return out
 
 
-def _first_offset_index(data: bytes, base_offset: int) -> bytes:
-    """The offset index a 0.11-1.1 broker writes: every interval, the batch's first offset."""
-    entries, last_entry = bytearray(), 0
-    for pos, _, first, _ in _batches(data):
-        if pos - last_entry > DEFAULT_INDEX_INTERVAL_BYTES:
-            entries += struct.pack(">ii", first - base_offset, pos)
-            last_entry = pos
-    return bytes(entries)
-
-
 def apply(cluster: SimulatedCluster, root: Path, damage: LogDamage) -> None:
     """Put the damage on the freshly written host root (called after each sync)."""
     stem = segment_stem(cluster, root, damage)
@@ -138,7 +128,7 @@ def apply(cluster: SimulatedCluster, root: Path, damage: LogDamage) -> None:
         raise SimulationError(f"{log} has {len(batches)} batch(es): give the replica more data")
     if damage.index_rule == "first":
         preallocated = index.stat().st_size if index.exists() else 0
-        index.write_bytes(_first_offset_index(data, int(stem.name)))
+        index.write_bytes(first_offset_index(data, int(stem.name)))
         if preallocated > index.stat().st_size:
             os.truncate(index, preallocated)  # the active segment's preallocation stays
     last_pos, last_size, _, _ = batches[-1]

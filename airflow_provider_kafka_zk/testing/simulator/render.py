@@ -6,7 +6,11 @@ from airflow_provider_kafka_zk.kafka import znodes as zk
 from airflow_provider_kafka_zk.kafka.versions import (
     KafkaVersion,
     broker_registration_version,
+    config_entity_types,
+    controller_znode_version,
+    creates_log_dir_event_path,
     feature_znode_version,
+    writes_feature_znode,
 )
 
 from .cluster import SimulatedCluster
@@ -42,11 +46,26 @@ def topic_assignment(cluster: SimulatedCluster, topic_name: str) -> zk.TopicAssi
     )
 
 
+def persistent_paths(release: KafkaVersion) -> tuple[str, ...]:
+    """The paths a broker of ``release`` creates at startup (``ZkUtils.persistentZkPaths`` 0.11.0.0 and
+    1.0.0; ``ZkData.PersistentZkPaths`` 1.1.0 to 3.9.0-rc3): no ``/log_dir_event_notification`` before
+    1.0, config roots by :func:`~airflow_provider_kafka_zk.kafka.versions.config_entity_types`."""
+    config_roots = {f"{zk.CONFIG}/{t}" for t in config_entity_types(release)}
+    return tuple(
+        p
+        for p in zk.PERSISTENT_PATHS
+        if (not p.startswith(zk.CONFIG + "/") or p == zk.CONFIG_CHANGES or p in config_roots)
+        and (p != zk.LOG_DIR_EVENT_NOTIFICATION or creates_log_dir_event_path(release))
+    )
+
+
 def render_zookeeper(cluster: SimulatedCluster) -> list[ZnodeRecord]:
     """Every znode the cluster's ZooKeeper holds (below the chroot), as Kafka would have written it."""
     spec = cluster.spec
     records = [ZnodeRecord(p, None) for p in _CONTAINERS]
-    records += [ZnodeRecord(p, None) for p in zk.PERSISTENT_PATHS if p != zk.LATEST_PRODUCER_ID_BLOCK]
+    records += [
+        ZnodeRecord(p, None) for p in persistent_paths(spec.release) if p != zk.LATEST_PRODUCER_ID_BLOCK
+    ]
     records.append(ZnodeRecord(zk.CLUSTER_ID, zk.ClusterId(cluster.cluster_id).encode()))
 
     broker_count = len(cluster.brokers)
@@ -62,11 +81,26 @@ def render_zookeeper(cluster: SimulatedCluster) -> list[ZnodeRecord]:
                 version=1,  # registered, then updated once at startup
             )
         )
-    controller_version = 2 if spec.release >= KafkaVersion(3, 4) else 1
-    controller = zk.ControllerRegistration(
-        cluster.controller_id, cluster.controller_elected_at_ms, version=controller_version
-    )
-    records.append(ZnodeRecord(zk.CONTROLLER, controller.encode(), owner_broker=cluster.controller_id))
+    migration = cluster.kraft_migration
+    if migration is not None:
+        # The KRaft controller holds /controller as a persistent znode with its epoch, and keeps its
+        # migration state in /migration (``KafkaZkClient.tryRegisterKRaftControllerAsActiveController``,
+        # ``MigrationZNode``, 3.6.2 and 3.9.0-rc3 core/src/main/scala/kafka/zk/).
+        kraft = zk.ControllerRegistration(
+            migration.kraft_controller_id,
+            cluster.controller_elected_at_ms,
+            version=2,
+            kraft_controller_epoch=migration.kraft_controller_epoch,
+        )
+        records.append(ZnodeRecord(zk.CONTROLLER, kraft.encode()))
+        records.append(ZnodeRecord(zk.MIGRATION, migration.encode(), version=migration.zk_version))
+    else:
+        controller = zk.ControllerRegistration(
+            cluster.controller_id,
+            cluster.controller_elected_at_ms,
+            version=controller_znode_version(spec.release),
+        )
+        records.append(ZnodeRecord(zk.CONTROLLER, controller.encode(), owner_broker=cluster.controller_id))
     records.append(
         ZnodeRecord(
             zk.CONTROLLER_EPOCH,
@@ -74,7 +108,7 @@ def render_zookeeper(cluster: SimulatedCluster) -> list[ZnodeRecord]:
             version=cluster.controller_epoch_version,
         )
     )
-    if spec.release >= KafkaVersion(2, 7):
+    if writes_feature_znode(spec.release):
         enabled = spec.ibp >= KafkaVersion(2, 7, 0, 0)
         feature = zk.FeatureZNode(feature_znode_version(spec.ibp) if enabled else 1, 1 if enabled else 0, {})
         data = feature.encode() if spec.release >= KafkaVersion(3, 3) else feature.encode_kafka_2_7()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from airflow_provider_kafka_zk.kafka.logdir import DirKind
 from airflow_provider_kafka_zk.kafka.versions import writes_partition_metadata_on_create
 
-from .cluster import SimulatedCluster
+from .cluster import Incident, SimulatedCluster
 from .spec import BrokerSpec, ClusterSpec, TopicSpec
 
 DAY_MS = 86_400_000
@@ -78,6 +78,11 @@ def incident_cluster(name: str = "demo", kafka_version: str = "3.3.1", seed: int
         (reassignment in progress); ``old-logs`` deleted in ZooKeeper but ``-delete`` directories
         (past the delete delay) on broker 2 and a plain partition directory on broker 5 remain.
     (d) broker 4 crashed (no clean-shutdown marker) and one of its offset indexes is not monotonic.
+    (e) broker 5 was restarted: it leads none of the replicated partitions it is preferred leader for.
+
+    Each release gets the incidents it can have: (a) needs topic ids (IBP >= 2.8); before that the
+    two topics are plain healthy topics. Everything else happens on every release from 0.11, in
+    that release's formats.
     """
     brokers = _brokers(6, racks=3)
     spec = ClusterSpec(
@@ -130,10 +135,21 @@ def incident_cluster(name: str = "demo", kafka_version: str = "3.3.1", seed: int
         # 2.8.x brokers write partition.metadata only on a LeaderAndIsr after the log exists: a
         # controller move (as after the rolling restart of an upgrade) gives existing logs theirs.
         cluster.controller_failover(new_controller=1)
-    # (a) KAFKA-14190, then its precursor on another topic.
-    cluster.old_client_adds_partitions("clickstream", 8, client="1.0")
+    # (e) a rolling restart's last broker: its leaderships went to the other in-sync replicas.
+    cluster.restart_broker(5)
+    cluster.incidents.append(
+        Incident(
+            "leader_imbalance",
+            broker_id=5,
+            detail="restarted: leads none of its replicated preferred partitions until a preferred election",
+        )
+    )
+    # (a) KAFKA-14190, then its precursor on another topic (only where topic ids exist).
+    if cluster.uses_topic_ids:
+        cluster.old_client_adds_partitions("clickstream", 8, client="1.0")
     cluster.controller_failover(new_controller=2)
-    cluster.old_client_adds_partitions("inventory-updates", 5, client="2.7")
+    if cluster.uses_topic_ids:
+        cluster.old_client_adds_partitions("inventory-updates", 5, client="2.7")
     # (b) broker 3 stopped for maintenance without draining its RF=1 partitions.
     cluster.stop_broker(3, clean=True)
     # (c) deletions.
