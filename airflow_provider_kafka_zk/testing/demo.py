@@ -36,7 +36,9 @@ from pathlib import Path
 from kazoo.client import KazooClient
 
 from airflow_provider_kafka_zk.kafka import znodes as zk
+from airflow_provider_kafka_zk.kafka.errors import KafkaFormatError
 from airflow_provider_kafka_zk.kafka.logdir import DirKind
+from airflow_provider_kafka_zk.kafka.versions import MATRIX_RELEASES, matrix_release
 
 from .simulator import DeployedCluster, incident_cluster
 from .simulator.readback import BrokerOnDisk, ZnodeReading, read_broker, read_zookeeper
@@ -57,7 +59,14 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--workdir", type=Path, default=Path(".demo"), help="where broker host roots go")
-    parser.add_argument("--kafka-version", default="3.3.1", help="simulated release (2.8.x or 3.x)")
+    parser.add_argument(
+        "--kafka-version",
+        default="3.3.1",
+        type=_release,
+        help="simulated ZooKeeper-mode release: a line of the version matrix ("
+        + ", ".join(MATRIX_RELEASES)
+        + ") or a full release such as 2.8.2",
+    )
     parser.add_argument("--keep-running", action="store_true", help="keep the services up until Ctrl-C")
     parser.add_argument(
         "--repair",
@@ -119,15 +128,27 @@ def main(argv: list[str] | None = None) -> int:
                 status = run_dag(workdir, zookeeper, sshd, addresses, args.dags_folder)
                 if status == 0:
                     status = run_restart_check(workdir, zookeeper, sshd, addresses, args.dags_folder)
-                if status == 0:
+                if status == 0 and not cluster.uses_topic_ids:
+                    print(
+                        f"\nNo topicId repair: IBP {cluster.spec.ibp} has no topic ids (KAFKA-14190 needs 2.8+)"
+                    )
+                elif status == 0:
                     status = run_repair(workdir, zookeeper, sshd, addresses, args.dags_folder)
-                if status == 0 and args.repair:
+                if status == 0 and args.repair and cluster.uses_topic_ids:
                     status = run_repair(
                         workdir, zookeeper, sshd, addresses, args.dags_folder, deployed=deployed
                     )
             if args.keep_running:
                 keep_running(workdir, zookeeper, sshd, addresses, args.dags_folder, args.kafka_version)
     return status
+
+
+def _release(text: str) -> str:
+    """``--kafka-version``: a matrix line (``2.3`` -> ``2.3.1``) or a full 0.11-3.9 release."""
+    try:
+        return matrix_release(text)
+    except KafkaFormatError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 DRAIN_CLUSTER = "demo_maintenance"
@@ -606,7 +627,7 @@ def report(
             if tree[zk.partition_state_path(topic.topic, p)].decoded.leader == zk.NO_LEADER
         )
         flags = []
-        if topic.topic_id is None:
+        if topic.topic_id is None and cluster.uses_topic_ids:
             flags.append("NO topic_id")
         if topic.is_reassigning:
             flags.append("reassigning")
@@ -658,11 +679,14 @@ def _incident_lines(
             continue
         state = "offline now" if broker_id not in live else "go offline if it stops"
         out.append(f"  [b] RF=1 on broker {broker_id} ({state}): {', '.join(rf1)}")
+    reassign = tree.get(zk.REASSIGN_PARTITIONS)
+    listed = {e.topic for e in reassign.decoded.partitions} if reassign is not None else set()
     for path in sorted(p for p in tree if p.startswith(zk.DELETE_TOPICS + "/")):
         name = path.rsplit("/", 1)[1]
         topic = topics.get(name)
         cause = "?"
-        if topic is not None and topic.is_reassigning:
+        # before 2.4 only /admin/reassign_partitions tells: the topic znode has no adding/removing
+        if topic is not None and (topic.is_reassigning or name in listed):
             cause = "reassignment in progress"
         elif topic is not None:
             down = sorted({b for r in topic.partitions.values() for b in r if b not in live})
@@ -679,6 +703,21 @@ def _incident_lines(
         for problem in replica.index_problems:
             if problem.corrupt:
                 out.append(f"  [d] broker {replica.broker_id}: {problem}")
+    for broker_id in live:
+        preferred = [
+            (t, p)
+            for t, a in topics.items()
+            for p, r in a.partitions.items()
+            if len(r) > 1 and r[0] == broker_id and zk.delete_topic_path(t) not in tree
+        ]
+        led = [
+            (t, p) for t, p in preferred if tree[zk.partition_state_path(t, p)].decoded.leader == broker_id
+        ]
+        if preferred and len(led) < len(preferred) * 0.9:
+            out.append(
+                f"  [e] broker {broker_id} leads {len(led)} of the {len(preferred)} replicated partitions "
+                "it is preferred leader for"
+            )
     return out
 
 
