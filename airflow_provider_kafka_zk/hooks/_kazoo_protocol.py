@@ -5,7 +5,9 @@
   async result and one callback per znode); batching hundreds of reads into one request is what
   makes a 230k-znode walk take seconds instead of minutes (benchmarks/snapshot_benchmark.py).
 * :func:`submit_transaction`: a multi-op built from raw ops, because kazoo's ``TransactionRequest``
-  refuses ``None`` data, and Kafka's container znodes have null data (not ``b""``).
+  refuses ``None`` data, and Kafka's container znodes have null data (not ``b""``);
+  :func:`multi_request_size` is its size on the wire, what the server checks against
+  ``jute.maxbuffer``.
 
 Both go through ``KazooClient._call`` (kazoo's request queue), so sessions, reconnects, auth and
 TLS stay kazoo's. That, the negotiated session timeout and the connection thread are kazoo's
@@ -169,6 +171,22 @@ def submit_multi_read(client: KazooClient, ops: Sequence[tuple[int, str]]) -> IA
     result = client.handler.async_result()
     client._call(MultiRead(ops), result)
     return result
+
+
+_REQUEST_HEADER_SIZE = 8  # RequestHeader: xid, type (after the 4-byte length prefix)
+
+
+def multi_op_size(op: Any) -> int:
+    """Bytes one raw op (``Create``, ``SetData``, ``Delete``, ``CheckVersion``) adds to a multi-op:
+    its MultiHeader plus its jute record (path, data, ACL list, flags or version), as kazoo sends it."""
+    return _HEADER.size + len(op.serialize())
+
+
+def multi_request_size(ops: Sequence[Any]) -> int:
+    """The length ZooKeeper compares with ``jute.maxbuffer`` for a multi-op of ``ops``: the request
+    header, every op and the closing MultiHeader (the 4-byte length prefix itself is not counted:
+    ``len > maxBuffer`` in NIOServerCnxn.readLength / NettyServerCnxn.receiveMessage, release-3.8.0)."""
+    return _REQUEST_HEADER_SIZE + sum(multi_op_size(op) for op in ops) + _HEADER.size
 
 
 def submit_transaction(client: KazooClient, ops: Sequence[Any]) -> IAsyncResult:

@@ -45,9 +45,23 @@ _KAZOO_LOG.setLevel(logging.INFO)  # kazoo's DEBUG lines carry request and reply
 
 DEFAULT_PORT = 2181
 
+DEFAULT_JUTE_MAXBUFFER = 0xFFFFF
+"""ZooKeeper's default ``jute.maxbuffer`` (1 MiB - 1): the largest request (after its 4-byte length
+prefix) a server accepts; a bigger one makes it close the connection (``Len error``, NIOServerCnxn /
+NettyServerCnxn at release-3.8.0). Set the server's value with the ``jute_maxbuffer`` extra or
+``[kafka_zk] jute_maxbuffer`` when the ensemble runs with another ``-Djute.maxbuffer``."""
+
 
 class ZooKeeperConnectionError(ConnectionError):
     """The ensemble could not be reached, or the chroot holds no Kafka cluster."""
+
+
+class ZooKeeperTlsError(ZooKeeperConnectionError):
+    """The TLS handshake with the ensemble failed (certificate refused or not trusted)."""
+
+
+class ZooKeeperSaslUnavailableError(ZooKeeperConnectionError):
+    """The connection asks for a SASL mechanism this Python environment cannot speak."""
 
 
 @dataclass(frozen=True)
@@ -69,18 +83,36 @@ class ZooKeeperConnectionConfig:
     cert_file: str | None = None
     key_file: str | None = None
     key_password: str | None = field(default=None, repr=False)
+    sasl_service: str = "zookeeper"
     session_timeout: float = 30.0
     connect_timeout: float = 15.0
     read_only: bool = False
+    jute_maxbuffer: int = DEFAULT_JUTE_MAXBUFFER
 
     @property
     def identity(self) -> str:
         """Who this connection authenticates as, for error messages (never the password)."""
         if self.auth_scheme == "none":
-            return "an unauthenticated session (world:anyone)"
-        if self.auth_scheme == "sasl":
-            return f"SASL {self.sasl_mechanism} principal {self.login!r}"
-        return f"digest user {self.login!r}"
+            who = "an unauthenticated session (world:anyone)"
+        elif self.auth_scheme == "sasl" and self.sasl_mechanism == "GSSAPI":
+            who = (
+                f"Kerberos (SASL GSSAPI) principal {self.login!r}"
+                if self.login
+                else "Kerberos (SASL GSSAPI) principal of the ticket cache"
+            )
+        elif self.auth_scheme == "sasl":
+            who = f"SASL {self.sasl_mechanism} principal {self.login!r}"
+        else:
+            who = f"digest user {self.login!r}"
+        if self.use_ssl and self.cert_file:
+            who += f" with TLS client certificate {self.cert_file}"
+        return who
+
+    @property
+    def authenticated(self) -> bool:
+        """Whether the server gives this session an id besides world:anyone (digest, SASL, or the
+        x509 id of a TLS client certificate): what ZooKeeper's ``auth`` ACL scheme expands to."""
+        return self.auth_scheme != "none" or (self.use_ssl and bool(self.cert_file))
 
     @property
     def connect_string(self) -> str:
@@ -108,15 +140,25 @@ class ZooKeeperConnectionConfig:
         scheme = (extra.get("auth_scheme") or ("digest" if login else "none")).lower()
         if scheme not in ("none", "digest", "sasl"):
             raise ValueError(f"kafka_zookeeper auth_scheme must be none, digest or sasl, not {scheme!r}")
-        if scheme != "none" and not login:
+        mechanism = str(extra.get("sasl_mechanism") or "DIGEST-MD5").upper()
+        if scheme == "sasl" and mechanism not in ("DIGEST-MD5", "GSSAPI"):
+            raise ValueError(
+                f"kafka_zookeeper sasl_mechanism must be DIGEST-MD5 or GSSAPI, not {mechanism!r}"
+            )
+        # GSSAPI takes its principal from the Kerberos ticket cache when no login names one
+        if scheme != "none" and not login and not (scheme == "sasl" and mechanism == "GSSAPI"):
             raise ValueError(f"kafka_zookeeper auth_scheme {scheme!r} needs a login")
+        jute_maxbuffer = int(extra.get("jute_maxbuffer") or DEFAULT_JUTE_MAXBUFFER)
+        if jute_maxbuffer < 4096:
+            raise ValueError(f"kafka_zookeeper jute_maxbuffer must be >= 4096 bytes, not {jute_maxbuffer}")
         return cls(
             hosts=hosts,
             chroot=chroot,
             auth_scheme=scheme,
             login=login or None,
             password=password or None,
-            sasl_mechanism=extra.get("sasl_mechanism") or "DIGEST-MD5",
+            sasl_mechanism=mechanism,
+            sasl_service=extra.get("sasl_service") or "zookeeper",
             use_ssl=_as_bool(extra.get("use_ssl"), False),
             verify_certs=_as_bool(extra.get("verify_certs"), True),
             ca_file=extra.get("ca_file") or None,
@@ -126,6 +168,7 @@ class ZooKeeperConnectionConfig:
             session_timeout=float(extra.get("session_timeout") or 30.0),
             connect_timeout=float(extra.get("connect_timeout") or 15.0),
             read_only=_as_bool(extra.get("read_only"), False),
+            jute_maxbuffer=jute_maxbuffer,
         )
 
     def kazoo_kwargs(self) -> dict[str, Any]:
@@ -138,9 +181,15 @@ class ZooKeeperConnectionConfig:
         }
         if self.auth_scheme == "digest":
             kwargs["auth_data"] = [("digest", f"{self.login}:{self.password or ''}")]
+        elif self.auth_scheme == "sasl" and self.sasl_mechanism == "GSSAPI":
+            # pure-sasl's GSSAPI: the server principal is <service>@<host of the connect string>
+            kwargs["sasl_options"] = {"mechanism": "GSSAPI", "service": self.sasl_service}
+            if self.login:
+                kwargs["sasl_options"]["principal"] = self.login
         elif self.auth_scheme == "sasl":
             kwargs["sasl_options"] = {
                 "mechanism": self.sasl_mechanism,
+                "service": self.sasl_service,
                 "username": self.login,
                 "password": self.password,
             }
@@ -154,6 +203,42 @@ class ZooKeeperConnectionConfig:
                 keyfile_password=self.key_password,
             )
         return kwargs
+
+
+class _ConnectionFailures(logging.Logger):
+    """kazoo's logger for one client: records go on to the shared kazoo logger, and the last
+    connection failure kazoo logged (a refused TLS certificate, a reset) is kept for the error
+    the hook raises when the client does not connect (kazoo itself only says "time-out")."""
+
+    def __init__(self) -> None:
+        super().__init__(_KAZOO_LOG.name, logging.INFO)
+        self.parent = _KAZOO_LOG  # not registered with logging's manager: garbage-collected with the hook
+        self.last_failure: str | None = None
+
+    def handle(self, record: logging.LogRecord) -> None:
+        if record.levelno >= logging.WARNING:
+            message = record.getMessage()
+            if "Connection dropped" in message or "SSL" in message or "error" in message.lower():
+                self.last_failure = message.removeprefix("Connection dropped: ")
+        super().handle(record)
+
+
+def _check_sasl_support(config: ZooKeeperConnectionConfig) -> None:
+    """Fail before connecting when kazoo could not even start the SASL exchange (it would retry
+    inside its connection thread until the connect timeout, and say only "time-out")."""
+    try:
+        import puresasl.mechanisms
+    except ImportError:
+        raise ZooKeeperSaslUnavailableError(
+            "kafka_zookeeper auth_scheme 'sasl' needs the pure-sasl package (a dependency of "
+            "airflow-provider-kafka-zk): pip install 'pure-sasl>=0.6.2'"
+        ) from None
+    if config.sasl_mechanism == "GSSAPI" and not puresasl.mechanisms.have_kerberos:
+        raise ZooKeeperSaslUnavailableError(
+            "kafka_zookeeper sasl_mechanism 'GSSAPI' (Kerberos) needs the 'kerberos' Python package "
+            "beside pure-sasl (pip install kerberos; it builds against the MIT Kerberos headers, "
+            "apt-get install libkrb5-dev) and a ticket for the worker (kinit, or KRB5CCNAME)"
+        )
 
 
 def _with_port(host: str, default_port: int) -> str:
@@ -243,15 +328,49 @@ class ZnodeVersionConflictError(RuntimeError):
 class MultiOpError(RuntimeError):
     """A multi-op was rolled back: ``index`` is the op that failed, nothing of it was applied."""
 
-    def __init__(self, index: int, op: ZnodeOp, where: str, reason: str, committed_before: int = 0) -> None:
+    def __init__(
+        self,
+        index: int,
+        op: ZnodeOp,
+        where: str,
+        reason: str,
+        committed_before: int = 0,
+        committed_ops: int = 0,
+    ) -> None:
         self.index = index
         self.op = op
         self.path = op.path
         self.reason = reason
         self.committed_before = committed_before
+        self.committed_ops = committed_ops
         prefix = f"{committed_before} earlier multi-op(s) were committed; " if committed_before else ""
         super().__init__(
             f"{prefix}multi-op rolled back: op {index} ({type(op).__name__} on {where}) failed with {reason}"
+        )
+
+
+class MultiOpTooLargeError(ValueError):
+    """A multi-op would exceed the server's ``jute.maxbuffer``: refused here, nothing of it was sent.
+
+    Sent anyway, ZooKeeper would drop the connection ("Len error", nothing applied) and kazoo would
+    report only a lost connection, leaving the caller unsure whether the write happened.
+    """
+
+    def __init__(self, path: str, where: str, size: int, limit: int, *, ops: int = 1) -> None:
+        self.path = path
+        self.size = size
+        self.limit = limit
+        self.committed_before = 0
+        self.committed_ops = 0
+        what = (
+            f"a multi-op of {ops} op(s) (largest on znode {where})"
+            if ops > 1
+            else f"the write of znode {where}"
+        )
+        super().__init__(
+            f"{what} is {size} bytes on the wire, over ZooKeeper's jute.maxbuffer of {limit} bytes: "
+            "nothing was sent; split the change (multi_split) or, if the servers run a larger "
+            "-Djute.maxbuffer, set the connection's jute_maxbuffer extra (or [kafka_zk] jute_maxbuffer)"
         )
 
 
@@ -397,7 +516,11 @@ class KafkaZooKeeperHook(BaseHook):
     def config(self) -> ZooKeeperConnectionConfig:
         if self._config is None:
             conn = self.get_connection(self.kafka_zookeeper_conn_id)
-            extra = conn.extra_dejson if conn.extra else {}
+            extra = dict(conn.extra_dejson) if conn.extra else {}
+            if not extra.get("jute_maxbuffer"):
+                from airflow.configuration import conf
+
+                extra["jute_maxbuffer"] = conf.get("kafka_zk", "jute_maxbuffer", fallback=None)
             config = ZooKeeperConnectionConfig.from_connection(
                 conn.host, conn.port, conn.login, conn.password, extra
             )
@@ -409,7 +532,10 @@ class KafkaZooKeeperHook(BaseHook):
     def _new_client(self, config: ZooKeeperConnectionConfig) -> KazooClient:
         from kazoo.client import KazooClient
 
-        return KazooClient(**config.kazoo_kwargs(), logger=_KAZOO_LOG)
+        if config.auth_scheme == "sasl":
+            _check_sasl_support(config)
+        self._kazoo_log = _ConnectionFailures()
+        return KazooClient(**config.kazoo_kwargs(), logger=self._kazoo_log)
 
     def get_conn(self) -> KazooClient:
         """A started kazoo client (one per hook); raises ZooKeeperConnectionError if unreachable."""
@@ -422,20 +548,37 @@ class KafkaZooKeeperHook(BaseHook):
         return self._client
 
     def _start(self, client: KazooClient, config: ZooKeeperConnectionConfig) -> None:
+        from kazoo.exceptions import AuthFailedError
         from kazoo.handlers.threading import KazooTimeoutError
 
         try:
             client.start(timeout=config.connect_timeout)
+            if config.auth_scheme == "sasl":
+                # kazoo reports CONNECTED before its SASL exchange ends; a refused exchange only
+                # shows on the next request. One cheap read here makes the failure say so at once.
+                client.exists("/")
         except KazooTimeoutError:
             client.stop()  # ends kazoo's retry loop, so close() can release the sockets
             client.close()
             raise self._unreachable(config) from None
+        except AuthFailedError as exc:
+            client.stop()
+            client.close()
+            raise self.auth_error("/", exc) from None  # "/ (chroot ...)": the cluster it was for
 
     def _unreachable(self, config: ZooKeeperConnectionConfig) -> ZooKeeperConnectionError:
-        return ZooKeeperConnectionError(
-            f"ZooKeeper {','.join(config.hosts)} did not answer within {config.connect_timeout:g}s "
-            f"(connection {self.kafka_zookeeper_conn_id!r})"
-        )
+        where = f"ZooKeeper {','.join(config.hosts)} (connection {self.kafka_zookeeper_conn_id!r})"
+        last = getattr(self, "_kazoo_log", None)
+        reason = last.last_failure if last is not None else None
+        if config.use_ssl and reason and ("SSL" in reason or "certificate" in reason.lower()):
+            return ZooKeeperTlsError(
+                f"TLS handshake with {where} failed: {reason}; the server refused or could not "
+                f"verify {config.identity} (client certificate {config.cert_file or 'none'}, CA "
+                f"{config.ca_file or 'system default'}): check cert_file/key_file/ca_file and the "
+                "server's ssl.trustStore / ssl.clientAuth"
+            )
+        detail = f"; last error: {reason}" if reason else ""
+        return ZooKeeperConnectionError(f"{where} did not answer within {config.connect_timeout:g}s{detail}")
 
     def _restart_client(self) -> None:
         """New session on the same client once kazoo gave up reconnecting (used by long walks).
@@ -670,14 +813,19 @@ class KafkaZooKeeperHook(BaseHook):
         """Apply ``ops`` atomically (all or nothing), fenced by the session's lease.
 
         Returns one result per op in ``ops`` (created path, new Stat, True); raises MultiOpError
-        naming the failing op, MaintenanceLeaseLostError-like errors from the gate's fence.
+        naming the failing op, MaintenanceLeaseLostError-like errors from the gate's fence, and
+        MultiOpTooLargeError (nothing sent) when the request would exceed the server's
+        ``jute.maxbuffer``: an atomic change is never split behind the caller's back.
         """
         gate = self._require_writable(f"run a multi-op of {len(ops)} op(s)")
         if not ops:
             return []
         fence = list(gate.fence_ops())
-        results = self._submit_ops([*fence, *ops], gate).get()
-        self._raise_if_failed([*fence, *ops], results, gate, committed_before=0, fenced=len(fence))
+        all_ops = [*fence, *ops]
+        raw = self._raw_ops(all_ops, gate)
+        self._check_request_size(all_ops, raw, len(fence))
+        results = self._submit_raw(raw).get()
+        self._raise_if_failed(all_ops, results, gate, committed_before=0, fenced=len(fence))
         results = results[len(fence) :]
         gate.after_write(self._describe_ops(ops, results))
         return results
@@ -685,31 +833,97 @@ class KafkaZooKeeperHook(BaseHook):
     def multi_batches(self, batches: Iterable[Sequence[ZnodeOp]], *, window: int = 8) -> int:
         """Commit several multi-ops in order, ``window`` in flight (bulk work); returns ops applied.
 
-        Each batch is atomic on its own (and fenced). On a failure the error says how many batches
-        before it were committed; batches sent after the failing one may have been committed too.
+        Each batch is atomic on its own (and fenced), and refused whole (MultiOpTooLargeError,
+        nothing of it sent) if it exceeds ``jute.maxbuffer``. On a failure the error says how many
+        batches and ops before it were committed; batches sent after the failing one may have been
+        committed too (ZooKeeper runs a connection's requests in order but a failed multi-op does
+        not stop the next). :meth:`multi_split` makes the batches by size.
         """
         gate = self._require_writable("run multi-ops")
-        in_flight: deque[tuple[Sequence[ZnodeOp], int, Any]] = deque()
+        return self._commit_batches(gate, (list(b) for b in batches if b), window=window)
+
+    def multi_split(self, ops: Sequence[ZnodeOp], *, max_ops: int = 1000, window: int = 8) -> int:
+        """Apply ``ops`` in order as several multi-ops, each under ``jute.maxbuffer`` and ``max_ops``.
+
+        For bulk changes whose ops stand on their own (a scratch load, a replay): the change is
+        *not* atomic as a whole, each batch is (all or nothing, and fenced by the lease). Batches
+        are cut by the request's serialized size as ZooKeeper's jute encodes it (path, data, ACL
+        list and flags of each op, the multi headers, the lease fence), so no request is refused
+        for its size. Every op is guarded (a create fails on an existing znode, a set or delete on
+        another version), so re-running the same ops after a failure cannot apply one twice: the
+        first op already applied fails its batch, and MultiOpError says how many batches and ops
+        were committed before (``committed_before``, ``committed_ops``; with ``window`` > 1 a few
+        later batches may have been committed too, so re-read before resuming after them).
+        A single op larger than the limit raises MultiOpTooLargeError before anything is sent.
+
+        :param ops: the ops, applied in this order.
+        :param max_ops: most ops per multi-op (ZooKeeper has no count limit; this bounds the work
+            one failed batch rolls back).
+        :param window: multi-ops in flight at once.
+        :returns: the number of ops applied.
+        """
+        if max_ops < 1:
+            raise ValueError(f"multi_split max_ops must be >= 1, not {max_ops}")
+        gate = self._require_writable(f"run {len(ops)} op(s) as multi-ops")
+        return self._commit_batches(gate, self._split_by_size(ops, gate, max_ops), window=window)
+
+    def _split_by_size(
+        self, ops: Sequence[ZnodeOp], gate: WriteGate, max_ops: int
+    ) -> Iterator[list[ZnodeOp]]:
+        from airflow_provider_kafka_zk.hooks._kazoo_protocol import multi_op_size, multi_request_size
+
+        limit = self.config.jute_maxbuffer
+        fence_raw = self._raw_ops(gate.fence_ops(), gate)
+        budget = limit - multi_request_size(fence_raw)  # the empty multi plus this batch's fence
+        batch: list[ZnodeOp] = []
+        used = 0
+        for op in ops:
+            size = multi_op_size(self._raw_ops([op], gate)[0])
+            if size > budget:
+                raise MultiOpTooLargeError(op.path, self.describe_path(op.path), size + limit - budget, limit)
+            if batch and (used + size > budget or len(batch) >= max_ops):
+                yield batch
+                batch, used = [], 0
+            batch.append(op)
+            used += size
+        if batch:
+            yield batch
+
+    def _commit_batches(self, gate: WriteGate, batches: Iterable[list[ZnodeOp]], *, window: int) -> int:
+        in_flight: deque[tuple[list[ZnodeOp], int, Any]] = deque()
         committed_batches = applied = 0
 
         def settle_one() -> None:
             nonlocal committed_batches, applied
             ops, fenced, result = in_flight.popleft()
             results = result.get()
-            self._raise_if_failed(ops, results, gate, committed_before=committed_batches, fenced=fenced)
+            self._raise_if_failed(
+                ops,
+                results,
+                gate,
+                committed_before=committed_batches,
+                fenced=fenced,
+                committed_ops=applied,
+            )
             committed_batches += 1
             applied += len(ops) - fenced
             gate.after_write(self._describe_ops(ops[fenced:], results[fenced:]))
 
-        for batch in batches:
-            if not batch:
-                continue
-            self._require_writable("run multi-ops")
-            fence = list(gate.fence_ops())
-            ops = [*fence, *batch]
-            in_flight.append((ops, len(fence), self._submit_ops(ops, gate)))
-            if len(in_flight) >= window:
+        try:
+            for batch in batches:
+                self._require_writable("run multi-ops")
+                fence = list(gate.fence_ops())
+                ops = [*fence, *batch]
+                raw = self._raw_ops(ops, gate)
+                self._check_request_size(ops, raw, len(fence))
+                in_flight.append((ops, len(fence), self._submit_raw(raw)))
+                if len(in_flight) >= window:
+                    settle_one()
+        except MultiOpTooLargeError as exc:
+            while in_flight:  # what was sent before the refused batch still counts
                 settle_one()
+            exc.committed_before, exc.committed_ops = committed_batches, applied
+            raise
         while in_flight:
             settle_one()
         if applied:
@@ -735,10 +949,11 @@ class KafkaZooKeeperHook(BaseHook):
             log.info("ZooKeeper write: multi-op of %d op(s) committed", len(ops))
         return out
 
-    def _submit_ops(self, ops: Sequence[ZnodeOp], gate: WriteGate) -> Any:
+    def _raw_ops(self, ops: Sequence[ZnodeOp], gate: WriteGate) -> list[Any]:
+        """kazoo's request records for ``ops``: server paths, and each create's ACL from the gate."""
         from kazoo.protocol.serialization import CheckVersion, Create, Delete, SetData
 
-        from airflow_provider_kafka_zk.hooks._kazoo_protocol import server_path, submit_transaction
+        from airflow_provider_kafka_zk.hooks._kazoo_protocol import server_path
 
         client = self.get_conn()
         raw: list[Any] = []
@@ -750,7 +965,8 @@ class KafkaZooKeeperHook(BaseHook):
                 raise TypeError(f"znode op data for {op.path} must be bytes or None")
             target = server_path(client, op.path)
             if isinstance(op, CreateOp):
-                raw.append(Create(target, op.data, gate.acl_for(op.path), 2 if op.sequential else 0))
+                acl = self._with_creator(gate.acl_for(op.path))
+                raw.append(Create(target, op.data, acl, 2 if op.sequential else 0))
             elif isinstance(op, SetDataOp):
                 raw.append(SetData(target, op.data, op.expected_version))
             elif isinstance(op, DeleteOp):
@@ -759,6 +975,59 @@ class KafkaZooKeeperHook(BaseHook):
                 raw.append(CheckVersion(target, op.expected_version))
             else:
                 raise TypeError(f"not a guarded znode op: {type(op).__name__}")
+        return raw
+
+    def _with_creator(self, acl: list[Any]) -> list[Any]:
+        """The gate's ACL, with Kafka's ``CREATOR_ALL`` semantics for this session's own ids.
+
+        ``auth`` (ZooKeeper expands it to every id the session authenticated as: ``sasl:<user>``,
+        ``digest:<user>:<hash>``, the ``x509:<subject>`` of a TLS client certificate) is added when
+        the ACL is not world-open and the session has such an id -- a TLS certificate counts too,
+        so this product can undo its own write. An explicit entry for the session's own SASL or
+        digest id with all permissions becomes that ``auth`` entry, in its place: ZooKeeper would
+        otherwise store the id twice (PrepRequestProcessor.fixupACL at release-3.8.0
+        de-duplicates before expanding ``auth``).
+        """
+        from kazoo.security import ACL, Id
+
+        config = self.config
+        if not config.authenticated or any(a.id.scheme == "world" and a.perms == 31 for a in acl):
+            return acl
+        own, creator = self._own_ids(), ACL(31, Id("auth", ""))
+        out: list[Any] = []
+        for entry in acl:  # in place, so the order stays Kafka's: CREATOR_ALL first, then READ
+            if entry.perms == 31 and (entry.id.scheme, entry.id.id) in own:
+                entry = creator
+            if entry not in out:
+                out.append(entry)
+        if creator not in out:
+            out.append(creator)
+        return out
+
+    def _own_ids(self) -> set[tuple[str, str]]:
+        config = self.config
+        if config.auth_scheme == "digest" and config.login:
+            from kazoo.security import make_digest_acl_credential
+
+            return {("digest", make_digest_acl_credential(config.login, config.password or ""))}
+        if config.auth_scheme == "sasl" and config.sasl_mechanism == "DIGEST-MD5" and config.login:
+            return {("sasl", config.login)}
+        return set()  # Kerberos: what the server keeps of the principal depends on its settings
+
+    def _check_request_size(self, ops: Sequence[ZnodeOp], raw: Sequence[Any], fenced: int) -> None:
+        from airflow_provider_kafka_zk.hooks._kazoo_protocol import multi_op_size, multi_request_size
+
+        limit = self.config.jute_maxbuffer
+        size = multi_request_size(raw)
+        if size > limit:
+            largest = max(range(fenced, len(ops)), key=lambda i: multi_op_size(raw[i]), default=0)
+            path = ops[largest].path
+            raise MultiOpTooLargeError(path, self.describe_path(path), size, limit, ops=len(ops) - fenced)
+
+    def _submit_raw(self, raw: list[Any]) -> Any:
+        from airflow_provider_kafka_zk.hooks._kazoo_protocol import submit_transaction
+
+        client = self.get_conn()
         chroot = client.chroot or ""
         result = submit_transaction(client, raw)
         if not chroot:
@@ -773,6 +1042,7 @@ class KafkaZooKeeperHook(BaseHook):
         *,
         committed_before: int,
         fenced: int = 0,
+        committed_ops: int = 0,
     ) -> None:
         from kazoo.exceptions import AuthFailedError, NoAuthError, RolledBackError, RuntimeInconsistency
 
@@ -791,9 +1061,16 @@ class KafkaZooKeeperHook(BaseHook):
                         f"({type(result).__name__}): another writer took it; nothing of this write was applied"
                     )
                 raise MultiOpError(
-                    index - fenced, op, self.describe_path(op.path), type(result).__name__, committed_before
+                    index - fenced,
+                    op,
+                    self.describe_path(op.path),
+                    type(result).__name__,
+                    committed_before,
+                    committed_ops,
                 )
-        raise MultiOpError(0, ops[0], self.describe_path(ops[0].path), "an unknown error", committed_before)
+        raise MultiOpError(
+            0, ops[0], self.describe_path(ops[0].path), "an unknown error", committed_before, committed_ops
+        )
 
     # ------------------------------------------------------------------ snapshot
     def snapshot(
@@ -879,7 +1156,7 @@ class KafkaZooKeeperHook(BaseHook):
             )
         ordered = sorted((r for r in rows if r.path != "/"), key=lambda r: r.path)
         ops = [CreateOp(r.path, r.data) for r in ordered]
-        created = self.multi_batches(_chunks(ops, batch_ops))
+        created = self.multi_split(ops, max_ops=batch_ops)
         root = next((r for r in rows if r.path == "/"), None)
         if root is not None and root.data:
             self.set_if_version("/", root.data, 0)
@@ -891,7 +1168,7 @@ class KafkaZooKeeperHook(BaseHook):
                     skipped.append((r.path, r.version))
                     continue
                 replay.extend(SetDataOp(r.path, r.data, v) for v in range(r.version))
-        replayed = self.multi_batches(_chunks(replay, batch_ops))
+        replayed = self.multi_split(replay, max_ops=batch_ops)
         ephemerals = tuple((r.path, r.ephemeral_owner) for r in ordered if r.ephemeral_owner)
         report = SnapshotLoadReport(
             target=f"{','.join(config.hosts)}{config.chroot}",
@@ -937,8 +1214,3 @@ class KafkaZooKeeperHook(BaseHook):
             return False, f"{type(exc).__name__}: {exc}"
         finally:
             self.close()
-
-
-def _chunks(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]

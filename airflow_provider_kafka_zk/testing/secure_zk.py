@@ -3,7 +3,9 @@
 Kafka (``kafka.zk.ZkData.defaultAcls``, 3.x) creates every znode with ``CREATOR_ALL`` (its own
 principal) plus world ``READ``; the sensitive paths (``/config/users``, ``/config/brokers``,
 ``/delegation_token/tokens`` and below) are creator-only. Here the broker's principal is a
-ZooKeeper digest user, so the ACLs can be reproduced on a plain test ZooKeeper::
+ZooKeeper digest user (a plain test ZooKeeper), or a SASL user (``scheme="sasl"``, on a
+:class:`~airflow_provider_kafka_zk.testing.secure_zk_server.SaslZooKeeperServer`, where Kafka's
+``CREATOR_ALL`` becomes ``sasl:<user>``)::
 
     admin = KazooClient(hosts=server.connect_string)  # the ensemble root, not the chroot
     admin.start()
@@ -60,23 +62,33 @@ def apply_kafka_secure_acls(
     principal: tuple[str, str],
     *,
     creator_only: Iterable[str] = (),
+    scheme: str = "digest",
 ) -> Id:
     """Set Kafka's ACLs on the chroot znode and every znode below it; returns the creator's id.
 
     :param client: a started client at the ensemble root (no chroot of its own); it is given the
-        principal's digest credentials so it can still walk what becomes creator-only.
+        principal's digest credentials so it can still walk what becomes creator-only (with
+        ``scheme="sasl"`` it must already be authenticated with SASL as that user).
     :param chroot: the Kafka chroot (``""`` for the ensemble root; ``/zookeeper`` is never touched).
     :param principal: (user, password) of the digest user playing the brokers' principal.
     :param creator_only: chroot-relative paths made creator-only too (stricter than Kafka: a
         cluster some credentials cannot read).
+    :param scheme: ``digest`` or ``sasl``: how the brokers' principal authenticates.
     """
     if client.chroot:
         raise ValueError(f"give a client at the ensemble root, not one rooted at {client.chroot}")
     if chroot and (not chroot.startswith("/") or chroot != posixpath.normpath(chroot)):
         raise ValueError(f"chroot must be a plain absolute path, not {chroot!r}")
     user, password = principal
-    client.add_auth("digest", f"{user}:{password}")
-    creator = digest_id(user, password)
+    if scheme == "digest":
+        client.add_auth("digest", f"{user}:{password}")
+        creator = digest_id(user, password)
+    elif scheme == "sasl":
+        from kazoo.security import Id
+
+        creator = Id("sasl", user)
+    else:
+        raise ValueError(f"scheme must be digest or sasl, not {scheme!r}")
     strict = set(creator_only)
 
     relative: list[str] = []

@@ -141,12 +141,16 @@ class ZooKeeperServer(ServerProcess):
         max_client_cnxns: int = 1000,
         jvm_flags: Sequence[str] = DEFAULT_JVM_FLAGS,
         extra_config: Mapping[str, str] | None = None,
+        extra_classpath: Sequence[str] = (),
         start_timeout: float = 30.0,
         stop_grace: float = 10.0,
     ) -> None:
         """Prepare (not start) a server; ``port=None`` picks a free one, kept across restarts.
 
-        ``extra_config`` adds or overrides zoo.cfg lines (e.g. ``{"jute.maxbuffer": "4194304"}``).
+        ``extra_config`` adds or overrides zoo.cfg lines (e.g. ``{"ssl.clientAuth": "need"}``);
+        ``jute.maxbuffer`` is a JVM system property, not a zoo.cfg key: pass
+        ``jvm_flags=(*DEFAULT_JVM_FLAGS, "-Djute.maxbuffer=65536")``. ``extra_classpath`` adds jars
+        (Debian's zookeeper.jar does not name netty-codec, which the Netty/TLS factory needs).
         """
         self.host = host
         self._port_was_chosen = port is None
@@ -154,6 +158,7 @@ class ZooKeeperServer(ServerProcess):
         self.max_client_cnxns = max_client_cnxns
         self.jvm_flags = tuple(jvm_flags)
         self.extra_config = dict(extra_config or {})
+        self.extra_classpath = tuple(extra_classpath)
         self.start_timeout = start_timeout
         self.stop_grace = stop_grace
         self._owner_pid = os.getpid()
@@ -283,7 +288,7 @@ class ZooKeeperServer(ServerProcess):
             _find_java(),
             *self.jvm_flags,
             "-cp",
-            os.pathsep.join(find_zookeeper_classpath()),
+            os.pathsep.join([*find_zookeeper_classpath(), *self.extra_classpath]),
             "org.apache.zookeeper.server.quorum.QuorumPeerMain",
             str(self.config_path),
         ]
