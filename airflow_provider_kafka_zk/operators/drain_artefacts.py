@@ -12,7 +12,6 @@ drain and post-maintenance operators share (Airflow renders params as text unles
 from __future__ import annotations
 
 import json
-import posixpath
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +22,7 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kafka_zk.artefacts.files import write_atomically
+from airflow_provider_kafka_zk.artefacts.inventory_layout import InventoryLayoutError, list_inventory
 from airflow_provider_kafka_zk.artefacts.snapshots import validate_cluster_name
 from airflow_provider_kafka_zk.kafka import znodes
 from airflow_provider_kafka_zk.kafka.drain import DrainPlan, Move, Unplanned, UnplannedTopic
@@ -280,27 +280,20 @@ def check_rollback(plan_dir: str, batches: Sequence[Sequence[Move]]) -> None:
 
 
 def _inventory_files(url: str, columns: Sequence[str]) -> Iterable[tuple[int, str, list[tuple[Any, ...]]]]:
-    """(broker id, file URL, rows of ``columns``) per ``broker=<id>.parquet`` of an inventory run.
+    """(broker id, file URL, rows of ``columns``) per broker file of an inventory run (``broker=<id>/``).
 
     DrainInventoryError naming the file when its name carries no broker id, it is no readable
     Parquet file, or it lacks a column. Other names (``_logdirs/``, temporary files) are skipped.
     """
-    fs, root = fsspec.core.url_to_fs(url)
-    if not fs.exists(root):
-        return
-    for path in sorted(fs.ls(root, detail=False)):
-        name = posixpath.basename(path.rstrip("/"))
-        if not (name.startswith("broker=") and name.endswith(".parquet")):
-            continue
-        where = f"{url.rstrip('/')}/{name}"
-        number = name[len("broker=") : -len(".parquet")]
-        digits = number[1:] if number.startswith("-") else number
-        if not (digits.isascii() and digits.isdigit()):
-            raise DrainInventoryError(
-                f"{where}: inventory file name carries no broker id ({number!r} is not a whole number)"
-            )
+    fs, _ = fsspec.core.url_to_fs(url)
+    try:  # the one reader of the layout (broker=<id>/ partition directories, or earlier flat files)
+        files = list_inventory(url).files
+    except InventoryLayoutError as exc:
+        raise DrainInventoryError(str(exc)) from None
+    for broker, path in files.items():
+        where = path
         try:
-            with fs.open(path, "rb") as handle:
+            with fs.open(fsspec.core.url_to_fs(path)[1], "rb") as handle:
                 table = pq.read_table(handle, columns=list(columns))
             rows = list(zip(*(table.column(c).to_pylist() for c in columns), strict=True))
         except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, KeyError... : name the file
@@ -308,7 +301,7 @@ def _inventory_files(url: str, columns: Sequence[str]) -> Iterable[tuple[int, st
                 f"{where} is not a readable inventory Parquet file with columns {list(columns)} "
                 f"({type(exc).__name__}: {exc})"
             ) from None
-        yield int(number), where, rows
+        yield broker, where, rows
 
 
 def _inventory_partition(where: str, topic: Any, partition: Any) -> TopicPartition:

@@ -15,15 +15,18 @@
 Artefacts under ``<base>/<cluster>/inventory/<ts>/`` (``<ts>`` is the run's logical date, e.g.
 ``20261122T061800.000000Z``, unless given, so every mapped task of a run writes to the same place):
 
-* ``broker=<id>.parquet``: one row per directory in the broker's log dirs; the broker's facts
-  (server.properties settings, identity checks) as JSON in the schema metadata ``kafka_zk.inventory``;
+* ``broker=<id>/part-0.parquet``: one row per directory in the broker's log dirs; the broker's facts
+  (server.properties settings, identity checks) as JSON in the schema metadata ``kafka_zk.inventory``.
+  ``broker`` is a Hive-style partition column: pyarrow datasets and Spark find it in the directory
+  name (:mod:`airflow_provider_kafka_zk.artefacts.inventory_layout` is the one reader; it also reads
+  runs written before, as flat ``broker=<id>.parquet`` files);
 * ``_logdirs/broker=<id>.parquet``: one row per log dir (meta.properties, clean-shutdown marker,
   checkpoints);
 * ``_failures/broker=<id>.json``: why the last attempt for a broker failed (removed on success);
 * ``_coverage.json``: which brokers the run covers, written by :class:`InventoryCoverageOperator`.
 
 Names starting with ``_`` are skipped by Spark's file listing, so ``spark.read.parquet(<ts dir>)``
-reads exactly the partition rows. Every file is written to a temporary name and renamed.
+reads exactly the partition rows, with the ``broker`` column. Every file is written to a temporary name and renamed.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ import pyarrow.parquet as pq
 from airflow.sdk import BaseOperator, TriggerRule
 from airflow.sdk.exceptions import AirflowFailException
 
+from airflow_provider_kafka_zk.artefacts import inventory_layout
 from airflow_provider_kafka_zk.artefacts.files import write_atomically as write_file_atomically
 from airflow_provider_kafka_zk.hooks.broker_host import (
     DEFAULT_PYTHON_INTERPRETERS,
@@ -62,7 +66,7 @@ SUMMARY_METADATA_KEY = b"kafka_zk.inventory"
 TS_FORMAT = "%Y%m%dT%H%M%S.%fZ"  # as the snapshots' directory names
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _TS = re.compile(r"[A-Za-z0-9][A-Za-z0-9T._:+-]*")
-_BROKER_FILE = re.compile(r"broker=(-?[0-9]+)\.(parquet|json)")
+_FAILURE_FILE = re.compile(r"broker=(-?[0-9]+)\.json")
 
 _FILE = pa.struct([("name", pa.string()), ("size", pa.int64()), ("kind", pa.string())])
 PARTITION_SCHEMA = pa.schema(
@@ -185,7 +189,7 @@ class InventoryLocation:
         return "/".join([self.base_path.rstrip("/"), self.cluster, "inventory", self.inventory_ts])
 
     def broker_file(self, broker_id: int) -> str:
-        return f"broker={broker_id}.parquet"
+        return inventory_layout.broker_file(broker_id)
 
     def log_dirs_file(self, broker_id: int) -> str:
         return f"_logdirs/broker={broker_id}.parquet"
@@ -234,7 +238,7 @@ def inventory_tables(
 
 
 def read_inventory_summary(path: str) -> dict[str, Any]:
-    """The broker-level JSON stored in a ``broker=<id>.parquet`` file's schema metadata."""
+    """The broker-level JSON stored in a broker file's schema metadata (``broker=<id>/part-0.parquet``)."""
     fs, local = fsspec.core.url_to_fs(path)
     with fs.open(local, "rb") as handle:
         metadata = pq.read_schema(handle).metadata or {}
@@ -411,6 +415,7 @@ class BrokerInventoryOperator(BaseOperator):
         write_atomically(location, location.log_dirs_file(broker_id), _parquet_bytes(log_dirs))
         path = write_atomically(location, location.broker_file(broker_id), _parquet_bytes(partitions))
         _remove(location, location.failure_file(broker_id))
+        _remove(location, f"broker={broker_id}.parquet")  # an earlier try's, in the layout before
         summary = inventory.summary()
         mismatches = [c for c in summary["identity"] if c["status"] == "mismatch"]
         for check in mismatches:
@@ -461,15 +466,12 @@ def inventory_coverage(location: InventoryLocation, expected_broker_ids: Iterabl
     inventoried: set[int] = set()
     failures: dict[int, str] = {}
     if fs.exists(root):
-        for path in fs.ls(root, detail=False):
-            match = _BROKER_FILE.fullmatch(posixpath.basename(path))
-            if match and match[2] == "parquet":
-                inventoried.add(int(match[1]))
+        inventoried.update(inventory_layout.list_inventory(location.url).files)
         failures_dir = posixpath.join(root, "_failures")
         if fs.exists(failures_dir):
             for path in fs.ls(failures_dir, detail=False):
-                match = _BROKER_FILE.fullmatch(posixpath.basename(path))
-                if not match or match[2] != "json":
+                match = _FAILURE_FILE.fullmatch(posixpath.basename(path))
+                if not match:
                     continue
                 try:
                     record = json.loads(fs.cat_file(path))

@@ -25,6 +25,8 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kafka_zk.artefacts.files import write_atomically
+from airflow_provider_kafka_zk.artefacts.inventory_layout import broker_file as inventory_broker_file
+from airflow_provider_kafka_zk.artefacts.inventory_layout import list_inventory
 from airflow_provider_kafka_zk.artefacts.snapshots import (
     validate_cluster_name,
 )
@@ -188,7 +190,9 @@ class BrokerLogScanOperator(BaseOperator):
         inventory_url = "/".join(
             [base.rstrip("/"), self.cluster, "inventory", _resolve_ts(self.inventory_ts, context)]
         )
-        broker_file = f"{inventory_url}/broker={broker_id}.parquet"
+        broker_file = list_inventory(inventory_url).files.get(
+            broker_id, f"{inventory_url}/{inventory_broker_file(broker_id)}"
+        )
         try:
             summary = read_inventory_summary(broker_file)
             fs, path = fsspec.core.url_to_fs(broker_file)

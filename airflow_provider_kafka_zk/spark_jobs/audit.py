@@ -17,8 +17,6 @@ from __future__ import annotations
 import io
 import json
 import pickle
-import posixpath
-import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +29,11 @@ import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 
 from airflow_provider_kafka_zk.artefacts.files import write_atomically
+from airflow_provider_kafka_zk.artefacts.inventory_layout import (
+    InventoryLayoutError,
+    is_legacy_file,
+    list_inventory,
+)
 from airflow_provider_kafka_zk.artefacts.snapshots import (
     SnapshotNotFoundError,
     latest_snapshot,
@@ -58,7 +61,6 @@ REPORT_FILE = "report.html"
 SUMMARY_FILE = "summary.json"
 INVENTORY_METADATA_KEY = b"kafka_zk.inventory"  # operators.inventory.SUMMARY_METADATA_KEY
 COVERAGE_FILE = "_coverage.json"
-_BROKER_FILE = re.compile(r"broker=(-?[0-9]+)\.parquet")
 
 # The inventory columns the rules read (ReplicaDir.from_inventory_row), mtime as epoch ms. Each
 # row also gets ``ctime_ms`` (None when the file predates the ``ctime`` column); the rules age a
@@ -132,16 +134,16 @@ def _url(fs: fsspec.AbstractFileSystem, path: str) -> str:
 
 
 def inventory_files(inventory: str) -> tuple[list[str], dict[int, str]]:
-    """The ``broker=<id>.parquet`` files of one inventory run (sorted by broker) and their broker ids."""
+    """The broker files of one inventory run (sorted by broker) and their broker ids (either layout:
+    ``broker=<id>/part-0.parquet``, or the flat ``broker=<id>.parquet`` of earlier runs)."""
     fs, root = _fs(inventory)
     if not fs.exists(root):
         raise AuditInputError(f"inventory {inventory} does not exist: run the broker inventory first")
-    by_broker: dict[int, str] = {}
-    for path in fs.ls(root, detail=False):
-        match = _BROKER_FILE.fullmatch(posixpath.basename(path))
-        if match:
-            by_broker[int(match[1])] = _url(fs, path)
-    return [by_broker[b] for b in sorted(by_broker)], by_broker
+    try:
+        by_broker = list_inventory(inventory).files
+    except InventoryLayoutError as exc:
+        raise AuditInputError(str(exc)) from None
+    return list(by_broker.values()), by_broker
 
 
 def read_inventory_rows(
@@ -439,14 +441,20 @@ def _audit_group(
     return topic, [f.to_row() for f in rules.audit_topic(evidence, facts)]
 
 
-def inventory_dataframe(spark: SparkSession, files: Sequence[str]) -> Any:
+def inventory_dataframe(spark: SparkSession, files: Sequence[str], run: str | None = None) -> Any:
     """The inventory rows as a DataFrame with the columns the rules need, ``mtime_ms`` and ``ctime_ms``
     as epoch ms. A directory's age is not computed here: the executors' ``ReplicaDir.age_reference_ms``
-    (kafka.inventory.age_reference_ms) is the one place that rule lives."""
+    (kafka.inventory.age_reference_ms) is the one place that rule lives.
+
+    :param files: the run's broker files (:func:`inventory_files`).
+    :param run: the run directory: read whole, with Spark's partition discovery (``broker=<id>/``),
+        unless ``files`` holds flat files of the earlier layout, which are read by name.
+    """
     from pyspark.sql import functions as F
 
+    paths = [run] if run and not any(is_legacy_file(f) for f in files) else list(files)
     # mergeSchema: files written before the ctime column and after it may share a run
-    frame = spark.read.option("mergeSchema", "true").parquet(*files)
+    frame = spark.read.option("mergeSchema", "true").parquet(*paths)
     ctime = F.unix_millis("ctime") if "ctime" in frame.columns else F.lit(None).cast("long")
     return frame.select(
         *INVENTORY_COLUMNS,
@@ -495,7 +503,9 @@ def run_spark(inputs: AuditInputs, spark: SparkSession, *, partitions: int | Non
         names = names.where(F.lit(False))
     names = names.withColumn("_zookeeper_only", F.lit(True))
     if inputs.inventory_files:
-        dirs = inventory_dataframe(spark, inputs.inventory_files).withColumn("_zookeeper_only", F.lit(False))
+        dirs = inventory_dataframe(spark, inputs.inventory_files, inputs.inventory).withColumn(
+            "_zookeeper_only", F.lit(False)
+        )
         evidence = dirs.unionByName(names, allowMissingColumns=True)
     else:
         evidence = names

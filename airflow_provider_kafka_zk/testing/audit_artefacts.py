@@ -2,7 +2,7 @@
 
 For unit tests of the audit job and for the audit benchmark: a snapshot directory in the layout of
 :mod:`airflow_provider_kafka_zk.artefacts.snapshots` from :class:`ZnodeRow` objects, and an
-inventory run directory (``broker=<id>.parquet`` with the broker facts in the schema metadata,
+inventory run directory (``broker=<id>/part-0.parquet`` with the broker facts in the schema metadata,
 ``_coverage.json``) from :class:`ReplicaDir` objects, with the columns the audit reads.
 """
 
@@ -20,6 +20,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from airflow_provider_kafka_zk.artefacts.inventory_layout import broker_file
 from airflow_provider_kafka_zk.artefacts.snapshots import (
     MANIFEST_FILE,
     MANIFEST_FORMAT,
@@ -129,7 +130,8 @@ def write_inventory_dirs(
         }
         schema = INVENTORY_SCHEMA.with_metadata({b"kafka_zk.inventory": json.dumps(summary).encode()})
         table = pa.Table.from_pylist(by_broker.get(broker_id, []), schema=schema)
-        pq.write_table(table, directory / f"broker={broker_id}.parquet", compression="zstd")
+        (directory / broker_file(broker_id)).parent.mkdir(parents=True)
+        pq.write_table(table, directory / broker_file(broker_id), compression="zstd")
     wanted = sorted(set(expected) if expected is not None else set(broker_facts))
     done = sorted(b for b in broker_facts if b in wanted)
     missing = [b for b in wanted if b not in broker_facts]

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 from kazoo.client import KazooClient
@@ -816,7 +817,7 @@ def test_operator_mapped_over_brokers_in_a_dag_run(
         r"[0-9]{8}T[0-9]{6}\.[0-9]{6}Z", ts_dir.name
     )  # the run's logical date, as snapshots name theirs
     for broker in (0, 1, 2, 5):
-        table = pq.read_table(ts_dir / f"broker={broker}.parquet")
+        table = pq.read_table(ts_dir / f"broker={broker}" / "part-0.parquet")
         disk = read_broker(broker, deployed.hosts[broker].server_properties)
         assert table.num_rows == len(disk.replicas)
         assert set(table.column("dir_name").to_pylist()) == {r.path.name for r in disk.replicas}
@@ -824,14 +825,19 @@ def test_operator_mapped_over_brokers_in_a_dag_run(
             zip(table.column("dir_name").to_pylist(), table.column("topic_id").to_pylist(), strict=True)
         )
         assert ids == {r.path.name: (str(r.topic_id) if r.topic_id else None) for r in disk.replicas}
-        summary = read_inventory_summary(str(ts_dir / f"broker={broker}.parquet"))
+        summary = read_inventory_summary(str(ts_dir / f"broker={broker}" / "part-0.parquet"))
         assert summary["broker_id"] == broker and summary["facts"]["broker.id"] == broker
         log_dirs = pq.read_table(ts_dir / "_logdirs" / f"broker={broker}.parquet")
         assert log_dirs.column("meta_broker_id").to_pylist() == [broker]
-    assert not (ts_dir / "broker=3.parquet").exists() and not (ts_dir / "broker=4.parquet").exists()
-    assert sorted(p.name for p in ts_dir.iterdir() if not p.name.startswith("_")) == [
-        f"broker={b}.parquet" for b in (0, 1, 2, 5)
+    assert not (ts_dir / "broker=3").exists() and not (ts_dir / "broker=4").exists()
+    names = (str(p.relative_to(ts_dir)) for p in ts_dir.rglob("*"))
+    assert sorted(n for n in names if not n.startswith("_")) == [
+        name for b in (0, 1, 2, 5) for name in (f"broker={b}", f"broker={b}/part-0.parquet")
     ]  # no temporary files left behind
+    # Hive-style: a pyarrow dataset over the run finds the broker in the directory name
+    dataset = ds.dataset(ts_dir, format="parquet", partitioning="hive")
+    rows = dataset.to_table(columns=["broker", "broker_id"]).to_pylist()
+    assert {r["broker"] for r in rows} == {0, 1, 2, 5} and all(r["broker"] == r["broker_id"] for r in rows)
     coverage = json.loads((ts_dir / "_coverage.json").read_text())
     assert coverage["status"] == "partial"
     assert coverage["inventoried"] == [0, 1, 2, 5] and coverage["not_inventoried"] == [3, 4]

@@ -232,7 +232,7 @@ def test_audit_rows_count_a_delete_directorys_age_from_its_ctime(incident, tmp_p
 def _delete_dir_findings(incident, tmp_path, files, now_ms):
     """The audit's delete-dirs-past-delay findings for the inventory ``files`` (a copy of the run)."""
     inputs = audit_job.load_inputs(
-        incident["base"], incident["cluster"], inventory=str(Path(files[0]).parent), now_ms=now_ms
+        incident["base"], incident["cluster"], inventory=str(Path(files[0]).parents[1]), now_ms=now_ms
     )
     return [f for f in audit_job.run_in_process(inputs) if f.check == "delete-dirs-past-delay"]
 
@@ -307,3 +307,42 @@ def test_spark_rows_carry_the_same_ages_across_old_and_new_files(spark, incident
         deletes = [(m, a) for r in rows if r["kind"] == "delete" for m, _, a in [_ages([r]).popitem()[1]]]
         assert len(deletes) == 2
         assert all(a == (m if delete_age_from == "mtime" else RENAMED_MS) for m, a in deletes)
+
+
+def _legacy_copy(run: str, tmp_path: Path) -> Path:
+    """The run as inventories wrote it before partition directories: flat ``broker=<id>.parquet``."""
+    legacy = tmp_path / "legacy-run"
+    shutil.copytree(run, legacy)
+    for part in sorted(legacy.glob("broker=*/part-0.parquet")):
+        part.rename(legacy / f"{part.parent.name}.parquet")
+        part.parent.rmdir()
+    return legacy
+
+
+def test_a_run_in_the_earlier_flat_layout_audits_the_same_on_both_engines(spark, incident, tmp_path):
+    """Runs written before ``broker=<id>/`` directories stay readable (later audits compare with
+    them): the same files, the same findings in process and on Spark; the current layout is read by
+    Spark's own partition discovery over the run directory (its ``broker`` column)."""
+    legacy = _legacy_copy(incident["inventory"], tmp_path)
+    files, by_broker = audit_job.inventory_files(str(legacy))
+    assert files and all(Path(f).parent == legacy for f in files)
+    assert sorted(by_broker) == sorted(audit_job.inventory_files(incident["inventory"])[1])
+    current = audit_job.load_inputs(
+        incident["base"], incident["cluster"], inventory=incident["inventory"], now_ms=NOW_MS
+    )
+    earlier = audit_job.load_inputs(
+        incident["base"], incident["cluster"], inventory=str(legacy), now_ms=NOW_MS
+    )
+    expected = [f.to_row() for f in audit_job.run_in_process(current)]
+    assert expected and [f.to_row() for f in audit_job.run_in_process(earlier)] == expected
+    assert [f.to_row() for f in audit_job.run_spark(earlier, spark)] == expected
+    assert [f.to_row() for f in audit_job.run_spark(current, spark)] == expected
+
+    discovered = spark.read.parquet(incident["inventory"])  # what inventory_dataframe reads
+    pairs = {(r["broker"], r["broker_id"]) for r in discovered.select("broker", "broker_id").collect()}
+    assert pairs == {(b, b) for b in by_broker}
+    frame = audit_job.inventory_dataframe(spark, current.inventory_files, current.inventory)
+    assert (
+        frame.count()
+        == audit_job.inventory_dataframe(spark, earlier.inventory_files, earlier.inventory).count()
+    )
