@@ -832,8 +832,8 @@ def check_dir_kinds(evidence: TopicEvidence, facts: ClusterFacts) -> list[Findin
         if stray:
             info = facts.brokers.get(broker_id)
             release = info.kafka_version if info is not None else None
-            # -stray exists from 3.7; an older broker cannot parse the name (its partition part is
-            # not a number) and fails to load the log dir (``Log.parseTopicPartitionName``, 3.6.2)
+            # -stray exists from 3.6.1; an older broker cannot parse the name (its partition part is
+            # not a number) and fails to load the log dir (``LocalLog.parseTopicPartitionName``, 3.6.0)
             too_old = release is not None and not _knows_stray_dirs(release)
             out.append(
                 _finding(
@@ -841,7 +841,7 @@ def check_dir_kinds(evidence: TopicEvidence, facts: ClusterFacts) -> list[Findin
                     "stray-dirs",
                     Severity.ERROR if too_old else Severity.WARNING,
                     f"broker {broker_id} holds {len(stray)} -stray director(ies) of {evidence.topic}"
-                    + (f" that Kafka {release} cannot parse (-stray exists from 3.7)" if too_old else ""),
+                    + (f" that Kafka {release} cannot parse (-stray exists from 3.6.1)" if too_old else ""),
                     (
                         f"Kafka {release} refuses to load a log dir holding such a name: move them out of the "
                         "log dir before the broker restarts"

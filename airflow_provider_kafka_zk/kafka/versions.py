@@ -154,9 +154,10 @@ def caps_suffixed_dir_names(release: KafkaVersion) -> bool:
 
 
 def has_stray_dirs(release: KafkaVersion) -> bool:
-    """3.7+ set replicas aside as ``<t>-<p>.<uuid>-stray`` (``LocalLog.StrayDirSuffix``, 3.7.0); older
-    brokers cannot even parse such a name (``Log.parseTopicPartitionName`` throws)."""
-    return release >= KafkaVersion(3, 7)
+    """3.6.1+ set replicas aside as ``<t>-<p>.<uuid>-stray`` (``LocalLog.StrayDirSuffix``: absent at
+    3.6.0 and 3.5.2, present at 3.6.1, 3.6.2 and 3.7.0, from KAFKA-15605); older brokers cannot even
+    parse such a name (``LocalLog.parseTopicPartitionName``, 3.6.0, throws KafkaException)."""
+    return release >= KafkaVersion(3, 6, 1)
 
 
 def meta_properties_has_cluster_id(release: KafkaVersion) -> bool:

@@ -35,6 +35,7 @@ from airflow_provider_kafka_zk.kafka.versions import (
     MATRIX_RELEASES,
     KafkaVersion,
     caps_suffixed_dir_names,
+    has_stray_dirs,
     matrix_release,
 )
 from airflow_provider_kafka_zk.spark_jobs import audit as audit_job
@@ -260,18 +261,24 @@ def test_delete_dir_names_are_capped_from_2_3_only():
             assert len(name) == 249 + len("-7.") + 32 + len("-delete")  # 1.0-2.2 could not rename it
 
 
-def test_stray_dirs_exist_from_3_7_and_an_older_broker_holding_one_is_an_error(tmp_path):
-    older = healthy_cluster(kafka_version="3.6.2")
+def test_stray_dirs_exist_from_3_6_1_and_an_older_broker_holding_one_is_an_error(tmp_path):
+    older = healthy_cluster(kafka_version="3.6.0")
     older.delete_topic("orders")
     with pytest.raises(SimulationError, match="-stray"):
         older.leave_leftover_dirs("orders", 0, [0], kind=DirKind.STRAY, age_ms=1000)
-    newer = healthy_cluster(kafka_version="3.9.0")
+    assert [has_stray_dirs(KafkaVersion.parse(r)) for r in ("3.5.2", "3.6.0", "3.6.1", "3.7.0")] == [
+        False,
+        False,
+        True,
+        True,
+    ]
+    newer = healthy_cluster(kafka_version="3.6.2")  # KAFKA-15605 brought -stray into 3.6.1
     newer.delete_topic("orders")
     newer.leave_leftover_dirs("orders", 0, [0], kind=DirKind.STRAY, age_ms=1000)
-    (stray,) = [f for f in _audit(newer, tmp_path / "new", "3.9.0") if f.check == "stray-dirs"]
+    (stray,) = [f for f in _audit(newer, tmp_path / "new", "3.6.2") if f.check == "stray-dirs"]
     assert stray.severity is Severity.WARNING and stray.broker_id == 0
-    # the same directory on a broker whose jars say 3.6.2 (copied from a newer one): it cannot start
-    (old,) = [f for f in _audit(newer, tmp_path / "old", "3.6.2") if f.check == "stray-dirs"]
+    # the same directory on a broker whose jars say 3.6.0 (copied from a newer one): it cannot start
+    (old,) = [f for f in _audit(newer, tmp_path / "old", "3.6.0") if f.check == "stray-dirs"]
     assert old.severity is Severity.ERROR and "cannot parse" in old.summary
 
 

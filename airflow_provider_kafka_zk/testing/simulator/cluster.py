@@ -680,7 +680,7 @@ class SimulatedCluster:
         if topic_name in self.topics:
             raise SimulationError(f"{topic_name} still exists; leftovers are for deleted topics")
         if kind is DirKind.STRAY and not has_stray_dirs(self.spec.release):
-            raise SimulationError(f"Kafka {self.spec.release} has no -stray directories (3.7+)")
+            raise SimulationError(f"Kafka {self.spec.release} has no -stray directories (3.6.1+)")
         broker = self.broker(broker_id)
         partitions = tuple(partitions)
         for p in partitions:
