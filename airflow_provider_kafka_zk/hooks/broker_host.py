@@ -180,9 +180,13 @@ class _UnknownHostKey(paramiko.SSHException):
 class StrictSSHHook(SSHHook):
     """Airflow's SSHHook for one broker host, with host keys always verified.
 
-    Connection parsing (login, password, key_file/private_key, port, timeouts, host_key, ciphers,
-    proxy) is SSHHook's own; only connecting differs: trusted keys are collected from the
-    connection and the known_hosts files, and an unknown host key is rejected.
+    Everything is SSHHook's own, connecting included (its ``get_conn``, SSH provider 7.0.1: it trusts
+    ``host_key`` and ``~/.ssh/known_hosts``, and with host-key checks on it keeps paramiko's default
+    ``RejectPolicy``, which refuses any other host). This subclass only decides, as it connects,
+    which key ``host_key`` is: the connection's own, else this host's entry in the known_hosts files
+    given, else in the system files. With none trusted it does not connect at all, and names the key
+    the host offers (read by a bare key exchange, before any authentication). A key for the host in
+    ``~/.ssh/known_hosts`` is checked first (paramiko's "system" keys), as SSHHook has it.
 
     :param known_hosts: known_hosts files trusted besides the connection's ``host_key`` and the
         system files.
@@ -198,6 +202,7 @@ class StrictSSHHook(SSHHook):
         # would fetch it again in __init__, which fails in a worker thread of a running task (the
         # task's channel to the API server is not thread-safe) for connections stored in the DB.
         self._preloaded_connection = connection
+        self._trusted_key: paramiko.PKey | None = None
         super().__init__(*args, **kwargs)
         if self.no_host_key_check or self.allow_host_key_change:
             raise HostKeyPolicyError(
@@ -207,21 +212,31 @@ class StrictSSHHook(SSHHook):
             )
         self.known_hosts_files = tuple(known_hosts)
 
+    @property  # type: ignore[override]
+    def host_key(self) -> paramiko.PKey | None:
+        """The key SSHHook.get_conn trusts: the one chosen for this connect, else the connection's."""
+        return self._trusted_key or self._connection_host_key
+
+    @host_key.setter
+    def host_key(self, value: paramiko.PKey | None) -> None:  # SSHHook.__init__ parses the extra
+        self._connection_host_key = value
+
     def get_connection(self, conn_id: str) -> Any:  # type: ignore[override]
         preloaded = self._preloaded_connection
         if preloaded is not None and conn_id == self.ssh_conn_id:
             return preloaded
         return super().get_connection(conn_id)
 
-    def load_trusted_host_keys(self, keys: paramiko.HostKeys) -> None:
-        """The connection's host_key first, then its known_hosts files, then the system files.
+    @property
+    def known_hosts_name(self) -> str:
+        """This host as known_hosts names it (``[host]:port`` off port 22)."""
+        return self.remote_host if self.port == 22 else f"[{self.remote_host}]:{self.port}"
 
-        paramiko uses the first trusted key of the offered type, so that order is precedence.
+    def load_trusted_host_keys(self, keys: paramiko.HostKeys) -> None:
+        """The known_hosts files given, then the system files, into ``keys`` (first entry wins).
+
         ``HostKeys.load`` records no file name: nothing is ever written back.
         """
-        if self.host_key is not None:
-            name = self.remote_host if self.port == 22 else f"[{self.remote_host}]:{self.port}"
-            keys.add(name, self.host_key.get_name(), self.host_key)
         for path in self.known_hosts_files:
             expanded = os.path.expanduser(path)
             if not os.path.isfile(expanded):
@@ -235,47 +250,40 @@ class StrictSSHHook(SSHHook):
                 except (OSError, paramiko.SSHException) as exc:
                     log.warning("Ignoring unreadable %s: %s", path, type(exc).__name__)
 
-    def get_conn(self) -> paramiko.SSHClient:
-        """Connect once (retries are the caller's); paramiko's exceptions propagate unchanged."""
-        if self.client is not None:
-            transport = self.client.get_transport()
-            if transport is not None and transport.is_active():
-                return self.client
-        client = paramiko.SSHClient()
-        self.load_trusted_host_keys(client.get_host_keys())
-        client.set_missing_host_key_policy(_RejectUnknownHostKey())
-        kwargs: dict[str, Any] = {
-            "hostname": self.remote_host,
-            "port": self.port,
-            "username": self.username,
-            "timeout": self.conn_timeout,
-            "banner_timeout": self.conn_timeout,
-            "auth_timeout": self.auth_timeout or self.conn_timeout,
-            "channel_timeout": self.conn_timeout,
-            "compress": self.compress,
-            "sock": self.host_proxy,
-            "look_for_keys": self.look_for_keys,
-        }
-        if self.password:
-            kwargs["password"] = self.password.strip()
-        if self.pkey:
-            kwargs["pkey"] = self.pkey
-        if self.key_file:
-            kwargs["key_filename"] = self.key_file
-        if self.disabled_algorithms:
-            kwargs["disabled_algorithms"] = self.disabled_algorithms
+    def trusted_host_key(self) -> paramiko.PKey | None:
+        """The connection's host_key, else the first key the known_hosts files hold for this host.
+
+        paramiko asks the server for the trusted key's type first (``SSHClient.connect``).
+        """
+        if self._connection_host_key is not None:
+            return self._connection_host_key
+        keys = paramiko.HostKeys()
+        self.load_trusted_host_keys(keys)
+        entry = keys.lookup(self.known_hosts_name)
+        return next(iter(entry.values()), None) if entry else None
+
+    def offered_host_key(self) -> paramiko.PKey:
+        """The key the host offers, by a key exchange alone (no authentication, nothing sent)."""
+        sock = self.host_proxy or socket.create_connection(
+            (self.remote_host, self.port), timeout=self.conn_timeout
+        )
+        transport = paramiko.Transport(sock)
         try:
-            client.connect(**kwargs)
-        except BaseException:
-            client.close()
-            raise
-        transport = client.get_transport()
-        if transport is not None and self.keepalive_interval:
-            transport.set_keepalive(self.keepalive_interval)
-        if transport is not None and self.ciphers:
-            transport.get_security_options().ciphers = self.ciphers
-        self.client = client
-        return client
+            transport.start_client(timeout=self.conn_timeout)
+            return transport.get_remote_server_key()
+        finally:
+            transport.close()
+
+    def get_conn(self) -> paramiko.SSHClient:
+        """SSHHook.get_conn with ``host_key`` set to the trusted key; refused before connecting when
+        none is trusted (_UnknownHostKey names the key offered). paramiko's exceptions propagate."""
+        transport = self.client.get_transport() if self.client is not None else None
+        if transport is None or not transport.is_active():
+            trusted = self.trusted_host_key()
+            if trusted is None:
+                raise _UnknownHostKey(self.known_hosts_name, self.offered_host_key())
+            self._trusted_key = trusted
+        return super().get_conn()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -413,6 +421,8 @@ class BrokerHostHook(BaseHook):
             remote_host=address.host,
             port=address.port,
             conn_timeout=int(max(1, round(timeout))),
+            banner_timeout=max(1.0, timeout),
+            auth_timeout=int(max(1, round(timeout))),
             cmd_timeout=self.command_timeout,
             conn_retry_attempts=1,
             known_hosts=known_hosts,
