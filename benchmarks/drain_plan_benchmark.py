@@ -7,15 +7,25 @@ and stopped by PID by ``testing.zookeeper.ZooKeeperServer``) gets a simulated Ka
 assignment, so RF=1 partitions sit on the drained broker 0 and elsewhere). Then, each in a fresh
 process, on the same tree:
 
-* product: what the drain DAG's ``safety_snapshot`` (``ZooKeeperSnapshotOperator``) and ``plan``
-  (``DrainPlanOperator``) tasks do, minus Airflow. imports (interpreter start-up, kazoo, walker,
-  artefacts, model, planner; not Airflow); snapshot: the walk (``ZnodeTreeWalker`` with the
-  defaults ``KafkaZooKeeperHook.snapshot`` passes: multiRead) and the snapshot artefact written
-  (Parquet + manifest, how the snapshot reaches the plan task); model: the artefact read back and
-  verified, ``ClusterState.from_snapshot`` and the in-flight check; plan: ``plan_from_state`` (the
-  operator's inputs and ``plan_drain``: scope ``rf1``, rack-aware, 500 per batch) and the plan's
-  files. There is no inventory, so, as the operator does then, sizes are unknown
-  (0 bytes) and the planner balances partition counts. Timed from the process launch to its exit.
+* product: what the drain DAG's ``plan`` task (``DrainPlanOperator`` with a
+  ``kafka_zookeeper_conn_id``) does, minus Airflow: imports (interpreter start-up, kazoo, walker,
+  model, planner; not Airflow); read: the planning read, ``hooks.zookeeper_drain_read.read_for_drain``
+  (the one the operator calls through ``operators.drain_zookeeper.planning_read``): one listing of
+  ``/brokers/topics``, a walk (``ZnodeTreeWalker``, multiRead, the hook's defaults) of
+  ``/cluster/id``, ``/brokers/ids``, ``/controller``, ``/controller_epoch``, ``/brokers/topics``
+  without the topics' ``partitions`` subtrees, ``/admin/reassign_partitions`` and
+  ``/admin/delete_topics``, the model of those rows, a second walk of the state znodes of the
+  partitions with a replica on the drained broker, and ``ClusterState.from_snapshot`` of all rows
+  (``partial_read``); model: the in-flight check; plan: ``plan_from_state`` (the operator's inputs
+  and ``plan_drain``: scope ``rf1``, rack-aware, 500 per batch) and the plan's files (with the
+  read's record). There is no inventory, so, as the operator does then, sizes are unknown (0 bytes)
+  and the planner balances partition counts. Timed from the process launch to its exit. Not timed:
+  the DAG's full ``safety_snapshot`` task, which runs in parallel with the inventory and the plan
+  and which the execute step checks the plan's read against before its first write (it is on the
+  path to a change, not to the decision); ``--also-snapshot`` times that earlier path as well.
+* product, snapshot (``--also-snapshot``): the plan from the full safety snapshot, as the DAG made
+  it before: the full walk, the snapshot artefact written (Parquet + manifest), read back and
+  verified, ``ClusterState.from_snapshot`` of the whole tree, the in-flight check, the same plan.
 * kafka-assigner (``kafka-tools`` 0.1.9 from PyPI in a scratch venv, see ``_assigner_baseline.py``):
   ``kafka-assigner --generate --skip-ple ... -x <every topic that is not RF=1> remove -b 0``
   (rack-unaware round robin), which plans only: it reads ZooKeeper and writes nothing; a stub
@@ -33,11 +43,11 @@ asserted: at 200k partitions the product <= 6 s end to end and >= 2x faster than
 
     python benchmarks/drain_plan_benchmark.py                # 50k,100k,200k x 6,50 brokers (~10 min)
     python benchmarks/drain_plan_benchmark.py --partitions 200000 --brokers 50 --repeat 3
-    python benchmarks/drain_plan_benchmark.py --skip-baseline --also-in-memory
+    python benchmarks/drain_plan_benchmark.py --skip-baseline --also-snapshot --also-in-memory
     python benchmarks/drain_plan_benchmark.py --planner-only # plan_drain alone, log-normal sizes
 
-``--also-in-memory`` adds a "product, mem" row: the model built from the walk's rows in the same
-process, no artefact (what a single task doing snapshot and plan would cost). ``--planner-only``
+``--also-in-memory`` adds a "product, mem" row: the full walk and the model built from the walk's
+rows in the same process, no artefact (what a single task doing snapshot and plan would cost). ``--planner-only``
 keeps the earlier inner-loop measurement (issue 6): ``plan_drain`` on an in-memory cluster with
 log-normal sizes, ``--rf1-on-broker`` RF=1 partitions on broker 0 (target < 1 s, bytes balance
 <= 1.10). The machine's load moves the numbers: compare rows of one run, and use ``--repeat``.
@@ -72,57 +82,10 @@ _TOPIC_PATH = re.compile(r"/brokers/topics/([^/]+)")
 
 
 # ------------------------------------------------------------------------------ product worker
-def product_worker(hosts: str, chroot: str, workdir: str, in_memory: bool) -> None:
-    """The plan as the DAG makes it, in this fresh process; prints one JSON line of timestamps.
+def _plan_files(workdir: str, plan: Any, read: dict[str, Any] | None) -> str:
+    """The plan task's files (rollback.json first), as the operator writes them."""
+    from airflow_provider_kafka_zk.kafka.drain import dumps_tool_json
 
-    Timestamps are ``time.perf_counter()`` (CLOCK_MONOTONIC, shared with the parent), so the parent
-    can count the interpreter's start-up into the imports. ``in_memory``: the model is built from
-    the walk's rows, no artefact (a one-task variant: pyarrow is then not imported either).
-    """
-    from kazoo.client import KazooClient
-
-    from airflow_provider_kafka_zk.hooks.zookeeper_snapshot import ZnodeTreeWalker
-    from airflow_provider_kafka_zk.kafka.drain import DrainRequest, dumps_tool_json
-    from airflow_provider_kafka_zk.kafka.drain_execution import plan_from_state
-    from airflow_provider_kafka_zk.kafka.model import ClusterState
-    from airflow_provider_kafka_zk.kafka.reassignment import reassignments_in_flight
-
-    if not in_memory:
-        from airflow_provider_kafka_zk.artefacts.snapshots import read_snapshot, write_snapshot
-    stamps = {"imported": time.perf_counter()}
-    client = KazooClient(hosts=hosts + chroot, timeout=30)
-    client.start()
-    try:
-        walk = ZnodeTreeWalker(client).run()  # the defaults KafkaZooKeeperHook.snapshot passes
-    finally:
-        client.stop()
-        client.close()
-    znodes, walk_rss = walk.znodes, peak_rss_mb()
-    stamps["walked"] = time.perf_counter()
-
-    if in_memory:
-        stamps["written"] = stamps["walked"]
-        rows = walk.rows
-    else:  # the snapshot task publishes the artefact; the plan task reads it
-        ref, _ = write_snapshot(workdir, "bench", walk, source={"hosts": [hosts], "chroot": chroot})
-        stamps["written"] = time.perf_counter()
-        _, rows = read_snapshot(ref.path)
-    del walk
-    stamps["read"] = time.perf_counter()
-
-    state = ClusterState.from_snapshot(rows, cluster="bench")
-    del rows
-    in_flight = reassignments_in_flight(
-        (t.assignment for t in state.topics.values()), state.reassign_partitions
-    )
-    if in_flight.any:
-        raise SystemExit(f"reassignment in flight: {in_flight.describe()}")
-    stamps["modelled"] = time.perf_counter()
-
-    # the plan task from here on, without an inventory (sizes unknown): its inputs and plan_drain
-    request = DrainRequest(brokers=frozenset({DRAINED}), scope="rf1", max_partitions_per_batch=500)
-    plan = plan_from_state(state, request, sizes={})
-    stamps["plan_drain"] = time.perf_counter()
     out = Path(workdir, "plan")
     out.mkdir()
     (out / "rollback.json").write_text(dumps_tool_json(plan.rollback_json()))
@@ -143,20 +106,91 @@ def product_worker(hosts: str, chroot: str, workdir: str, in_memory: bool) -> No
         ],
         "added_partitions": {str(b): v for b, v in plan.added_partitions.items()},
         "rack_aware_effective": plan.rack_aware,
+        "read": read,
     }
     (out / "plan.json").write_text(json.dumps(document, indent=1))
     (out / "summary.txt").write_text(plan.summary() + "\n")
+    return str(out / "reassignment.json")
+
+
+def product_worker(hosts: str, chroot: str, workdir: str, mode: str) -> None:
+    """The plan as the DAG makes it, in this fresh process; prints one JSON line of timestamps.
+
+    Timestamps are ``time.perf_counter()`` (CLOCK_MONOTONIC, shared with the parent), so the parent
+    can count the interpreter's start-up into the imports. ``mode``: ``read`` (the drain DAG's plan
+    task: ``read_for_drain``), ``snapshot`` (the earlier path: full walk, snapshot artefact written
+    and read back, model of the whole tree), ``memory`` (full walk, model from the walk's rows).
+    """
+    from kazoo.client import KazooClient
+
+    from airflow_provider_kafka_zk.hooks.zookeeper_drain_read import read_for_drain
+    from airflow_provider_kafka_zk.hooks.zookeeper_snapshot import ZnodeTreeWalker
+    from airflow_provider_kafka_zk.kafka.drain import DrainRequest
+    from airflow_provider_kafka_zk.kafka.drain_execution import plan_from_state
+    from airflow_provider_kafka_zk.kafka.model import ClusterState
+    from airflow_provider_kafka_zk.kafka.reassignment import reassignments_in_flight
+
+    if mode == "snapshot":
+        from airflow_provider_kafka_zk.artefacts.snapshots import read_snapshot, write_snapshot
+    stamps = {"imported": time.perf_counter()}
+    client = KazooClient(hosts=hosts + chroot, timeout=30)
+    client.start()
+    read_record = None
+    try:
+        if mode == "read":  # what DrainPlanOperator does with a kafka_zookeeper_conn_id
+            read = read_for_drain(
+                lambda include, exclude: ZnodeTreeWalker(client, include=include, exclude=exclude).run(),
+                lambda: client.get_children("/brokers/topics"),
+                [DRAINED],
+                cluster="bench",
+            )
+            state, znodes = read.state, read.znodes
+            read_record = read.record()
+            stamps["walked"] = stamps["written"] = stamps["read"] = time.perf_counter()
+        else:
+            walk = ZnodeTreeWalker(client).run()  # the defaults KafkaZooKeeperHook.snapshot passes
+    finally:
+        client.stop()
+        client.close()
+    walk_rss = peak_rss_mb()
+    if mode != "read":
+        znodes = walk.znodes
+        stamps["walked"] = time.perf_counter()
+        if mode == "memory":
+            stamps["written"] = stamps["walked"]
+            rows = walk.rows
+        else:  # the snapshot task publishes the artefact; the plan task reads it
+            ref, _ = write_snapshot(workdir, "bench", walk, source={"hosts": [hosts], "chroot": chroot})
+            stamps["written"] = time.perf_counter()
+            _, rows = read_snapshot(ref.path)
+        del walk
+        stamps["read"] = time.perf_counter()
+        state = ClusterState.from_snapshot(rows, cluster="bench")
+        del rows
+    in_flight = reassignments_in_flight(
+        (t.assignment for t in state.topics.values()), state.reassign_partitions
+    )
+    if in_flight.any:
+        raise SystemExit(f"reassignment in flight: {in_flight.describe()}")
+    stamps["modelled"] = time.perf_counter()
+
+    # the plan task from here on, without an inventory (sizes unknown): its inputs and plan_drain
+    request = DrainRequest(brokers=frozenset({DRAINED}), scope="rf1", max_partitions_per_batch=500)
+    plan = plan_from_state(state, request, sizes={})
+    stamps["plan_drain"] = time.perf_counter()
+    reassignment = _plan_files(workdir, plan, read_record)
     stamps["planned"] = time.perf_counter()
     print(
         json.dumps(
             {
                 **stamps,
+                "mode": mode,
                 "znodes": znodes,
                 "walk_rss_mb": walk_rss,
                 "rss_mb": peak_rss_mb(),
                 "complete": plan.complete,
                 "rack_aware": plan.rack_aware,
-                "reassignment": str(out / "reassignment.json"),
+                "reassignment": reassignment,
             }
         ),
         flush=True,
@@ -173,7 +207,7 @@ class Run:
     info: dict[str, Any] | None = None
 
 
-def run_product(hosts: str, in_memory: bool = False) -> Run:
+def run_product(hosts: str, mode: str = "read") -> Run:
     """One product run in a fresh process, timed from before its launch to after its exit."""
     with tempfile.TemporaryDirectory(prefix="drain-bench-") as workdir:
         cmd = [
@@ -187,8 +221,7 @@ def run_product(hosts: str, in_memory: bool = False) -> Run:
             "--workdir",
             workdir,
         ]
-        if in_memory:
-            cmd.append("--in-memory")
+        cmd += ["--mode", mode]
         launched = time.perf_counter()
         done = subprocess.run(cmd, capture_output=True, text=True)
         ended = time.perf_counter()
@@ -199,8 +232,9 @@ def run_product(hosts: str, in_memory: bool = False) -> Run:
     targets = {(e["topic"], e["partition"]): tuple(e["replicas"]) for e in document["partitions"]}
     split = {  # the phases add up to the total
         "imports": info["imported"] - launched,  # interpreter start-up included
-        "snapshot": info["written"] - info["imported"],  # walk + artefact written
-        "model": info["modelled"] - info["written"],  # artefact read + ClusterState + in-flight check
+        # read: planning read (2 walks + ClusterState); snapshot: full walk + artefact written
+        "read": info["written"] - info["imported"],
+        "model": info["modelled"] - info["written"],  # [artefact read + ClusterState +] in-flight check
         "plan": info["planned"] - info["modelled"],  # plan_from_state (inputs + plan_drain) + files
         "exit": ended - info["planned"],
     }
@@ -329,14 +363,16 @@ def score(tree: Tree, targets: Mapping[TopicPartition, tuple[int, ...]]) -> Scor
 
 # ------------------------------------------------------------------------------ end to end
 HEADER = (
-    f"{'partitions':>10} {'brk':>3} {'tool':<14} {'total s':>7} {'imports':>7} {'snapshot':>8} {'model':>5} "
+    f"{'partitions':>10} {'brk':>3} {'tool':<17} {'total s':>7} {'imports':>7} {'read':>8} {'model':>5} "
     f"{'plan':>5} {'exit':>4} {'ratio':>6} {'moves':>6} {'recv':>5} {'balance':>7} {'rackV':>5} "
     f"{'nonRF1':>6} {'left':>4}"
 )
 LEGEND = (
     "total s: process launch to exit, best of --repeat; product phases (they add up to the total): "
-    "imports = interpreter start-up + imports; snapshot = ZooKeeper walk + snapshot artefact written; "
-    "model = artefact read back + ClusterState + in-flight check (product, mem: walk.rows + ClusterState); "
+    "imports = interpreter start-up + imports; read = product: the plan task's planning read (read_for_drain: "
+    "2 walks + ClusterState), product, snapshot/mem: full walk [+ snapshot artefact written]; model = "
+    "product: in-flight check; product, snapshot: artefact read back + ClusterState + in-flight check "
+    "(product, mem: walk.rows + ClusterState + check); "
     "plan = plan_from_state (operator inputs + plan_drain) + plan files; exit = interpreter exit. ratio = kafka-assigner / "
     "product; recv = receivers/eligible brokers; balance = max/min partitions added per receiver; rackV = "
     "rack violations; nonRF1 = moves of partitions that are not RF=1; left = RF=1 partitions still on the "
@@ -348,12 +384,12 @@ def _row(partitions: int, brokers: int, tool: str, run: Run, s: Score, ratio: st
     split = run.split or {}
     phases = " ".join(
         f"{split[k]:>{w}.2f}" if k in split else f"{'-':>{w}}"
-        for k, w in (("imports", 7), ("snapshot", 8), ("model", 5), ("plan", 5), ("exit", 4))
+        for k, w in (("imports", 7), ("read", 8), ("model", 5), ("plan", 5), ("exit", 4))
     )
     balance = f"{s.balance:.3f}" if s.balance else "-"
     receivers = f"{s.receivers}/{s.eligible}"
     return (
-        f"{partitions:>10,} {brokers:>3} {tool:<14} {run.seconds:>7.2f} {phases} {ratio:>6} {s.moves:>6,} "
+        f"{partitions:>10,} {brokers:>3} {tool:<17} {run.seconds:>7.2f} {phases} {ratio:>6} {s.moves:>6,} "
         f"{receivers:>5} {balance:>7} {s.rack_violations:>5} {s.non_rf1_moves:>6} {s.rf1_left:>4}"
     )
 
@@ -383,6 +419,15 @@ def _product_note(label: str, runs: Sequence[Run]) -> str:
     best = _best(runs)
     info, split = best.info or {}, best.split or {}
     times = ", ".join(f"{r.seconds:.2f}" for r in runs)
+    if info["mode"] == "read":
+        artefact = f"planning read (2 walks + ClusterState) {info['read'] - info['imported']:.2f} s; model:"
+        return (
+            f"{label}: runs {times} s; {info['znodes']:,} znodes read; {artefact} in-flight check "
+            f"{info['modelled'] - info['read']:.2f} s; plan: plan_from_state (inputs + plan_drain) "
+            f"{info['plan_drain'] - info['modelled']:.2f} s, files {info['planned'] - info['plan_drain']:.2f} s; "
+            f"exit {split['exit']:.2f} s; peak RSS {info['rss_mb']:.0f} MB; complete={info['complete']} "
+            f"rack_aware={info['rack_aware']}"
+        )
     if info["written"] != info["walked"]:
         artefact = (
             f"walk {info['walked'] - info['imported']:.2f} s, artefact write {info['written'] - info['walked']:.2f} s; "
@@ -418,7 +463,12 @@ def end_to_end(args: argparse.Namespace, matrix: Sequence[tuple[int, int]]) -> N
     verdicts: list[str] = []
     with tempfile.TemporaryDirectory(prefix="drain-bench-tools-") as tools:
         for partitions, brokers in matrix:
-            runs: dict[str, list[Run]] = {"product": [], "product, mem": [], "kafka-assigner": []}
+            runs: dict[str, list[Run]] = {
+                "product": [],
+                "product, snapshot": [],
+                "product, mem": [],
+                "kafka-assigner": [],
+            }
             # a fresh server per tree: the JVM holds only this tree, and no chroot has to be deleted
             with ZooKeeperServer() as zk:
                 loaded, tree = build_tree(
@@ -433,8 +483,10 @@ def end_to_end(args: argparse.Namespace, matrix: Sequence[tuple[int, int]]) -> N
                         if executable is not None:
                             run, cmd = run_assigner(zk.connect_string, excluded, executable, Path(tools))
                             runs["kafka-assigner"].append(run)
+                        if args.also_snapshot:
+                            runs["product, snapshot"].append(run_product(zk.connect_string, "snapshot"))
                         if args.also_in_memory:
-                            runs["product, mem"].append(run_product(zk.connect_string, in_memory=True))
+                            runs["product, mem"].append(run_product(zk.connect_string, "memory"))
                     load_end = os.getloadavg()[0]
                     after = tree_fingerprint(zk.connect_string)
             label = f"{partitions:,}/{brokers}"
@@ -451,7 +503,7 @@ def end_to_end(args: argparse.Namespace, matrix: Sequence[tuple[int, int]]) -> N
                 times = ", ".join(f"{r.seconds:.2f}" for r in runs["kafka-assigner"])
                 notes.append(f"kafka-assigner {label}: runs {times} s: {' '.join(shown)}")
             assigner = _best(runs["kafka-assigner"]) if runs["kafka-assigner"] else None
-            for tool in ("product", "product, mem"):
+            for tool in ("product", "product, snapshot", "product, mem"):
                 if not runs[tool]:
                     continue
                 best = _best(runs[tool])
@@ -564,10 +616,15 @@ def main() -> None:
     parser.add_argument("--hosts", help=argparse.SUPPRESS)
     parser.add_argument("--chroot", help=argparse.SUPPRESS)
     parser.add_argument("--workdir", help=argparse.SUPPRESS)
-    parser.add_argument("--in-memory", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--also-snapshot",
+        action="store_true",
+        help="a 'product, snapshot' row: the earlier path (full walk, artefact, read back, whole model)",
+    )
+    parser.add_argument("--mode", default="read", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        product_worker(args.hosts, args.chroot, args.workdir, args.in_memory)
+        product_worker(args.hosts, args.chroot, args.workdir, args.mode)
     elif args.planner_only:
         args.partitions = args.partitions or "200000"
         args.brokers = args.brokers or "50"

@@ -71,6 +71,11 @@ CLUSTER = "{{ params.cluster }}"
 """The run's cluster (a Params field of every manual DAG)."""
 
 
+def snapshot_path(task_id: str) -> str:
+    """The template of the snapshot path the snapshot task ``task_id`` returned."""
+    return f"{{{{ ti.xcom_pull(task_ids='{task_id}')['path'] }}}}"
+
+
 def cluster_snapshot(task_id: str, retries: dict[str, Any] = READ_RETRIES) -> Any:
     """A snapshot of the run's cluster. No outlet Asset: the cluster is only known at run time.
 
@@ -134,11 +139,13 @@ def brokers_inventory_and_coverage(inventory_ts: str | None = None) -> tuple[Any
     return brokers, inventory, coverage
 
 
-def execution_and_throttle_clearing(task_id: str) -> tuple[Any, Any]:
+def execution_and_throttle_clearing(task_id: str, snapshot_task: str | None = None) -> tuple[Any, Any]:
     """The ``plan`` task's batches carried out (``task_id``), then ``clear_throttles``; both read the
     form's ``throttle_mb_per_sec``, ``poll_interval_s``, ``batch_timeout_s`` and ``dry_run``.
 
     :param task_id: the execution task's id (``execute``, ``move_back``).
+    :param snapshot_task: the task whose snapshot a plan from a planning read must agree with
+        before the first write (the drain's ``safety_snapshot``; None: the plan came from a snapshot).
     """
     from airflow_provider_kafka_zk.operators.drain import (
         ClearReplicationThrottlesOperator,
@@ -153,6 +160,7 @@ def execution_and_throttle_clearing(task_id: str) -> tuple[Any, Any]:
         dry_run="{{ params.dry_run }}",
         poll_interval="{{ params.poll_interval_s }}",
         batch_timeout="{{ params.batch_timeout_s }}",
+        snapshot_path=None if snapshot_task is None else snapshot_path(snapshot_task),
         retries=1,
         retry_delay=timedelta(seconds=30),
     )

@@ -1,12 +1,16 @@
 """Pre-maintenance drain: move the replication-factor-1 partitions off brokers before they stop.
 
-Triggered by hand with a validated form. Dry-run by default: it snapshots ZooKeeper, inventories
-the broker disks for partition sizes, scans the drained brokers' logs and indexes (read-only: will
-each restart cleanly? ``restart_check`` says when to stop), writes the plan (rollback.json first)
-and stops. With
-``dry_run`` false it then moves the partitions batch by batch, throttled, waiting for Kafka's
-completion rule in the triggerer; removes exactly the throttles it set (even when a step failed);
-inventories again and verifies ZooKeeper and the disks. Artefacts: ``<base>/<cluster>/drain/<ts>/``.
+Triggered by hand with a validated form. Dry-run by default: it inventories the broker disks for
+partition sizes, writes the plan (rollback.json first) from its own read of ZooKeeper (the
+cluster id, brokers, every topic znode, the in-flight znodes and the partition states on the
+drained brokers: seconds, where the full tree of a large cluster takes far longer), and meanwhile
+takes the full safety snapshot (rollback and audit evidence) and scans the drained brokers' logs
+and indexes (read-only: will each restart cleanly? ``restart_check`` says when to stop), then
+stops. With ``dry_run`` false it then checks that the snapshot, and ZooKeeper, still show what
+the plan read (else it refuses before any write), moves the partitions batch by batch,
+throttled, waiting for Kafka's completion rule in the triggerer; removes exactly the throttles
+it set (even when a step failed); inventories again and verifies ZooKeeper and the disks.
+Artefacts: ``<base>/<cluster>/drain/<ts>/``.
 
 Clusters come from ``kafka_zk_clusters.toml`` beside this file (or ``$KAFKA_ZK_CLUSTERS_FILE``),
 the file the daily hygiene DAG reads: ``[defaults]`` plus one ``[clusters.<name>]`` table per
@@ -34,6 +38,7 @@ from airflow_provider_kafka_zk.dags._manual import (
     inventory_settings,
     manual_dag,
     setting,
+    snapshot_path,
 )
 from airflow_provider_kafka_zk.operators.drain import (
     DrainPlanOperator,
@@ -172,7 +177,7 @@ def build_dag() -> DAG:
             task_id="restart_check",
             cluster="{{ params.cluster }}",
             base_path=setting("base_path"),
-            snapshot_path="{{ ti.xcom_pull(task_ids='safety_snapshot')['path'] }}",
+            snapshot_path=snapshot_path("safety_snapshot"),
             fail_on="{{ params.restart_check }}",
         )
         plan = DrainPlanOperator(
@@ -180,7 +185,7 @@ def build_dag() -> DAG:
             cluster="{{ params.cluster }}",
             base_path=setting("base_path"),
             brokers="{{ params.brokers }}",
-            snapshot_path="{{ ti.xcom_pull(task_ids='safety_snapshot')['path'] }}",
+            kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"),  # its own planning read
             scope="{{ params.scope }}",
             excluded_topics="{{ params.excluded_topics }}",
             max_partitions_per_batch="{{ params.max_partitions_per_batch }}",
@@ -192,7 +197,7 @@ def build_dag() -> DAG:
             task_id="stop_if_dry_run",
             python_callable=lambda params, **_: not params["dry_run"],
         )
-        execute, clear_throttles = execution_and_throttle_clearing("execute")
+        execute, clear_throttles = execution_and_throttle_clearing("execute", snapshot_task="safety_snapshot")
         _after_ts = "{{ " + RUN_TS + " ~ '-after' }}"
         inventory_after = BrokerInventoryOperator.partial(
             task_id="inventory_after", inventory_ts=_after_ts, **inventory_settings()
@@ -214,17 +219,11 @@ def build_dag() -> DAG:
             print(location.read_text(REPORT_FILE))
             return location.path(REPORT_FILE)
 
-        (
-            snapshot
-            >> brokers
-            >> inventory
-            >> coverage
-            >> log_scan
-            >> restart_check
-            >> plan
-            >> stop_if_dry_run
-            >> execute
-        )
+        # The plan does not wait for the full snapshot (its own read takes what it needs); nothing
+        # moves before the snapshot, the restart check and the plan are all there.
+        brokers >> inventory >> coverage >> [plan, log_scan]  # the scan reads the inventory
+        [snapshot, log_scan] >> restart_check >> stop_if_dry_run
+        plan >> stop_if_dry_run >> execute
         execute >> clear_throttles >> inventory_after >> verify
         execute >> [inventory_after, verify]  # a failed execute still clears throttles, then the run fails
         report(plan.output, verify.output)

@@ -685,8 +685,11 @@ def normalise_subtrees(paths: Iterable[str], what: str) -> tuple[str, ...]:
         if ".." in path.split("/"):
             raise ValueError(f"snapshot {what} path {raw!r} must not contain '..'")
         out.append(path)
-    kept = sorted(set(out))
-    return tuple(p for p in kept if not any(_under(p, q) for q in kept if q != p))
+    kept = set(out)
+    if "/" in kept:
+        return ("/",)
+    # a lookup per ancestor, not per other path: a planning read names thousands of znodes
+    return tuple(sorted(p for p in kept if not _in_or_under(posixpath.dirname(p), kept)))
 
 
 def _under(path: str, root: str) -> bool:

@@ -42,6 +42,7 @@ from .znodes import (
     ReassignPartitions,
     TopicAssignment,
 )
+from .znodes import topic_path as zk_topic_path
 
 Batch = Sequence[Move]
 
@@ -180,6 +181,86 @@ def plan_from_state(
         isr=isr,
         unreadable_topics=unreadable_topics(state.findings),
     )
+
+
+def partitions_on(state: ClusterState, brokers: frozenset[int]) -> list[TopicPartition]:
+    """The partitions with a replica on one of ``brokers``: the only ones a drain of them can move,
+    hence the only partition state znodes (leader, ISR) a planning read needs.
+
+    :param state: a model (a planning read's: topic znodes only are enough).
+    :param brokers: the brokers to drain.
+    """
+    # from the topic znodes' replica lists (a partition's replicas, as PartitionInfo.replicas has them)
+    return [
+        (name, p)
+        for name, topic in state.topics.items()
+        for p, replicas in topic.assignment.partitions.items()
+        if not brokers.isdisjoint(replicas)
+    ]
+
+
+def read_record(state: ClusterState, brokers: frozenset[int]) -> dict[str, Any]:
+    """What a later step compares with what it sees: the read's cluster id, every topic znode's
+    (czxid, version), the topics with a replica on a drained broker, the in-flight markers.
+
+    JSON-ready (``plan.json`` keeps it under ``read``); :func:`read_disagreements` compares two.
+
+    :param state: the model of the read (a planning read's, or a full snapshot's).
+    :param brokers: the brokers the plan drains.
+    """
+    return {
+        "cluster_id": state.cluster_id,
+        "last_zxid": state.last_zxid,
+        "topics": {name: [t.czxid, t.zk_version] for name, t in state.topics.items()},
+        "drained_topics": sorted({tp[0] for tp in partitions_on(state, brokers)}),
+        "reassign_partitions": state.reassign_partitions is not None,
+        "reassigning": len(state.reassigning_partitions),
+        "pending_deletions": sorted(state.pending_deletions),
+    }
+
+
+def read_disagreements(planned: Mapping[str, Any], seen: Mapping[str, Any], seen_as: str) -> list[str]:
+    """Why ``seen`` (a safety snapshot, or ZooKeeper now) is not the cluster the plan was read from.
+
+    Only what can change the drain counts: another cluster id; a reassignment in flight; a topic
+    with a replica on a drained broker (in either read) whose topic znode was created, deleted or
+    rewritten (czxid or version differ: a partition added, a replica moved) or whose deletion
+    marker came or went. A topic with no replica on the drained brokers in either read cannot
+    change what the drain moves, so it may change freely. Empty: they agree.
+
+    :param planned: the plan's :func:`read_record`.
+    :param seen: the other read's :func:`read_record`, for the same brokers.
+    :param seen_as: how messages name the other read.
+    """
+    problems = []
+    if planned.get("cluster_id") != seen.get("cluster_id"):
+        problems.append(
+            f"{seen_as} shows cluster id {seen.get('cluster_id')!r}, the plan's read {planned.get('cluster_id')!r}"
+        )
+    if seen.get("reassign_partitions") or seen.get("reassigning"):
+        problems.append(f"{seen_as} shows a reassignment in flight")
+    before, after = planned.get("topics", {}), seen.get("topics", {})
+    relevant = set(planned.get("drained_topics", ())) | set(seen.get("drained_topics", ()))
+    for name in sorted(relevant):
+        was, now = before.get(name), after.get(name)
+        if was is not None and now is not None and list(was) == list(now):
+            continue
+        path = zk_topic_path(name)
+        if was is None:
+            problems.append(f"{seen_as} has topic znode {path} (czxid {now[0]:#x}), the plan's read had not")
+        elif now is None:
+            problems.append(
+                f"{seen_as} lacks topic znode {path} (or cannot decode it), which the plan's read had"
+            )
+        else:
+            problems.append(
+                f"{seen_as}: topic znode {path} rewritten (czxid {was[0]:#x} -> {now[0]:#x}, "
+                f"version {was[1]} -> {now[1]})"
+            )
+    marked = set(planned.get("pending_deletions", ())) ^ set(seen.get("pending_deletions", ()))
+    for name in sorted(marked & relevant):
+        problems.append(f"{seen_as}: the deletion marker of topic {name!r} differs from the plan's read")
+    return problems
 
 
 def next_step(batches: Sequence[Batch], position: int, observed: Observed | None, *, rate: int) -> Step:

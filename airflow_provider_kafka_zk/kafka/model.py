@@ -303,6 +303,9 @@ class ClusterState:
     whose topic is gone. ``reassigning_partitions`` come from the topic znodes (non-empty
     adding/removing replicas, which API reassignments also write); ``reassign_partitions`` is the
     ``/admin/reassign_partitions`` request znode, if any. ``last_zxid`` is the newest zxid seen.
+    ``partial_read``: built from a drain's planning read (every topic znode, the partition state
+    znodes of some partitions only, no config znodes), so an absent state or config znode is no
+    finding there; such a model serves the drain planner, never an audit.
     """
 
     cluster: str
@@ -329,16 +332,29 @@ class ClusterState:
     findings: tuple[ModelFinding, ...]
     znode_count: int
     last_zxid: int
+    partial_read: bool = False
 
     @classmethod
     def from_snapshot(
-        cls, rows: Iterable[ZnodeRow], *, cluster: str = "", taken_at_ms: int | None = None
+        cls,
+        rows: Iterable[ZnodeRow],
+        *,
+        cluster: str = "",
+        taken_at_ms: int | None = None,
+        partial_read: bool = False,
     ) -> ClusterState:
         """Build the model in one pass over ``rows`` (paths relative to the Kafka chroot).
 
         Never raises on bad znode data: see ``findings``.
+
+        :param rows: the znodes, paths relative to the Kafka chroot.
+        :param cluster: the cluster's name.
+        :param taken_at_ms: when the rows were read.
+        :param partial_read: the rows are a planning read (see :attr:`partial_read`): a partition
+            without its state znode, a topic without its config znode, is not a finding.
         """
         builder = _BulkBuilder()
+        builder.partial_read = partial_read
         with gc_paused():
             builder.add_all(rows)
             return builder.build(cluster, taken_at_ms)
@@ -415,6 +431,7 @@ class _Builder:
         self.unreadable_states: set[tuple[str, str]] = set()
         self.unreadable_topic_configs: set[str] = set()
         self.last_zxid = 0
+        self.partial_read = False  # a planning read: absent state and config znodes were not read
 
     def add(self, row: ZnodeRow) -> None:
         path = row.path
@@ -518,7 +535,7 @@ class _Builder:
             config = topic_configs.get(name)
             if config is None:
                 config = {}
-                if name not in self.unreadable_topic_configs:
+                if name not in self.unreadable_topic_configs and not self.partial_read:
                     self.findings.append(
                         ModelFinding(
                             zk.config_entity_path("topics", name),
@@ -572,6 +589,7 @@ class _Builder:
             findings=tuple(self.findings),
             znode_count=self._znode_count(),
             last_zxid=self.last_zxid,
+            partial_read=self.partial_read,
         )
 
     def _znode_count(self) -> int:
@@ -590,7 +608,7 @@ class _Builder:
             adding = assignment.adding_replicas.get(p, ())
             removing = assignment.removing_replicas.get(p, ())
             found = self.states.pop((name, p), None)
-            if found is None and (name, str(p)) not in self.unreadable_states:
+            if found is None and (name, str(p)) not in self.unreadable_states and not self.partial_read:
                 self.findings.append(
                     ModelFinding(
                         zk.partition_state_path(name, p),
@@ -873,6 +891,8 @@ class _BulkBuilder(_Builder):
             self.states[(name, number)] = orphan
         if None in found:
             for p, state in zip(numbers, found, strict=True):
+                if self.partial_read:
+                    break  # not read, not missing
                 if state is None and (name, str(p)) not in self.unreadable_states:
                     self.findings.append(
                         ModelFinding(

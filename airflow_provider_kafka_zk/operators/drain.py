@@ -41,6 +41,8 @@ from airflow_provider_kafka_zk.kafka.drain_execution import (
     clear_step,
     next_step,
     plan_from_state,
+    read_disagreements,
+    read_record,
     replaced_values,
     targets_of,
     verify_outcome,
@@ -67,6 +69,7 @@ from airflow_provider_kafka_zk.operators.drain_artefacts import (
     DrainLocation,
     DrainVerificationError,
     IncompletePlanError,
+    PlanReadDisagreementError,
     ReassignmentInFlightError,
     as_list,
     check_rollback,
@@ -87,6 +90,7 @@ from airflow_provider_kafka_zk.operators.drain_artefacts import (
 )
 from airflow_provider_kafka_zk.operators.drain_zookeeper import (
     observe,
+    planning_read,
     read_all_topics,
     read_reassign,
     read_states,
@@ -101,6 +105,8 @@ from airflow_provider_kafka_zk.triggers.reassignment import ReassignmentTrigger,
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+    from airflow_provider_kafka_zk.kafka.safety import ClusterIdentity
+
 
 # ---------------------------------------------------------------------------------------------
 # Plan
@@ -108,7 +114,16 @@ if TYPE_CHECKING:
 
 
 class DrainPlanOperator(BaseOperator):
-    """Plan moving the in-scope replicas off ``brokers`` from the safety snapshot and inventory sizes.
+    """Plan moving the in-scope replicas off ``brokers`` from ZooKeeper (or a snapshot) and inventory sizes.
+
+    With ``kafka_zookeeper_conn_id`` (and no ``snapshot_path``), as the drain DAG runs it, the plan
+    does not wait for the full safety snapshot: a planning read
+    (:func:`~airflow_provider_kafka_zk.hooks.zookeeper_drain_read.read_for_drain`) takes the
+    cluster id, brokers, controller, every topic znode, the in-flight znodes and the state znodes of
+    the partitions on the drained brokers, builds the same model and runs the same planner;
+    ``plan.json`` records what it read (``read``), and the execute step refuses to write when the
+    run's safety snapshot, or ZooKeeper, disagrees with it. Otherwise the plan is made from the
+    snapshot ``snapshot_path`` (default: the cluster's latest complete one).
 
     Writes ``rollback.json`` first (the current assignment of every partition it moves), then
     ``reassignment.json``, ``plan.json`` and ``summary.txt``. Refuses (fails) when a reassignment is
@@ -116,12 +131,15 @@ class DrainPlanOperator(BaseOperator):
     a topic znode the model cannot read (a name Kafka refuses, undecodable data) is listed under
     ``unplanned`` and counts as such when it may have a partition in scope on a drained broker.
     ``rack_aware_effective``/``rack_aware_reason`` say whether placement really was rack-aware.
-    Reads the snapshot and the inventory only: never ZooKeeper.
+    Never writes to ZooKeeper.
 
     :param cluster: the cluster's name (its artefact folder).
     :param brokers: the broker ids to drain (a list, or its JSON / comma-separated text).
     :param base_path: the artefact store (default: the provider's configured base).
-    :param snapshot_path: the safety snapshot to plan from (default: the cluster's latest complete one).
+    :param snapshot_path: the safety snapshot to plan from (default: the cluster's latest complete one,
+        unless ``kafka_zookeeper_conn_id`` is set).
+    :param kafka_zookeeper_conn_id: plan from a planning read of this connection's cluster instead
+        of a snapshot (when ``snapshot_path`` is unset).
     :param inventory_ts: the inventory run whose sizes weigh the batches (default: this run's ts).
     :param scope: ``rf1`` (single-replica partitions only) or ``all`` (every replica on the brokers).
     :param excluded_topics: topics to leave where they are (a list, or its JSON / comma-separated text).
@@ -137,6 +155,7 @@ class DrainPlanOperator(BaseOperator):
         "base_path",
         "brokers",
         "snapshot_path",
+        "kafka_zookeeper_conn_id",
         "inventory_ts",
         "scope",
         "excluded_topics",
@@ -154,6 +173,7 @@ class DrainPlanOperator(BaseOperator):
         brokers: Sequence[int] | str,
         base_path: str | None = None,
         snapshot_path: str | None = None,
+        kafka_zookeeper_conn_id: str | None = None,
         inventory_ts: str | None = None,
         scope: str = "rf1",
         excluded_topics: Sequence[str] | str = (),
@@ -169,6 +189,7 @@ class DrainPlanOperator(BaseOperator):
         self.brokers = brokers
         self.base_path = base_path
         self.snapshot_path = snapshot_path
+        self.kafka_zookeeper_conn_id = kafka_zookeeper_conn_id
         self.inventory_ts = inventory_ts
         self.scope = scope
         self.excluded_topics = excluded_topics
@@ -181,21 +202,32 @@ class DrainPlanOperator(BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         allow_partial = parse_safety_flags(allow_partial=self.allow_partial)["allow_partial"]
         base = self.base_path or default_artefacts_base()
+        try:
+            drained = frozenset(int(b) for b in as_list(self.brokers))
+        except (TypeError, ValueError) as exc:
+            raise DrainError(f"cannot plan the drain: brokers {self.brokers!r}: {exc}") from exc
         snapshot = self.snapshot_path
-        if is_unset(snapshot):
-            ref = latest_snapshot(base, self.cluster)
-            if ref is None:
-                raise DrainError(f"no complete snapshot of cluster {self.cluster!r} under {base}")
-            snapshot = ref.path
-        manifest, rows = read_snapshot(str(snapshot))
-        identity = snapshot_identity(manifest, str(snapshot))
-        state = ClusterState.from_snapshot(rows, cluster=self.cluster)
+        read: dict[str, Any] | None = None
+        if is_unset(snapshot) and not is_unset(self.kafka_zookeeper_conn_id):
+            state, identity, read, source = self._planning_read(drained)
+            snapshot = None
+        else:
+            if is_unset(snapshot):
+                ref = latest_snapshot(base, self.cluster)
+                if ref is None:
+                    raise DrainError(f"no complete snapshot of cluster {self.cluster!r} under {base}")
+                snapshot = ref.path
+            manifest, rows = read_snapshot(str(snapshot))
+            identity = snapshot_identity(manifest, str(snapshot))
+            state = ClusterState.from_snapshot(rows, cluster=self.cluster)
+            del rows
+            source = f"the safety snapshot {snapshot}"
         in_flight = reassignments_in_flight(
             (t.assignment for t in state.topics.values()), state.reassign_partitions
         )
         if in_flight.any:
             raise ReassignmentInFlightError(
-                f"the safety snapshot {snapshot} shows a reassignment in flight ({in_flight.describe()}): "
+                f"{source} shows a reassignment in flight ({in_flight.describe()}): "
                 "refusing to plan a drain now; wait for it to finish (or cancel it) and run again"
             )
         sizes, inventory_url = inventory_sizes(base, self.cluster, _resolve_ts(self.inventory_ts, context))
@@ -203,7 +235,7 @@ class DrainPlanOperator(BaseOperator):
             self.log.warning("No inventory for this run: partition sizes unknown, counted as 0 bytes")
         try:
             request = DrainRequest(
-                brokers=frozenset(int(b) for b in as_list(self.brokers)),
+                brokers=drained,
                 scope=self.scope,  # type: ignore[arg-type]
                 excluded_topics=frozenset(str(t) for t in as_list(self.excluded_topics)),
                 max_partitions_per_batch=int(self.max_partitions_per_batch),
@@ -223,12 +255,13 @@ class DrainPlanOperator(BaseOperator):
             plan,
             cluster=self.cluster,
             run_id=context.get("run_id"),
-            snapshot=str(snapshot),
+            snapshot=None if snapshot is None else str(snapshot),
             snapshot_last_zxid=state.last_zxid,
             identity=identity,
             inventory=inventory_url,
             allow_partial=allow_partial,
             created_at=datetime.now(UTC).isoformat(),
+            read=read,
         )
         plan_path = location.write(PLAN_FILE, json.dumps(document, indent=1))
         location.write(SUMMARY_FILE, summary + "\n")
@@ -266,6 +299,27 @@ class DrainPlanOperator(BaseOperator):
             )
         return result
 
+    def _planning_read(
+        self, drained: frozenset[int]
+    ) -> tuple[ClusterState, ClusterIdentity, dict[str, Any], str]:
+        """(model, identity, ``plan.json``'s ``read``, how messages name it) from a planning read."""
+        with KafkaZooKeeperHook(str(self.kafka_zookeeper_conn_id)) as hook:
+            found = planning_read(hook, drained, self.cluster)
+            where = f"ZooKeeper ({hook.describe_path('/')}, planning read)"
+            identity = snapshot_identity(
+                {"cluster_id": found.state.cluster_id, "source": hook.target_description()}, where
+            )
+        self.log.info(
+            "Planning read of %s: %d znodes in %.2fs, zxid 0x%x..0x%x, %s",
+            where,
+            found.znodes,
+            found.duration_s,
+            found.start_zxid,
+            found.end_zxid,
+            "consistent" if found.consistent else "fuzzy",
+        )
+        return found.state, identity, found.record(), where
+
 
 # ---------------------------------------------------------------------------------------------
 # Execute
@@ -282,12 +336,22 @@ class DrainExecuteOperator(BaseOperator):
     without ``log_dirs``, then defer until Kafka's completion rule holds. ``dry_run`` (default) only
     says what it would do. Also carries out a post-maintenance move-back (written as a drain plan).
 
+    A plan made from a planning read of ZooKeeper (``plan.json`` has ``read``) is first checked,
+    before any batch is decided: the run's safety snapshot (``snapshot_path``, the rollback and audit
+    evidence) must show the cluster the plan read, and, while this run has written nothing yet,
+    so must ZooKeeper: same cluster id, no reassignment in flight, and every topic with a replica
+    on a drained broker (in either read) with the same topic znode (czxid, version) and deletion
+    marker (:func:`~airflow_provider_kafka_zk.kafka.drain_execution.read_disagreements`). Any
+    difference refuses with :class:`~.drain_artefacts.PlanReadDisagreementError`, dry run or not.
+
     :param plan_dir: the drain run's folder (the plan task's ``plan_dir``).
     :param throttle_bytes_per_sec: the replication throttle, in bytes per second (positive).
     :param kafka_zookeeper_conn_id: the cluster's ZooKeeper connection.
     :param dry_run: only log what would be written (the default).
     :param poll_interval: seconds between the trigger's looks at a batch's progress.
     :param batch_timeout: seconds a batch may take before the task fails (the batch keeps running).
+    :param snapshot_path: the run's safety snapshot, which a plan from a planning read must agree with
+        (required for such a plan; unused for a plan made from a snapshot).
     """
 
     template_fields: Sequence[str] = (
@@ -297,6 +361,7 @@ class DrainExecuteOperator(BaseOperator):
         "kafka_zookeeper_conn_id",
         "poll_interval",
         "batch_timeout",
+        "snapshot_path",
     )
     ui_color = "#fadbd8"
 
@@ -309,6 +374,7 @@ class DrainExecuteOperator(BaseOperator):
         dry_run: bool | str = True,
         poll_interval: float | str = 10.0,
         batch_timeout: float | str = 6 * 3600,
+        snapshot_path: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -318,6 +384,7 @@ class DrainExecuteOperator(BaseOperator):
         self.dry_run = dry_run
         self.poll_interval = poll_interval
         self.batch_timeout = batch_timeout
+        self.snapshot_path = snapshot_path
 
     def execute(self, context: Context) -> dict[str, Any]:
         if is_unset(self.plan_dir):
@@ -357,6 +424,8 @@ class DrainExecuteOperator(BaseOperator):
             with session:
                 if not dry_run:
                     check_rollback(str(self.plan_dir), batches)
+                if start == 0 and plan.get("read"):  # a resumed try checked before its first batch
+                    self._check_read_agreement(hook, plan)
                 try:
                     for index in range(start, len(batches)):
                         session.recheck()
@@ -388,6 +457,39 @@ class DrainExecuteOperator(BaseOperator):
         else:
             self.log.info("All %d batch(es) complete: %d partition(s) moved", len(batches), done)
         return {"plan_dir": self.plan_dir, "batches": len(batches), "partitions": done, "dry_run": dry_run}
+
+    def _check_read_agreement(self, hook: KafkaZooKeeperHook, plan: Mapping[str, Any]) -> None:
+        """Refuse unless the safety snapshot, and ZooKeeper while this run has written nothing, show
+        the cluster the plan read (see the class docstring)."""
+        planned = plan["read"]
+        drained = frozenset(int(b) for b in plan["request"]["brokers"])
+        if is_unset(self.snapshot_path):
+            raise PlanReadDisagreementError(
+                f"{self.plan_dir}/{PLAN_FILE} was made from a planning read of ZooKeeper, and this step was "
+                "given no safety snapshot (snapshot_path) to check it against: refusing to change a cluster "
+                "without rollback evidence of the state the plan was made from"
+            )
+        _, rows = read_snapshot(str(self.snapshot_path))
+        evidence = read_record(ClusterState.from_snapshot(rows), drained)
+        del rows
+        problems = read_disagreements(planned, evidence, f"the safety snapshot {self.snapshot_path}")
+        if not DrainLocation(str(self.plan_dir)).exists(THROTTLES_FILE):
+            # nothing written by this run yet: ZooKeeper must still be what the plan read
+            now = planning_read(hook, drained).record()
+            problems += read_disagreements(planned, now, f"ZooKeeper now ({hook.describe_path('/')})")
+        if problems:
+            raise PlanReadDisagreementError(
+                f"the plan {self.plan_dir}/{PLAN_FILE} was made from a read of ZooKeeper (zxid "
+                f"{planned.get('start_zxid', 0):#x}..{planned.get('end_zxid', 0):#x}) that "
+                f"{len(problems)} later look(s) contradict: "
+                + "; ".join(problems[:10])
+                + ": refusing before any write; make a new plan (run the DAG again)"
+            )
+        self.log.info(
+            "The safety snapshot %s and ZooKeeper agree with the plan's read on every topic that matters "
+            "to the drain",
+            self.snapshot_path,
+        )
 
     def _defer_until_done(self, batches: Sequence[Batch], index: int) -> None:
         """Hand the wait to the trigger; :meth:`execute_complete` resumes with the next batch."""

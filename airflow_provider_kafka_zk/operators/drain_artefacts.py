@@ -63,6 +63,11 @@ class PlanOutdatedError(DrainError):
     """ZooKeeper no longer shows the assignment the plan was made from."""
 
 
+class PlanReadDisagreementError(PlanOutdatedError):
+    """The plan was made from a planning read of ZooKeeper, and the run's safety snapshot, or
+    ZooKeeper before the first write, shows a different cluster where it matters to the drain."""
+
+
 class ThrottlesStillNeededError(DrainError):
     """Partitions of this plan are still moving: removing the throttles now would unthrottle them."""
 
@@ -573,6 +578,7 @@ def plan_document(
     inventory: str | None,
     allow_partial: bool,
     created_at: str,
+    read: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The ``plan.json`` of ``plan``: what the later steps (and :func:`load_plan`) read.
 
@@ -585,6 +591,8 @@ def plan_document(
     :param inventory: the inventory folder the sizes came from (None: sizes unknown).
     :param allow_partial: whether the run may drain what can be moved when not everything can.
     :param created_at: when, as ISO 8601 text.
+    :param read: a planning read's record (``DrainRead.record``): what the execute step checks the
+        safety snapshot and ZooKeeper against before its first write (None: made from a snapshot).
     """
     request = plan.request
     return {
@@ -595,6 +603,7 @@ def plan_document(
         "run_id": run_id,
         "snapshot": snapshot,
         "snapshot_last_zxid": snapshot_last_zxid,
+        "read": None if read is None else dict(read),
         "identity": identity.to_dict(),
         "inventory": inventory,
         "request": {
@@ -691,6 +700,7 @@ __all__ = [
     "DrainVerificationError",
     "IncompletePlanError",
     "PlanOutdatedError",
+    "PlanReadDisagreementError",
     "ReassignmentInFlightError",
     "ThrottlesStillNeededError",
     "as_list",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from airflow_provider_kafka_zk.hooks.zookeeper import (
     KafkaZooKeeperHook,
@@ -33,7 +34,31 @@ from airflow_provider_kafka_zk.operators.drain_artefacts import (
     load_throttle_record,
 )
 
+if TYPE_CHECKING:
+    from airflow_provider_kafka_zk.hooks.zookeeper_drain_read import DrainRead
+
 log = logging.getLogger(__name__)
+
+
+def planning_read(hook: KafkaZooKeeperHook, brokers: Iterable[int], cluster: str = "") -> DrainRead:
+    """The drain plan's read of ZooKeeper (see :mod:`~airflow_provider_kafka_zk.hooks.zookeeper_drain_read`),
+    through the hook's walks (its auth errors, reconnects).
+
+    :param hook: an open ZooKeeper hook.
+    :param brokers: the brokers to drain.
+    :param cluster: the cluster's name (the model's).
+    """
+    from airflow_provider_kafka_zk.hooks.zookeeper_drain_read import read_for_drain
+
+    def topics() -> list[str]:
+        try:
+            return hook.get_children(znodes.BROKER_TOPICS)
+        except ZnodeNotFoundError:
+            return []
+
+    return read_for_drain(
+        lambda include, exclude: hook.snapshot(include, exclude), topics, brokers, cluster=cluster
+    )
 
 
 def read_all_topics(hook: KafkaZooKeeperHook) -> dict[str, znodes.TopicAssignment]:
@@ -236,6 +261,7 @@ __all__ = [
     "bootstrap_address",
     "notify_config_change",
     "observe",
+    "planning_read",
     "read_all_topics",
     "read_reassign",
     "read_states",

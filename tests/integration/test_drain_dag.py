@@ -232,6 +232,9 @@ def test_drain_dag_moves_rf1_partitions_off_the_broker_and_rollback_restores(liv
     [drain_dir] = (base / CLUSTER / "drain").iterdir()
     plan = json.loads((drain_dir / "plan.json").read_text())
     assert [len(b) for b in plan["batches"]] == [2, 2]
+    # planned from its own read of ZooKeeper, checked against the safety snapshot before the first write
+    assert plan["read"]["source"] == "zookeeper" and plan["snapshot"] is None
+    assert "agree with the plan's read" in output
     throttles = json.loads((drain_dir / "throttles.json").read_text())
     assert "topics/single" in throttles["entities"] and f"brokers/{DRAINED}" in throttles["entities"]
     verify = json.loads((drain_dir / "verify.json").read_text())

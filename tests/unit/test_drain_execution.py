@@ -20,7 +20,10 @@ from airflow_provider_kafka_zk.kafka.drain_execution import (
     after_wait,
     clear_step,
     next_step,
+    partitions_on,
     plan_from_state,
+    read_disagreements,
+    read_record,
     replaced_values,
     unrestored_moves,
     verify_outcome,
@@ -362,6 +365,11 @@ def _row(path, data, owner=0):
 
 
 def _snapshot(topics, brokers, isr=None):
+    """The model of :func:`_snapshot_rows`."""
+    return ClusterState.from_snapshot(_snapshot_rows(topics, brokers, isr), cluster="test")
+
+
+def _snapshot_rows(topics, brokers, isr=None):
     """A snapshot's rows: registered ``brokers`` (id -> rack), ``topics`` (name -> {p: replicas})."""
     rows = []
     for b, rack in brokers.items():
@@ -389,7 +397,7 @@ def _snapshot(topics, brokers, isr=None):
                 "isr": in_sync,
             }
             rows.append(_row(f"/brokers/topics/{name}/partitions/{p}/state", json.dumps(state).encode()))
-    return ClusterState.from_snapshot(rows, cluster="test")
+    return rows
 
 
 def test_the_plan_uses_registered_brokers_racks_and_never_places_on_a_broker_that_is_down():
@@ -506,3 +514,49 @@ def test_throttles_this_run_left_set_are_a_problem():
     assert outcome.problems == (
         f"throttles this run set are still in place: {{'brokers/2': ['{LEADER_RATE}']}}",
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# A planning read: what it records, and what disagrees with it
+# ---------------------------------------------------------------------------------------------
+
+BROKERS = {1: "a", 2: "b", 3: "a"}
+DRAINED_ONE = frozenset({1})
+
+
+def _record(topics):
+    return read_record(_snapshot(topics, BROKERS), DRAINED_ONE)
+
+
+def test_a_model_of_a_partial_read_has_no_findings_for_the_znodes_it_did_not_read():
+    rows = _snapshot_rows({"single": {0: [1], 1: [2]}}, BROKERS)
+    partial_rows = [r for r in rows if r.path != "/brokers/topics/single/partitions/1/state"]
+    complete = ClusterState.from_snapshot(partial_rows)
+    partial = ClusterState.from_snapshot(partial_rows, partial_read=True)
+    # the same rows as a snapshot: a missing state (and configs) are findings; as a planning read, not
+    assert {f.kind.value for f in complete.findings} >= {"missing_partition_state", "missing_topic_config"}
+    assert partial.findings == () and partial.partial_read and not complete.partial_read
+    assert partial.partition("single", 0).isr == (1,) and partial.partition("single", 1).state is None
+    assert partitions_on(partial, DRAINED_ONE) == [("single", 0)]
+
+
+def test_reads_agree_when_only_topics_off_the_drained_brokers_differ():
+    planned = _record({"single": {0: [1]}, "other": {0: [2]}})
+    seen = _record({"single": {0: [1]}, "other": {0: [2], 1: [3]}, "new": {0: [3]}})
+    seen["topics"]["other"] = [7, 9]  # rewritten, but it never touched broker 1
+    assert read_disagreements(planned, seen, "the snapshot") == []
+
+
+def test_reads_disagree_on_a_drained_topic_rewritten_created_or_gone_and_on_an_in_flight_move():
+    planned = _record({"single": {0: [1]}, "gone": {0: [1]}})
+    seen = _record({"single": {0: [1], 1: [1]}, "late": {0: [2, 1]}})
+    seen["topics"]["single"] = [1, 2]  # the topic znode got a new version (a partition added)
+    seen["reassign_partitions"] = True
+    seen["cluster_id"] = "other"
+    problems = read_disagreements(planned, seen, "ZooKeeper now")
+    text = "\n".join(problems)
+    assert "cluster id 'other'" in text and "reassignment in flight" in text
+    assert "/brokers/topics/single rewritten (czxid 0x1 -> 0x1, version 0 -> 2)" in text
+    assert "has topic znode /brokers/topics/late" in text
+    assert "lacks topic znode /brokers/topics/gone" in text
+    assert len(problems) == 5
