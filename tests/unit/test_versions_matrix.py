@@ -40,7 +40,15 @@ from airflow_provider_kafka_zk.kafka.versions import (
 )
 from airflow_provider_kafka_zk.spark_jobs import audit as audit_job
 from airflow_provider_kafka_zk.testing.audit_artefacts import write_inventory_dirs, write_snapshot_rows
-from airflow_provider_kafka_zk.testing.simulator import SimulationError, healthy_cluster, incident_cluster
+from airflow_provider_kafka_zk.testing.simulator import (
+    BrokerSpec,
+    ClusterSpec,
+    SimulatedCluster,
+    SimulationError,
+    TopicSpec,
+    healthy_cluster,
+    incident_cluster,
+)
 from airflow_provider_kafka_zk.testing.simulator.disk_writer import write_broker_hosts
 from airflow_provider_kafka_zk.testing.simulator.expectations import expected_findings, found, unexpected
 from airflow_provider_kafka_zk.testing.simulator.render import render_zookeeper
@@ -300,3 +308,36 @@ def test_a_kraft_migration_writes_migration_and_a_persistent_controller_from_3_4
     cluster.end_kraft_migration_rollback()  # the documented rollback deletes both
     tree, owners = _tree(cluster), _owners(cluster)
     assert zk.MIGRATION not in tree and owners[zk.CONTROLLER] == cluster.controller_id
+
+
+@pytest.mark.parametrize(
+    ("ibp", "registration", "feature_status", "ids"),
+    [
+        ("2.6", 4, zk.FEATURE_DISABLED, False),
+        ("2.7", 5, zk.FEATURE_ENABLED, False),
+        ("2.8", 5, zk.FEATURE_ENABLED, True),
+    ],
+)
+def test_an_ibp_below_the_release_decides_registration_feature_and_topic_ids(
+    ibp, registration, feature_status, ids, tmp_path
+):
+    """A 3.3.1 cluster mid-upgrade (IBP still old): the IBP, not the release, picks these formats."""
+    spec = ClusterSpec(
+        "upgrade",
+        brokers=(BrokerSpec(0, rack="r1"), BrokerSpec(1, rack="r2")),
+        kafka_version="3.3.1",
+        inter_broker_protocol_version=ibp,
+        topics=(TopicSpec("t", 2, 2),),
+    )
+    cluster = SimulatedCluster(spec)
+    tree = _tree(cluster)
+    assert json.loads(tree[zk.broker_path(0)])["version"] == registration
+    feature = zk.FeatureZNode.decode(tree[zk.FEATURE])
+    assert (feature.version, feature.status, feature.features) == (1, feature_status, {})  # v2 needs IBP 3.3
+    topic = json.loads(tree[zk.topic_path("t")])
+    assert topic["version"] == 3  # the release's writer, with or without an id
+    assert ("topic_id" in topic) is ids
+    assert {d.topic_id is not None for d in cluster.dirs} == {ids}  # IBP < 2.8 deletes partition.metadata
+    findings = _audit(cluster, tmp_path)
+    assert unexpected(expected_findings(cluster, cluster.online_broker_ids()), found(findings)) == {}
+    assert not [f for f in findings if f.check.startswith("topic-id") or f.check == "kraft-readiness"]
