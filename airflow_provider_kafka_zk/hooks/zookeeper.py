@@ -79,6 +79,7 @@ class ZooKeeperConnectionConfig:
     sasl_mechanism: str = "DIGEST-MD5"
     use_ssl: bool = False
     verify_certs: bool = True
+    check_hostname: bool = False
     ca_file: str | None = None
     cert_file: str | None = None
     key_file: str | None = None
@@ -161,6 +162,7 @@ class ZooKeeperConnectionConfig:
             sasl_service=extra.get("sasl_service") or "zookeeper",
             use_ssl=_as_bool(extra.get("use_ssl"), False),
             verify_certs=_as_bool(extra.get("verify_certs"), True),
+            check_hostname=_as_bool(extra.get("check_hostname"), False),
             ca_file=extra.get("ca_file") or None,
             cert_file=extra.get("cert_file") or None,
             key_file=extra.get("key_file") or None,
@@ -202,6 +204,8 @@ class ZooKeeperConnectionConfig:
                 keyfile=self.key_file,
                 keyfile_password=self.key_password,
             )
+            if self.check_hostname:  # kazoo's default is off; passed only when asked for
+                kwargs["check_hostname"] = True
         return kwargs
 
 

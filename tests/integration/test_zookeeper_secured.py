@@ -305,8 +305,10 @@ def test_tls_snapshot_and_guarded_write(tls_server, monkeypatch, tmp_path):
         with _kazoo(tls_server.connect_string + chroot) as plain:
             plain.delete(REASSIGN)
             expected = _tree(plain)
-        conn_id = _tls_connection(monkeypatch, tls_server, chroot)
+        # the server certificate names 127.0.0.1: hostname checking on works too
+        conn_id = _tls_connection(monkeypatch, tls_server, chroot, check_hostname="true")
         with KafkaZooKeeperHook(conn_id) as hook:
+            assert hook.get_conn().check_hostname is True
             walk = hook.snapshot()
             assert _as_tree(walk) == expected and walk.consistent
             with _session(hook, tmp_path):

@@ -56,7 +56,10 @@ def test_sasl_and_tls_options_reach_kazoo():
         key_password="kp",
     )
     kwargs = c.kazoo_kwargs()
-    assert kwargs["sasl_options"] == {"mechanism": "GSSAPI", "username": "u", "password": "p"}
+    # pure-sasl's GSSAPI takes a principal (the ticket cache's credentials), not a password
+    assert kwargs["sasl_options"] == {"mechanism": "GSSAPI", "service": "zookeeper", "principal": "u"}
+    digest = config(login="u", password="p", auth_scheme="sasl").kazoo_kwargs()["sasl_options"]
+    assert digest == {"mechanism": "DIGEST-MD5", "service": "zookeeper", "username": "u", "password": "p"}
     assert kwargs["use_ssl"] is True and kwargs["verify_certs"] is False
     assert kwargs["ca"] == "/ca.pem" and kwargs["keyfile_password"] == "kp"
     assert "kp" not in repr(c)
