@@ -98,6 +98,17 @@ def get_provider_info() -> dict[str, Any]:
                         "example": "s3://kafka-artefacts",
                         "default": "",
                     },
+                    "artefacts_conn_id": {
+                        "description": (
+                            "Airflow connection of an object-store artefacts base (e.g. an aws connection "
+                            "for s3://...), used through ObjectStoragePath; empty: the store's default "
+                            "credentials. Local paths ignore it."
+                        ),
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "aws_artefacts",
+                        "default": "",
+                    },
                     "default_kafka_zookeeper_conn_id": {
                         "description": (
                             "kafka_zookeeper connection of a manual run when no cluster file names the cluster "

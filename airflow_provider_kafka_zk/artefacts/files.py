@@ -1,6 +1,9 @@
-"""The one way artefacts are written: to a temporary name in the same directory, then renamed, so
-a reader (a person, Spark, a later run) never sees half a file. Local files are fsynced first;
-on object stores the object appears whole when the move (copy) completes."""
+"""The one way artefacts are written, so a reader (a person, Spark, a later run) never sees half a
+file: on a local (or mounted) filesystem, to a temporary name in the same directory, fsynced, then
+``os.replace``d; on an object store, straight to the final key, since an object only appears once its
+upload (one put, or a multipart upload's completion on close) succeeds -- a temporary object and a
+move would cost a copy and leave a window with two. Where a set of files counts only once its
+manifest exists (snapshots), the manifest is written last."""
 
 from __future__ import annotations
 
@@ -26,21 +29,36 @@ def write_atomically(fs: AbstractFileSystem, final: str, payload: bytes | Callab
     write = payload if callable(payload) else (lambda handle: handle.write(payload))
     parent = posixpath.dirname(final)
     fs.makedirs(parent, exist_ok=True)
+    if not isinstance(fs, LocalFileSystem):
+        if not callable(payload):
+            fs.pipe_file(final, payload)  # one put
+            return final
+        # fsspec's two-step write (as its transactions do): parts uploaded as they fill, the object
+        # made only by commit() (S3: CompleteMultipartUpload); a failed write is discarded (aborted)
+        existed = fs.exists(final)
+        handle = fs.open(final, "wb", autocommit=False)
+        try:
+            try:
+                write(handle)
+            finally:
+                handle.close()
+        except BaseException:
+            handle.discard()
+            if not existed and fs.exists(final):  # a store that writes through (fsspec's memory://)
+                fs.rm(final)
+            raise
+        handle.commit()
+        return final
     temp = posixpath.join(parent, f".{posixpath.basename(final)}.{uuid.uuid4().hex}.tmp")
     try:
-        if isinstance(fs, LocalFileSystem):
-            with open(temp, "wb") as handle:
-                write(handle)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temp, final)
-        else:
-            with fs.open(temp, "wb") as handle:
-                write(handle)
-            fs.mv(temp, final)
+        with open(temp, "wb") as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, final)
     except BaseException:
-        if fs.exists(temp):
-            fs.rm(temp)
+        if os.path.exists(temp):
+            os.unlink(temp)
         raise
     return final
 

@@ -95,9 +95,14 @@ def _url(fs: fsspec.AbstractFileSystem, path: str) -> str:
     return path if isinstance(fs, LocalFileSystem) else fs.unstrip_protocol(path)
 
 
-def _fragments(url: str) -> Iterator[tuple[int, str, ds.ParquetFileFragment]]:
+def _fragments(
+    url: str, fs: fsspec.AbstractFileSystem | None = None
+) -> Iterator[tuple[int, str, ds.ParquetFileFragment]]:
     """(broker id, file URL, fragment) per broker file of the run, either layout; none when absent."""
-    fs, root = fsspec.core.url_to_fs(url)
+    if fs is None:
+        fs, root = fsspec.core.url_to_fs(url)
+    else:
+        root = fs._strip_protocol(url)
     root = root.rstrip("/") or "/"
     if not fs.exists(root):
         return
@@ -139,17 +144,19 @@ def _fragments(url: str) -> Iterator[tuple[int, str, ds.ParquetFileFragment]]:
         yield broker, _url(fs, path), fragment
 
 
-def list_inventory(url: str) -> InventoryRun:
+def list_inventory(url: str, fs: fsspec.AbstractFileSystem | None = None) -> InventoryRun:
     """The broker files of the run at ``url`` (empty when the run does not exist).
 
     InventoryLayoutError naming the file or directory whose name carries no broker id, and when a
     broker has two files (both layouts in one run).
 
     :param url: ``<base>/<cluster>/inventory/<ts>`` (local path or fsspec URL).
+    :param fs: the filesystem holding it, when not the URL's default one (e.g. configured from an
+        Airflow connection).
     """
     files: dict[int, str] = {}
     legacy = False
-    for broker, path, _ in _fragments(url):
+    for broker, path, _ in _fragments(url, fs):
         if broker in files:
             raise InventoryLayoutError(
                 f"{url}: broker {broker} has two inventory files: {files[broker]}, {path}"

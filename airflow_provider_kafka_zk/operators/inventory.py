@@ -48,6 +48,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kafka_zk.artefacts import inventory_layout
 from airflow_provider_kafka_zk.artefacts.files import write_atomically as write_file_atomically
+from airflow_provider_kafka_zk.artefacts.object_storage import artefacts_fs
 from airflow_provider_kafka_zk.hooks.broker_host import (
     DEFAULT_PYTHON_INTERPRETERS,
     BrokerHostError,
@@ -172,6 +173,7 @@ class InventoryLocation:
     base_path: str
     cluster: str
     inventory_ts: str
+    conn_id: str | None = None  # the artefact store's Airflow connection (object stores)
 
     def __post_init__(self) -> None:
         if not _NAME.fullmatch(self.cluster):
@@ -181,12 +183,15 @@ class InventoryLocation:
 
     @property
     def fs_and_root(self) -> tuple[fsspec.AbstractFileSystem, str]:
-        fs, base = fsspec.core.url_to_fs(self.base_path)
-        return fs, posixpath.join(base.rstrip("/") or "/", self.cluster, "inventory", self.inventory_ts)
+        """The store's filesystem (from ``ObjectStoragePath``, with ``conn_id``) and the run's path."""
+        fs, base, _ = artefacts_fs(self.base_path, self.conn_id)
+        return fs, posixpath.join(base, self.cluster, "inventory", self.inventory_ts)
 
     @property
     def url(self) -> str:
-        return "/".join([self.base_path.rstrip("/"), self.cluster, "inventory", self.inventory_ts])
+        """The run's plain URL (no connection in it), for Airflow-free readers such as Spark."""
+        _, _, base = artefacts_fs(self.base_path, self.conn_id)
+        return "/".join([base.rstrip("/"), self.cluster, "inventory", self.inventory_ts])
 
     def broker_file(self, broker_id: int) -> str:
         return inventory_layout.broker_file(broker_id)
@@ -325,6 +330,8 @@ class BrokerInventoryOperator(BaseOperator):
     :param broker_id: the broker to inventory.
     :param cluster: the cluster's name (its artefact directory).
     :param base_path: artefact base, local directory or fsspec URL.
+    :param artefacts_conn_id: the Airflow connection of an object-store base (``s3://...``);
+        default: ``[kafka_zk] artefacts_conn_id``, else the store's default credentials.
     :param ssh_conn_id: Airflow ``ssh`` connection used for every broker host (its host is only a
         fallback: each broker's host comes from its registration or ``broker_hosts``).
     :param kafka_zookeeper_conn_id: the cluster's ``kafka_zookeeper`` connection (broker
@@ -345,6 +352,7 @@ class BrokerInventoryOperator(BaseOperator):
         "broker_id",
         "cluster",
         "base_path",
+        "artefacts_conn_id",
         "inventory_ts",
         "ssh_conn_id",
         "kafka_zookeeper_conn_id",
@@ -369,9 +377,11 @@ class BrokerInventoryOperator(BaseOperator):
         command_timeout: float = 900.0,
         idle_timeout: float = 300.0,
         python_interpreters: Sequence[str] = DEFAULT_PYTHON_INTERPRETERS,
+        artefacts_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.artefacts_conn_id = artefacts_conn_id
         self.broker_id = broker_id
         self.cluster = cluster
         self.base_path = base_path
@@ -401,7 +411,9 @@ class BrokerInventoryOperator(BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         broker_id = int(self.broker_id)
-        location = InventoryLocation(self.base_path, self.cluster, _resolve_ts(self.inventory_ts, context))
+        location = InventoryLocation(
+            self.base_path, self.cluster, _resolve_ts(self.inventory_ts, context), self.artefacts_conn_id
+        )
         try:
             inventory = self.hook().inventory(broker_id)
         except Exception as exc:
@@ -466,7 +478,7 @@ def inventory_coverage(location: InventoryLocation, expected_broker_ids: Iterabl
     inventoried: set[int] = set()
     failures: dict[int, str] = {}
     if fs.exists(root):
-        inventoried.update(inventory_layout.list_inventory(location.url).files)
+        inventoried.update(inventory_layout.list_inventory(location.url, fs=fs).files)
         failures_dir = posixpath.join(root, "_failures")
         if fs.exists(failures_dir):
             for path in fs.ls(failures_dir, detail=False):
@@ -489,12 +501,19 @@ class InventoryCoverageOperator(BaseOperator):
 
     :param cluster: the cluster's name (its artefact directory).
     :param base_path: artefact base, local directory or fsspec URL.
+    :param artefacts_conn_id: the Airflow connection of an object-store base (as the inventory's).
     :param expected_broker_ids: every broker the run should cover (usually the list task's output).
     :param inventory_ts: the run's directory name (default: from the run's logical date).
     :param fail_when_partial: fail this task too when a broker is missing.
     """
 
-    template_fields: Sequence[str] = ("cluster", "base_path", "inventory_ts", "expected_broker_ids")
+    template_fields: Sequence[str] = (
+        "cluster",
+        "base_path",
+        "artefacts_conn_id",
+        "inventory_ts",
+        "expected_broker_ids",
+    )
 
     def __init__(
         self,
@@ -504,10 +523,12 @@ class InventoryCoverageOperator(BaseOperator):
         expected_broker_ids: Iterable[int] | Any,
         inventory_ts: str | None = None,
         fail_when_partial: bool = False,
+        artefacts_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("trigger_rule", TriggerRule.ALL_DONE)
         super().__init__(**kwargs)
+        self.artefacts_conn_id = artefacts_conn_id
         self.cluster = cluster
         self.base_path = base_path
         self.expected_broker_ids = expected_broker_ids
@@ -515,7 +536,9 @@ class InventoryCoverageOperator(BaseOperator):
         self.fail_when_partial = fail_when_partial
 
     def execute(self, context: Context) -> dict[str, Any]:
-        location = InventoryLocation(self.base_path, self.cluster, _resolve_ts(self.inventory_ts, context))
+        location = InventoryLocation(
+            self.base_path, self.cluster, _resolve_ts(self.inventory_ts, context), self.artefacts_conn_id
+        )
         expected = [int(b) for b in (self.expected_broker_ids or ())]
         coverage = inventory_coverage(location, expected)
         record = {"cluster": self.cluster, "inventory_ts": location.inventory_ts, **coverage.to_dict()}

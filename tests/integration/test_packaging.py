@@ -141,6 +141,7 @@ def test_airflow_config_lists_the_provider_section(installed, tmp_path):
     for option in (
         "clusters_file",
         "artefacts_base",
+        "artefacts_conn_id",
         "default_kafka_zookeeper_conn_id",
         "default_ssh_conn_id",
         "default_fail_on",
