@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import fsspec
 from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
@@ -40,7 +41,17 @@ def artefacts_fs(base: str, conn_id: str | None = None) -> tuple[AbstractFileSys
     :param conn_id: as :func:`artefacts_path`.
     """
     path = artefacts_path(base, conn_id)
-    fs = path.fs
+    try:
+        fs = path.fs
+    except ValueError as exc:  # "No filesystem registered for scheme s3": no provider for it
+        if path.conn_id:
+            raise ValueError(
+                f"artefacts base {base} with connection {path.conn_id!r}: Airflow has no filesystem for "
+                f"{path.protocol}:// ({exc}); install the store's provider (s3: apache-airflow-providers-amazon)"
+            ) from None
+        fs, root = fsspec.core.url_to_fs(base)  # fsspec's own, with the store's default credentials
+        root = root.rstrip("/") or "/"
+        return fs, root, root if isinstance(fs, LocalFileSystem) else fs.unstrip_protocol(root)
     root = path.path.rstrip("/") or "/"
     url = root if isinstance(fs, LocalFileSystem) else fs.unstrip_protocol(root)
     return fs, root, url

@@ -99,3 +99,14 @@ def test_the_inventory_writes_and_lists_through_the_resolved_store(tmp_path):
     assert (
         tmp_path / "base" / "prod" / "inventory" / "20261125T000000.000000Z" / "broker=4" / "part-0.parquet"
     ).is_file()
+
+
+def test_a_store_airflow_has_no_filesystem_for(tmp_path):
+    """memory:// has no Airflow provider: without a connection fsspec's own filesystem serves it
+    (default credentials, as before ObjectStoragePath); with one, the error names what to install."""
+    base = f"memory://store-{uuid.uuid4().hex}/artefacts"
+    fs, root, url = artefacts_fs(base)
+    assert type(fs).__name__ == "MemoryFileSystem" and root.endswith("/artefacts")
+    assert url.startswith("memory://") and fsspec.core.url_to_fs(url)[1] == root
+    with pytest.raises(ValueError, match=r"connection 'aws_artefacts'.*install the store's provider"):
+        artefacts_fs(base, conn_id="aws_artefacts")
