@@ -471,6 +471,16 @@ def run_repair(
             + "  (here: demo --repair)"
         )
     print(f"  artefacts: {runs[-1]}  DAG log: {log_path}")
+    refusal = next(
+        (line for line in log_path.read_text().splitlines() if "TopicIdRepairRefusedError:" in line), None
+    )
+    if dry_run and result.returncode != 0 and refusal is not None:
+        # e.g. 2.8.x: replicas of one topic hold two ids and some sit on stopped brokers; the plan
+        # says so and the run refuses, which is its answer, not a failure of the demo
+        print(
+            "  The dry run refused a topic, as it should:" + refusal.split("TopicIdRepairRefusedError:", 1)[1]
+        )
+        return 0
     return 0 if result.returncode == 0 else 1
 
 
