@@ -13,6 +13,9 @@ is test_audit_dag.py's.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -61,9 +64,6 @@ def ssh_connection(sshd):
 
 @pytest.fixture(scope="module")
 def spark():
-    import os
-    import sys
-
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -221,3 +221,31 @@ def test_each_release_audits_verdicts_and_plans_exactly_what_was_planted(
         ]
         moves = json.loads(Path(plan["reassignment"]).read_text())["partitions"]
         assert all(DRAINED not in e["replicas"] and len(e["replicas"]) == 1 for e in moves)
+
+
+@pytest.mark.parametrize(("line", "ids"), [("0.11", False), ("2.8", True)])
+def test_the_demo_builds_any_release_line(line, ids, tmp_path):
+    """``demo.sh --kafka-version <line>`` (here without the DAG runs): that release's incident cluster,
+    read back from the real ZooKeeper and disks, with the incidents that release can have."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "airflow_provider_kafka_zk.testing.demo",
+            "--workdir",
+            str(tmp_path / "demo"),
+            "--kafka-version",
+            line,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    out = result.stdout
+    assert f"Simulated Kafka {MATRIX_RELEASES[line]} cluster 'demo'" in out
+    assert ("[a] KAFKA-14190 clickstream" in out) is ids
+    assert ("NO topic_id" in out) is ids
+    assert "[c] deletion of moving-topic pending: reassignment in progress" in out  # pre-2.4: from the znode
+    assert "[e] broker 5 leads" in out
+    assert "[d] broker 4:" in out and "offset not greater than the previous entry's" in out
