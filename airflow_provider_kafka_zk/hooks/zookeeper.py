@@ -220,7 +220,10 @@ class _ConnectionFailures(logging.Logger):
         self.last_failure: str | None = None
 
     def handle(self, record: logging.LogRecord) -> None:
-        if record.levelno >= logging.WARNING:
+        if record.exc_info and record.exc_info[1] is not None:  # kazoo's connection thread died
+            exc = record.exc_info[1]
+            self.last_failure = f"{type(exc).__name__}: {exc}"
+        elif record.levelno >= logging.WARNING:
             message = record.getMessage()
             if "Connection dropped" in message or "SSL" in message or "error" in message.lower():
                 self.last_failure = message.removeprefix("Connection dropped: ")
@@ -552,7 +555,7 @@ class KafkaZooKeeperHook(BaseHook):
         return self._client
 
     def _start(self, client: KazooClient, config: ZooKeeperConnectionConfig) -> None:
-        from kazoo.exceptions import AuthFailedError
+        from kazoo.exceptions import AuthFailedError, ConnectionClosedError, ConnectionLoss
         from kazoo.handlers.threading import KazooTimeoutError
 
         try:
@@ -569,6 +572,17 @@ class KafkaZooKeeperHook(BaseHook):
             client.stop()
             client.close()
             raise self.auth_error("/", exc) from None  # "/ (chroot ...)": the cluster it was for
+        except (ConnectionLoss, ConnectionClosedError):
+            if config.auth_scheme != "sasl":
+                raise
+            # the SASL client failed before the exchange (pure-sasl's GSSAPI raises when the ticket
+            # cache has no credentials for the login): kazoo's connection thread ended on it
+            client.stop()
+            client.close()
+            failure = self._kazoo_log.last_failure or "the connection closed during the SASL exchange"
+            hint = " (no Kerberos ticket? kinit, KRB5CCNAME)" if config.sasl_mechanism == "GSSAPI" else ""
+            reason = f"SASL {config.sasl_mechanism} failed: {failure}{hint}"
+            raise ZooKeeperAuthError("/", self.describe_path("/"), config.identity, reason) from None
 
     def _unreachable(self, config: ZooKeeperConnectionConfig) -> ZooKeeperConnectionError:
         where = f"ZooKeeper {','.join(config.hosts)} (connection {self.kafka_zookeeper_conn_id!r})"
@@ -1016,7 +1030,12 @@ class KafkaZooKeeperHook(BaseHook):
             return {("digest", make_digest_acl_credential(config.login, config.password or ""))}
         if config.auth_scheme == "sasl" and config.sasl_mechanism == "DIGEST-MD5" and config.login:
             return {("sasl", config.login)}
-        return set()  # Kerberos: what the server keeps of the principal depends on its settings
+        if config.auth_scheme == "sasl" and config.login:
+            # Kerberos: the server keeps the whole principal, or strips the realm and/or the host
+            # (kerberos.removeRealmFromPrincipal / removeHostFromPrincipal): one of these is ours
+            primary_host = config.login.split("@", 1)[0]
+            return {("sasl", config.login), ("sasl", primary_host), ("sasl", primary_host.split("/", 1)[0])}
+        return set()  # a ticket cache's principal is not known here
 
     def _check_request_size(self, ops: Sequence[ZnodeOp], raw: Sequence[Any], fenced: int) -> None:
         from airflow_provider_kafka_zk.hooks._kazoo_protocol import multi_op_size, multi_request_size

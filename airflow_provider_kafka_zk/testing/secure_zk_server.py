@@ -46,6 +46,7 @@ __all__ = [
     "TlsZooKeeperServer",
     "generate_tls_material",
     "jaas_server_section",
+    "kerberos_server_section",
 ]
 
 SASL_AUTH_PROVIDER = "org.apache.zookeeper.server.auth.SASLAuthenticationProvider"
@@ -81,26 +82,52 @@ def jaas_server_section(users: Mapping[str, str]) -> str:
     )
 
 
-class SaslZooKeeperServer(ZooKeeperServer):
-    """A ZooKeeper that authenticates clients with SASL DIGEST-MD5 against ``users``.
+def kerberos_server_section(keytab: str | os.PathLike[str], principal: str) -> str:
+    """The JAAS ``Server`` section of a Kerberos (GSSAPI) ZooKeeper: its service key from ``keytab``.
 
-    :param users: user name -> password of the JAAS ``Server`` section.
+    :param keytab: the keytab holding ``principal``'s key.
+    :param principal: the server's principal, ``zookeeper/<host>@REALM``.
+    """
+    return (
+        "Server {\n    com.sun.security.auth.module.Krb5LoginModule required\n"
+        f"    useKeyTab=true keyTab={_jaas_quote(str(keytab))} storeKey=true useTicketCache=false\n"
+        f"    principal={_jaas_quote(principal)};\n}};\n"
+    )
+
+
+class SaslZooKeeperServer(ZooKeeperServer):
+    """A ZooKeeper that authenticates clients with SASL: DIGEST-MD5 against ``users``, or the JAAS
+    section given (e.g. :func:`kerberos_server_section` with ``krb5_conf``, for GSSAPI).
+
+    :param users: user name -> password of the JAAS ``Server`` section (DIGEST-MD5).
+    :param jaas_section: a whole JAAS ``Server`` section instead (``users`` then unused).
+    :param krb5_conf: the ``krb5.conf`` the JVM uses (``-Djava.security.krb5.conf``).
     :param require_sasl: also refuse every request of a session that did not authenticate with SASL
         (``enforce.auth.enabled``, ZooKeeper 3.7+); off by default, as on most Kafka ensembles.
     :param kwargs: passed to :class:`ZooKeeperServer` (``jvm_flags`` are added to, not replaced).
     """
 
-    def __init__(self, users: Mapping[str, str], *, require_sasl: bool = False, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        users: Mapping[str, str] | None = None,
+        *,
+        jaas_section: str | None = None,
+        krb5_conf: str | os.PathLike[str] | None = None,
+        require_sasl: bool = False,
+        **kwargs: Any,
+    ) -> None:
         extra = dict(kwargs.pop("extra_config", None) or {})
         extra["authProvider.1"] = SASL_AUTH_PROVIDER
         if require_sasl:
             extra.update({"enforce.auth.enabled": "true", "enforce.auth.schemes": "sasl"})
         flags = list(kwargs.pop("jvm_flags", DEFAULT_JVM_FLAGS))
         super().__init__(extra_config=extra, jvm_flags=flags, **kwargs)
-        self.users = dict(users)
+        self.users = dict(users or {})
         self.jaas_path = self.data_dir / "jaas-server.conf"
-        self.jaas_path.write_text(jaas_server_section(self.users))
+        self.jaas_path.write_text(jaas_section or jaas_server_section(self.users))
         self.jvm_flags = (*self.jvm_flags, f"-Djava.security.auth.login.config={self.jaas_path}")
+        if krb5_conf is not None:
+            self.jvm_flags = (*self.jvm_flags, f"-Djava.security.krb5.conf={krb5_conf}")
 
 
 @dataclass(frozen=True)

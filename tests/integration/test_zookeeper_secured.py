@@ -237,8 +237,113 @@ def test_sasl_principal_the_acls_do_not_admit_gets_the_znode_named(
 
 
 # ---------------------------------------------------------------------------------------------
-# Kerberos (GSSAPI): as far as this machine goes without a KDC
+# Kerberos (GSSAPI): a real MIT KDC when this machine has one (krb5-kdc, krb5-admin-server,
+# krb5-user and the `kerberos` Python module); the configuration checks run everywhere
 # ---------------------------------------------------------------------------------------------
+
+
+def _kerberos_missing() -> str | None:
+    from airflow_provider_kafka_zk.testing.kerberos_kdc import kerberos_tools_missing
+
+    missing = kerberos_tools_missing()
+    try:
+        import kerberos  # noqa: F401
+    except ImportError:
+        missing.append("the kerberos Python module")
+    return ", ".join(missing) or None
+
+
+@pytest.fixture(scope="module")
+def kerberized() -> Iterator[tuple]:
+    """A KDC with principals ``zookeeper/localhost`` (keytab) and ``airflow`` (password), and a
+    ZooKeeper that authenticates GSSAPI clients with that keytab."""
+    missing = _kerberos_missing()
+    if missing:
+        pytest.skip(
+            f"no Kerberos here: {missing} missing (apt-get install krb5-kdc krb5-admin-server krb5-user libkrb5-dev; pip install kerberos)"
+        )
+    from airflow_provider_kafka_zk.testing.kerberos_kdc import KerberosKdc
+    from airflow_provider_kafka_zk.testing.secure_zk_server import kerberos_server_section
+
+    kdc = KerberosKdc()
+    try:
+        kdc.start()
+        keytab = kdc.directory / "zookeeper.keytab"
+        service = kdc.add_principal("zookeeper/localhost", keytab=keytab)
+        kdc.add_principal("airflow", password="airflow-kerberos-password")
+        server = SaslZooKeeperServer(
+            jaas_section=kerberos_server_section(keytab, service), krb5_conf=kdc.krb5_conf
+        )
+        try:
+            server.start()
+            yield kdc, server
+        finally:
+            server.close()
+    finally:
+        kdc.close()
+
+
+def _gssapi_connection(monkeypatch, kdc, server, chroot: str, ccache, *, login: bool = True) -> str:
+    monkeypatch.setenv("KRB5_CONFIG", str(kdc.krb5_conf))
+    monkeypatch.setenv("KRB5CCNAME", f"FILE:{ccache}")
+    # the service principal is zookeeper/localhost: the connect string must say localhost
+    return _set_connection(
+        monkeypatch,
+        "zk_kerberos",
+        f"localhost:{server.port}",
+        chroot,
+        login=kdc.principal("airflow") if login else None,
+        auth_scheme="sasl",
+        sasl_mechanism="GSSAPI",
+        connect_timeout=5,
+    )
+
+
+@pytest.mark.parametrize("login", [True, False], ids=["principal-named", "ticket-cache-principal"])
+def test_gssapi_without_a_ticket_is_a_typed_error(kerberized, monkeypatch, tmp_path, login):
+    kdc, server = kerberized
+    chroot = server.new_chroot()
+    conn_id = _gssapi_connection(monkeypatch, kdc, server, chroot, tmp_path / "no-ticket", login=login)
+    with KafkaZooKeeperHook(conn_id) as hook, pytest.raises(ZooKeeperAuthError) as excinfo:
+        hook.get_children("/")
+    who = "principal 'airflow@KAFKA-ZK.TEST'" if login else "principal of the ticket cache"
+    _assert_typed(excinfo.value, chroot, "/", f"Kerberos (SASL GSSAPI) {who}", "password")
+    if login:
+        assert "No credentials were supplied" in str(excinfo.value) and "kinit" in str(excinfo.value)
+
+
+def test_gssapi_with_a_ticket_reads_and_writes_as_the_principal(kerberized, monkeypatch, tmp_path):
+    """Kafka's secure ACLs for a Kerberos principal: the hook reads what is creator-only and creates
+    znodes with exactly [sasl:<principal> ALL, world READ]."""
+    kdc, server = kerberized
+    principal = kdc.principal("airflow")
+    ccache = tmp_path / "ticket"
+    kdc.kinit("airflow", "airflow-kerberos-password", ccache)
+    chroot = server.new_chroot()
+    conn_id = _gssapi_connection(monkeypatch, kdc, server, chroot, ccache)
+    gssapi = {"sasl_options": {"mechanism": "GSSAPI", "service": "zookeeper"}}
+    hosts = f"localhost:{server.port}"
+    with DeployedCluster(incident_cluster(), server.connect_string, chroot, tmp_path / "disks"):
+        with _kazoo(server.connect_string + chroot) as plain:
+            plain.delete(REASSIGN)
+            plain.delete("/config/brokers", recursive=True)
+            plain.create(BROKER_CONFIG, CONFIG_DATA, makepath=True)
+        with _kazoo(hosts, **gssapi) as kafka_zk:  # the ticket's principal plays the brokers'
+            assert apply_kafka_secure_acls(kafka_zk, chroot, (principal, ""), scheme="sasl") == Id(
+                "sasl", principal
+            )
+        with KafkaZooKeeperHook(conn_id) as hook:
+            walk = hook.snapshot()
+            assert hook.get_znode(BROKER_CONFIG)[0] == CONFIG_DATA
+            with _session(hook, tmp_path) as session:
+                assert hook.create_if_absent(REASSIGN, REASSIGN_DATA)
+                assert session.release_lease()
+        with _kazoo(hosts + chroot, **gssapi) as kafka_zk:
+            assert _as_tree(walk) == {p: v for p, v in _tree(kafka_zk).items() if p != REASSIGN}
+            assert kafka_zk.get_acls(REASSIGN)[0] == [ACL(31, Id("sasl", principal)), WORLD_READ]
+    with _kazoo(hosts, **gssapi) as kafka_zk:
+        kafka_zk.delete(chroot, recursive=True)
+    assert f"authorizationID: {principal}" in server.log_tail(400)
 
 
 def test_gssapi_extras_reach_kazoo_and_a_missing_kerberos_library_is_named(sasl_server, monkeypatch):
