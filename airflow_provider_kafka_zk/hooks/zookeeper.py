@@ -17,6 +17,7 @@ import json
 import logging
 import posixpath
 import time
+import traceback
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -218,16 +219,36 @@ class _ConnectionFailures(logging.Logger):
         super().__init__(_KAZOO_LOG.name, logging.INFO)
         self.parent = _KAZOO_LOG  # not registered with logging's manager: garbage-collected with the hook
         self.last_failure: str | None = None
+        self.auth_failure: str | None = None  # the server refused the credentials, or the SASL client failed
 
     def handle(self, record: logging.LogRecord) -> None:
         if record.exc_info and record.exc_info[1] is not None:  # kazoo's connection thread died
             exc = record.exc_info[1]
             self.last_failure = f"{type(exc).__name__}: {exc}"
+            frames = traceback.extract_tb(exc.__traceback__)
+            if any(frame.name == "_authenticate_with_sasl" for frame in frames):
+                self.auth_failure = self.last_failure
         elif record.levelno >= logging.WARNING:
             message = record.getMessage()
             if "Connection dropped" in message or "SSL" in message or "error" in message.lower():
                 self.last_failure = message.removeprefix("Connection dropped: ")
+            if message.startswith("AUTH_FAILED"):
+                self.auth_failure = message
         super().handle(record)
+
+
+def _certificate_subject(config: ZooKeeperConnectionConfig) -> str | None:
+    """The ``x509:`` id ZooKeeper gives a session with this client certificate: its subject in RFC
+    2253 form (X509AuthenticationProvider, ``getSubjectX500Principal().getName()``); None without one."""
+    if not (config.use_ssl and config.cert_file):
+        return None
+    try:
+        from cryptography import x509
+
+        with open(config.cert_file, "rb") as pem:
+            return x509.load_pem_x509_certificate(pem.read()).subject.rfc4514_string()
+    except (ImportError, OSError, ValueError):
+        return None  # the handshake will say what is wrong with the file
 
 
 def _check_sasl_support(config: ZooKeeperConnectionConfig) -> None:
@@ -564,25 +585,28 @@ class KafkaZooKeeperHook(BaseHook):
                 # kazoo reports CONNECTED before its SASL exchange ends; a refused exchange only
                 # shows on the next request. One cheap read here makes the failure say so at once.
                 client.exists("/")
-        except KazooTimeoutError:
+        except (KazooTimeoutError, AuthFailedError, ConnectionLoss, ConnectionClosedError) as exc:
             client.stop()  # ends kazoo's retry loop, so close() can release the sockets
             client.close()
-            raise self._unreachable(config) from None
-        except AuthFailedError as exc:
-            client.stop()
-            client.close()
-            raise self.auth_error("/", exc) from None  # "/ (chroot ...)": the cluster it was for
-        except (ConnectionLoss, ConnectionClosedError):
-            if config.auth_scheme != "sasl":
-                raise
-            # the SASL client failed before the exchange (pure-sasl's GSSAPI raises when the ticket
-            # cache has no credentials for the login): kazoo's connection thread ended on it
-            client.stop()
-            client.close()
-            failure = self._kazoo_log.last_failure or "the connection closed during the SASL exchange"
+            # Which of these kazoo raises for refused credentials depends on when start() looks:
+            # AuthFailedError, or a "time-out" / lost connection when the SASL step (the server's
+            # AUTH_FAILED, or pure-sasl raising, e.g. GSSAPI without a ticket) ended kazoo's
+            # connection thread first. What kazoo logged tells them apart.
+            if isinstance(exc, AuthFailedError) or self._kazoo_log.auth_failure:
+                raise self._sasl_refused(config) from None
+            if isinstance(exc, KazooTimeoutError):
+                raise self._unreachable(config) from None
+            raise
+
+    def _sasl_refused(self, config: ZooKeeperConnectionConfig) -> ZooKeeperAuthError:
+        """The typed error for refused credentials, naming the chroot's root and the identity."""
+        failure = self._kazoo_log.auth_failure or ""
+        if not failure or failure.startswith("AUTH_FAILED"):
+            reason = "authentication failed"
+        else:
             hint = " (no Kerberos ticket? kinit, KRB5CCNAME)" if config.sasl_mechanism == "GSSAPI" else ""
             reason = f"SASL {config.sasl_mechanism} failed: {failure}{hint}"
-            raise ZooKeeperAuthError("/", self.describe_path("/"), config.identity, reason) from None
+        return ZooKeeperAuthError("/", self.describe_path("/"), config.identity, reason)
 
     def _unreachable(self, config: ZooKeeperConnectionConfig) -> ZooKeeperConnectionError:
         where = f"ZooKeeper {','.join(config.hosts)} (connection {self.kafka_zookeeper_conn_id!r})"
@@ -1023,6 +1047,11 @@ class KafkaZooKeeperHook(BaseHook):
         return out
 
     def _own_ids(self) -> set[tuple[str, str]]:
+        config = self.config
+        ids = {("x509", subject)} if (subject := _certificate_subject(config)) else set()
+        return ids | self._credential_ids()
+
+    def _credential_ids(self) -> set[tuple[str, str]]:
         config = self.config
         if config.auth_scheme == "digest" and config.login:
             from kazoo.security import make_digest_acl_credential

@@ -73,7 +73,9 @@ def apply_kafka_secure_acls(
     :param principal: (user, password) of the digest user playing the brokers' principal.
     :param creator_only: chroot-relative paths made creator-only too (stricter than Kafka: a
         cluster some credentials cannot read).
-    :param scheme: ``digest`` or ``sasl``: how the brokers' principal authenticates.
+    :param scheme: ``digest``, ``sasl`` or ``x509`` (mutual TLS, Kafka 2.5+: ``principal`` is the
+        certificate subject and the client must be connected with that certificate): how the
+        brokers' principal authenticates.
     """
     if client.chroot:
         raise ValueError(f"give a client at the ensemble root, not one rooted at {client.chroot}")
@@ -83,12 +85,12 @@ def apply_kafka_secure_acls(
     if scheme == "digest":
         client.add_auth("digest", f"{user}:{password}")
         creator = digest_id(user, password)
-    elif scheme == "sasl":
+    elif scheme in ("sasl", "x509"):
         from kazoo.security import Id
 
-        creator = Id("sasl", user)
+        creator = Id(scheme, user)
     else:
-        raise ValueError(f"scheme must be digest or sasl, not {scheme!r}")
+        raise ValueError(f"scheme must be digest, sasl or x509, not {scheme!r}")
     strict = set(creator_only)
 
     relative: list[str] = []

@@ -449,6 +449,33 @@ def test_tls_write_on_a_secured_chroot_gives_the_certificate_creator_rights(
             kafka_zk.delete(chroot, recursive=True)
 
 
+def test_mutual_tls_identity_as_kafkas_principal(tls_server, monkeypatch, tmp_path):
+    """Kafka 2.5+ with ZooKeeper mTLS (KIP-515): the brokers' id is their certificate's ``x509:``
+    subject. With that certificate and no other credentials the hook reads the creator-only
+    znodes and creates znodes with exactly Kafka's ACL for it."""
+    tls = tls_server.tls
+    x509_all = ACL(31, Id("x509", tls.client_subject))
+    chroot = tls_server.new_chroot()
+    with DeployedCluster(incident_cluster(), tls_server.connect_string, chroot, tmp_path / "disks"):
+        with _kazoo(tls_server.connect_string + chroot) as plain:
+            plain.delete(REASSIGN)
+            plain.delete("/config/brokers", recursive=True)
+            plain.create(BROKER_CONFIG, CONFIG_DATA, makepath=True)
+        certificate = {"use_ssl": True, "ca": str(tls.ca_cert), "certfile": str(tls.client_cert)}
+        with _kazoo(tls_server.secure_connect_string, keyfile=str(tls.client_key), **certificate) as broker:
+            apply_kafka_secure_acls(broker, chroot, (tls.client_subject, ""), scheme="x509")
+        conn_id = _tls_connection(monkeypatch, tls_server, chroot)  # auth_scheme none: the certificate only
+        with KafkaZooKeeperHook(conn_id) as hook:
+            assert hook.get_znode(BROKER_CONFIG)[0] == CONFIG_DATA  # creator-only: the certificate reads it
+            with _session(hook, tmp_path) as session:
+                assert hook.create_if_absent(REASSIGN, REASSIGN_DATA)
+                assert hook.create_if_absent("/config/brokers/1", CONFIG_DATA)
+                assert session.release_lease()
+            assert hook.get_acl(REASSIGN)[0] == [x509_all, WORLD_READ]
+            assert hook.get_acl("/config/brokers/1")[0] == [x509_all]
+            hook.get_conn().delete("/", recursive=True)  # the chroot, as the only identity that may
+
+
 @pytest.mark.parametrize(
     "client, reason",
     [
