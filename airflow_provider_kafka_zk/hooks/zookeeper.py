@@ -2,7 +2,7 @@
 
 Reads are typed (decoded by the core codecs, with the Stat that carries the epochs Kafka keeps
 there); writes exist only as guarded operations -- create-if-absent, set-if-version, and an atomic
-multi-op -- and every one is refused on a ``read_only`` connection and outside a maintenance
+multi-op, never larger than the server's ``jute.maxbuffer`` -- and every one is refused on a ``read_only`` connection and outside a maintenance
 session (:mod:`airflow_provider_kafka_zk.maintenance`): the session is bound to the hook as its
 *write gate*, which fences every write with the cluster's maintenance lease (a CheckVersion op in
 the same multi-op), gives created znodes the ACL Kafka uses there, and logs every change. Nothing
@@ -1191,6 +1191,9 @@ class KafkaZooKeeperHook(BaseHook):
         data is byte-identical (null stays null), and each znode's data version is replayed with
         versioned sets up to ``max_version_replay`` so partition epochs and fencing versions read
         as in the source. Refuses the ZooKeeper root and any chroot that already has children.
+        Creates and replays go as :meth:`multi_split` batches (at most ``batch_ops`` ops and
+        ``jute_maxbuffer`` bytes each, each atomic): a load that fails part-way leaves a partial
+        scratch chroot, which a new load refuses; delete it and load again.
         """
         started = time.monotonic()
         config = self.config
