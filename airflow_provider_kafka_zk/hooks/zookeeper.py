@@ -2,11 +2,14 @@
 
 Reads are typed (decoded by the core codecs, with the Stat that carries the epochs Kafka keeps
 there); writes exist only as guarded operations -- create-if-absent, set-if-version, and an atomic
-multi-op, never larger than the server's ``jute.maxbuffer`` -- and every one is refused on a ``read_only`` connection and outside a maintenance
-session (:mod:`airflow_provider_kafka_zk.maintenance`): the session is bound to the hook as its
-*write gate*, which fences every write with the cluster's maintenance lease (a CheckVersion op in
-the same multi-op), gives created znodes the ACL Kafka uses there, and logs every change. Nothing
-here logs znode data: the kazoo clients get a logger that drops kazoo's DEBUG records.
+multi-op, never larger than the server's ``jute.maxbuffer`` -- and every one is refused on a
+``read_only`` connection and outside a maintenance session
+(:mod:`airflow_provider_kafka_zk.maintenance`): the session is bound to the hook as its *write
+gate*, which fences every write with the cluster's maintenance lease (a CheckVersion op in the same
+multi-op), gives created znodes the ACL Kafka uses there, and logs every change. Connections may
+use digest, SASL (DIGEST-MD5, Kerberos) and TLS with client certificates; refused credentials and
+certificates are typed errors. Nothing here logs znode data: the kazoo clients get a logger that
+drops kazoo's DEBUG records.
 """
 
 from __future__ import annotations
