@@ -885,7 +885,7 @@ class KafkaZooKeeperHook(BaseHook):
         not stop the next). :meth:`multi_split` makes the batches by size.
         """
         gate = self._require_writable("run multi-ops")
-        return self._commit_batches(gate, (list(b) for b in batches if b), window=window)
+        return self._commit_batches(gate, ((list(b), None) for b in batches if b), window=window)
 
     def multi_split(self, ops: Sequence[ZnodeOp], *, max_ops: int = 1000, window: int = 8) -> int:
         """Apply ``ops`` in order as several multi-ops, each under ``jute.maxbuffer`` and ``max_ops``.
@@ -914,27 +914,33 @@ class KafkaZooKeeperHook(BaseHook):
 
     def _split_by_size(
         self, ops: Sequence[ZnodeOp], gate: WriteGate, max_ops: int
-    ) -> Iterator[list[ZnodeOp]]:
+    ) -> Iterator[tuple[list[ZnodeOp], list[Any]]]:
+        """``(ops, their raw records)`` per batch: the records are built (ACLs included) once."""
         from airflow_provider_kafka_zk.hooks._kazoo_protocol import multi_op_size, multi_request_size
 
         limit = self.config.jute_maxbuffer
         fence_raw = self._raw_ops(gate.fence_ops(), gate)
         budget = limit - multi_request_size(fence_raw)  # the empty multi plus this batch's fence
         batch: list[ZnodeOp] = []
+        batch_raw: list[Any] = []
         used = 0
-        for op in ops:
-            size = multi_op_size(self._raw_ops([op], gate)[0])
+        for op, raw in zip(ops, self._raw_ops(ops, gate), strict=True):
+            size = multi_op_size(raw)
             if size > budget:
                 raise MultiOpTooLargeError(op.path, self.describe_path(op.path), size + limit - budget, limit)
             if batch and (used + size > budget or len(batch) >= max_ops):
-                yield batch
-                batch, used = [], 0
+                yield batch, batch_raw
+                batch, batch_raw, used = [], [], 0
             batch.append(op)
+            batch_raw.append(raw)
             used += size
         if batch:
-            yield batch
+            yield batch, batch_raw
 
-    def _commit_batches(self, gate: WriteGate, batches: Iterable[list[ZnodeOp]], *, window: int) -> int:
+    def _commit_batches(
+        self, gate: WriteGate, batches: Iterable[tuple[list[ZnodeOp], list[Any] | None]], *, window: int
+    ) -> int:
+        """Send ``(ops, raw records or None)`` batches, each fenced, ``window`` in flight."""
         in_flight: deque[tuple[list[ZnodeOp], int, Any]] = deque()
         committed_batches = applied = 0
 
@@ -955,11 +961,13 @@ class KafkaZooKeeperHook(BaseHook):
             gate.after_write(self._describe_ops(ops[fenced:], results[fenced:]))
 
         try:
-            for batch in batches:
+            for batch, batch_raw in batches:
                 self._require_writable("run multi-ops")
                 fence = list(gate.fence_ops())
                 ops = [*fence, *batch]
-                raw = self._raw_ops(ops, gate)
+                raw = self._raw_ops(fence, gate) + (
+                    batch_raw if batch_raw is not None else self._raw_ops(batch, gate)
+                )
                 self._check_request_size(ops, raw, len(fence))
                 in_flight.append((ops, len(fence), self._submit_raw(raw)))
                 if len(in_flight) >= window:
