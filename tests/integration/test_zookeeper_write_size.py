@@ -183,3 +183,20 @@ def test_scratch_load_of_a_large_snapshot_fits_the_servers_buffer(small_buffer_s
         assert (data, stat.version) == (row.data, row.version), row.path
     topics = [client.get(f"{target}/brokers/topics/t{i:02d}")[1].czxid for i in range(60)]
     assert len(set(topics)) > 1  # ~150 KB of creates did not go as one request
+
+
+def test_the_limit_comes_from_kafka_zk_config_when_the_connection_does_not_say(
+    small_buffer_server, client, monkeypatch
+):
+    chroot = small_buffer_server.new_chroot()
+    monkeypatch.setenv("AIRFLOW__KAFKA_ZK__JUTE_MAXBUFFER", str(LIMIT))
+    conn_id = _connection(monkeypatch, small_buffer_server, chroot)  # no jute_maxbuffer extra
+    with KafkaZooKeeperHook(conn_id) as hook:
+        assert hook.config.jute_maxbuffer == LIMIT
+        hook.bind_gate(ScratchLoadGate())
+        assert hook.multi_split([CreateOp(f"/n{i}", b"x" * 20_000) for i in range(8)]) == 8
+    stats = [client.exists(f"{chroot}/n{i}") for i in range(8)]
+    assert len({s.czxid for s in stats}) >= 3  # 160 KB in multi-ops of at most 64 KiB
+    monkeypatch.delenv("AIRFLOW__KAFKA_ZK__JUTE_MAXBUFFER")
+    with KafkaZooKeeperHook(conn_id) as hook:
+        assert hook.config.jute_maxbuffer == 0xFFFFF  # ZooKeeper's default
