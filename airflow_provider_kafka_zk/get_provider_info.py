@@ -139,6 +139,16 @@ def get_provider_info() -> dict[str, Any]:
                         "example": "error",
                         "default": "critical",
                     },
+                    "jute_maxbuffer": {
+                        "description": (
+                            "The ensemble's -Djute.maxbuffer in bytes: multi-op writes are cut into "
+                            "requests under it. A connection's jute_maxbuffer field wins."
+                        ),
+                        "version_added": "0.3.0",
+                        "type": "integer",
+                        "example": "4194304",
+                        "default": "1048575",
+                    },
                 },
             }
         },
@@ -166,9 +176,19 @@ def get_provider_info() -> dict[str, Any]:
                             "default": "DIGEST-MD5",
                         },
                     ),
+                    "sasl_service": _field(
+                        "SASL service name",
+                        {"type": ["string", "null"], "default": "zookeeper"},
+                        "GSSAPI: the service of the ensemble's principal (zookeeper/<host>@REALM).",
+                    ),
                     "use_ssl": _field("Use TLS", {"type": ["boolean", "null"], "default": False}),
                     "verify_certs": _field(
                         "Verify server certificate", {"type": ["boolean", "null"], "default": True}
+                    ),
+                    "check_hostname": _field(
+                        "Check server host name",
+                        {"type": ["boolean", "null"], "default": False},
+                        "TLS: the server certificate must name the host connected to (SAN).",
                     ),
                     "ca_file": _field("CA bundle file", {"type": ["string", "null"]}),
                     "cert_file": _field("Client certificate file", {"type": ["string", "null"]}),
@@ -183,6 +203,11 @@ def get_provider_info() -> dict[str, Any]:
                     "connect_timeout": _field(
                         "Connect timeout (s)",
                         {"type": ["number", "null"], "default": 15, "minimum": 1, "maximum": 600},
+                    ),
+                    "jute_maxbuffer": _field(
+                        "Server jute.maxbuffer (bytes)",
+                        {"type": ["integer", "null"], "minimum": 4096},
+                        "The ensemble's -Djute.maxbuffer; empty: [kafka_zk] jute_maxbuffer, else 1048575.",
                     ),
                     "read_only": _field(
                         "Read-only",

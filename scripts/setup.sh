@@ -6,7 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 VENV=$ROOT/.venv
-APT_PACKAGES=(openjdk-17-jre-headless zookeeper libslf4j-java openssh-server openssh-client chromium chromium-driver)
+# krb5-*: a real KDC for the Kerberos (GSSAPI) ZooKeeper tests; libkrb5-dev + gcc build the kerberos module.
+APT_PACKAGES=(openjdk-17-jre-headless zookeeper libslf4j-java openssh-server openssh-client chromium chromium-driver
+  krb5-kdc krb5-admin-server krb5-user libkrb5-dev gcc)
 
 log() { printf '[setup] %s\n' "$*" >&2; }
 

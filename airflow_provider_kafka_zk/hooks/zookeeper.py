@@ -549,7 +549,7 @@ class KafkaZooKeeperHook(BaseHook):
             conn = self.get_connection(self.kafka_zookeeper_conn_id)
             extra = dict(conn.extra_dejson) if conn.extra else {}
             if not extra.get("jute_maxbuffer"):
-                from airflow.configuration import conf
+                from airflow.sdk.configuration import conf
 
                 extra["jute_maxbuffer"] = conf.get("kafka_zk", "jute_maxbuffer", fallback=None)
             config = ZooKeeperConnectionConfig.from_connection(

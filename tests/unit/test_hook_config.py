@@ -82,3 +82,22 @@ def test_timeouts_and_read_only():
 def test_bad_connections_are_refused_clearly(kwargs, message):
     with pytest.raises(ValueError, match=message):
         config(**kwargs)
+
+
+def test_jute_maxbuffer_comes_from_the_connection_then_the_provider_config(monkeypatch):
+    """The size multi-op writes are cut under: the connection's field, else ``[kafka_zk]
+    jute_maxbuffer``, else ZooKeeper's default (1048575)."""
+    import json
+
+    from airflow_provider_kafka_zk.hooks.zookeeper import DEFAULT_JUTE_MAXBUFFER, KafkaZooKeeperHook
+
+    def conn(extra: dict) -> str:
+        return json.dumps({"conn_type": "kafka_zookeeper", "host": "127.0.0.1", "port": 2181, "extra": extra})
+
+    monkeypatch.delenv("AIRFLOW__KAFKA_ZK__JUTE_MAXBUFFER", raising=False)
+    monkeypatch.setenv("AIRFLOW_CONN_ZK_PLAIN", conn({}))
+    assert KafkaZooKeeperHook("zk_plain").config.jute_maxbuffer == DEFAULT_JUTE_MAXBUFFER == 1048575
+    monkeypatch.setenv("AIRFLOW__KAFKA_ZK__JUTE_MAXBUFFER", "4194304")
+    assert KafkaZooKeeperHook("zk_plain").config.jute_maxbuffer == 4194304
+    monkeypatch.setenv("AIRFLOW_CONN_ZK_SMALL", conn({"jute_maxbuffer": 65536}))
+    assert KafkaZooKeeperHook("zk_small").config.jute_maxbuffer == 65536
