@@ -521,7 +521,7 @@ class MaintenanceSession:
             acl, _ = self.hook.get_acl(parent)
             self._acl_cache[parent] = [AclEntry(e.perms, e.id.scheme, e.id.id) for e in acl]
         entries = acl_for_new_znode(
-            path, self._acl_cache[parent], authenticated=self.hook.config.auth_scheme != "none"
+            path, self._acl_cache[parent], authenticated=self.hook.config.authenticated
         )
         return [ACL(e.perms, Id(e.scheme, e.id)) for e in entries]
 
