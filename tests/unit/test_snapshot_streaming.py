@@ -32,6 +32,7 @@ from airflow_provider_kafka_zk.hooks.zookeeper_snapshot import (
     ZnodeRowError,
     ZnodeStore,
     _RowSpill,
+    normalise_subtrees,
 )
 from airflow_provider_kafka_zk.kafka.safety import is_redacted_path
 
@@ -318,3 +319,14 @@ def test_an_empty_walk_writes_an_empty_file(tmp_path):
     assert manifest["znodes"] == 0 and manifest["files"][ZNODES_FILE]["rows"] == 0
     assert read_snapshot(ref.path)[1] == []
     assert pq.read_schema(io.BytesIO(written_bytes(ref))) == PARQUET_SCHEMA
+
+
+def test_subtrees_drop_paths_under_another_and_keep_siblings_with_a_common_prefix():
+    paths = ["/brokers/topics/a/partitions", "/brokers/topics/ab/partitions/0", "/brokers/topics/a/"]
+    assert normalise_subtrees(paths, "exclude") == ("/brokers/topics/a", "/brokers/topics/ab/partitions/0")
+    assert normalise_subtrees(["/x", "/", "/y/z"], "include") == ("/",)
+    # a planning read names thousands of state znodes: all kept, sorted, none dropped
+    states = [f"/brokers/topics/t{i}/partitions/{p}/state" for i in range(2_000) for p in range(5)]
+    assert normalise_subtrees(reversed(states), "include") == tuple(sorted(states))
+    with pytest.raises(ValueError, match="absolute"):
+        normalise_subtrees(["brokers/ids"], "include")
