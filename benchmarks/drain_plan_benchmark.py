@@ -15,7 +15,8 @@ process, on the same tree:
   ``/cluster/id``, ``/brokers/ids``, ``/controller``, ``/controller_epoch``, ``/brokers/topics``
   without the topics' ``partitions`` subtrees, ``/admin/reassign_partitions`` and
   ``/admin/delete_topics``, the model of those rows, a second walk of the state znodes of the
-  partitions with a replica on the drained broker, and ``ClusterState.from_snapshot`` of all rows
+  partitions the plan must move (scope ``rf1``: the RF=1 partitions on the drained broker, the
+  planner's own ``in_drain_scope`` rule), and ``ClusterState.from_snapshot`` of all rows
   (``partial_read``); model: the in-flight check; plan: ``plan_from_state`` (the operator's inputs
   and ``plan_drain``: scope ``rf1``, rack-aware, 500 per batch) and the plan's files (with the
   read's record). There is no inventory, so, as the operator does then, sizes are unknown (0 bytes)
@@ -142,6 +143,7 @@ def product_worker(hosts: str, chroot: str, workdir: str, mode: str) -> None:
                 lambda include, exclude: ZnodeTreeWalker(client, include=include, exclude=exclude).run(),
                 lambda: client.get_children("/brokers/topics"),
                 [DRAINED],
+                scope="rf1",  # the request's below
                 cluster="bench",
             )
             state, znodes = read.state, read.znodes

@@ -5,8 +5,8 @@ artefact round trip) because it is rollback and audit evidence. The plan needs f
 cluster's identity (``/cluster/id``), the registered brokers and their racks, the controller,
 every topic znode (the assignment, and the in-flight check must see all of them),
 ``/admin/reassign_partitions`` and ``/admin/delete_topics``, and the partition state znodes
-(leader, ISR) of the partitions with a replica on a drained broker, the only ones it can move
-(~10k of 200k). Two walks of the snapshot walker (:class:`.zookeeper_snapshot.ZnodeTreeWalker`,
+(leader, ISR) of the partitions it must move (a replica on a drained broker; for scope ``rf1``
+the single-replica ones only: ~1k of 200k on one of 50 brokers). Two walks of the snapshot walker (:class:`.zookeeper_snapshot.ZnodeTreeWalker`,
 multiRead, the same Stat, reconnects and zxid bookkeeping) read them: the first the roots above
 without the topics' ``partitions`` subtrees, the second the state znodes its topics call for. The
 rows feed the same :class:`~airflow_provider_kafka_zk.kafka.model.ClusterState` build as a
@@ -50,7 +50,7 @@ class DrainRead:
     """What a planning read found: the model (``partial_read``) and how the read went.
 
     :param state: the model of the rows read.
-    :param brokers: the drained brokers the state znodes were chosen for.
+    :param brokers: the drained brokers the state znodes were chosen for (with the scope).
     :param start_zxid: the first walk's start (every row is at least this new).
     :param end_zxid: the second walk's end (no row is newer).
     :param consistent: both walks consistent and no state znode changed after the first began:
@@ -91,6 +91,7 @@ def read_for_drain(
     list_topics: Callable[[], Iterable[str]],
     brokers: Iterable[int],
     *,
+    scope: str = "all",
     cluster: str = "",
 ) -> DrainRead:
     """Read what a drain of ``brokers`` needs and build its model.
@@ -100,6 +101,7 @@ def read_for_drain(
         ``partitions`` subtrees are left out of the first walk. A topic created after this
         listing is walked whole, which costs time, not correctness.
     :param brokers: the brokers to drain.
+    :param scope: the drain's scope (``rf1``: only single-replica partitions' states are read).
     :param cluster: the cluster's name (the model's).
     """
     drained = frozenset(int(b) for b in brokers)
@@ -108,7 +110,7 @@ def read_for_drain(
     first = walk(PLANNING_ROOTS, [*DEFAULT_EXCLUDE, *skip])
     rows = {row.path: row for row in _rows(first)}
     topics_only = ClusterState.from_snapshot(rows.values(), cluster=cluster, partial_read=True)
-    wanted = [zk.partition_state_path(t, p) for t, p in partitions_on(topics_only, drained)]
+    wanted = [zk.partition_state_path(t, p) for t, p in partitions_on(topics_only, drained, scope)]
     del topics_only
     consistent, end_zxid = first.consistent, first.end_zxid
     if wanted:

@@ -222,6 +222,18 @@ class DrainPlan:
         return "\n".join(lines)
 
 
+def in_drain_scope(replicas: Sequence[int], brokers: frozenset[int], scope: str) -> bool:
+    """Whether a drain of ``brokers`` in ``scope`` must move a partition with ``replicas``: one on
+    a drained broker and, for ``rf1``, its only replica. The planner's rule; a planning read uses it
+    to fetch only the partition states (ISR) the planner will look at.
+
+    :param replicas: the partition's replicas.
+    :param brokers: the drained brokers.
+    :param scope: ``rf1`` or ``all``.
+    """
+    return not brokers.isdisjoint(replicas) and (scope != "rf1" or len(replicas) == 1)
+
+
 def plan_drain(
     assignment: Mapping[TopicPartition, Sequence[int]],
     brokers: Mapping[int, BrokerInfo],
@@ -249,7 +261,7 @@ def plan_drain(
     unmovable: list[Unplanned] = []
     for tp, replicas in assignment.items():
         replicas = tuple(replicas)
-        if drained.isdisjoint(replicas) or (request.scope == "rf1" and len(replicas) != 1):
+        if not in_drain_scope(replicas, drained, request.scope):
             continue
         if tp[0] in request.excluded_topics:
             excluded.append(Unplanned(tp[0], tp[1], replicas, "topic excluded"))

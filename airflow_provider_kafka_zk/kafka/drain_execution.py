@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from .drain import BrokerInfo, DrainPlan, DrainRequest, Move, plan_drain, unreadable_topics
+from .drain import BrokerInfo, DrainPlan, DrainRequest, Move, in_drain_scope, plan_drain, unreadable_topics
 from .model import ClusterState
 from .reassignment import (
     ThrottlePlan,
@@ -183,19 +183,21 @@ def plan_from_state(
     )
 
 
-def partitions_on(state: ClusterState, brokers: frozenset[int]) -> list[TopicPartition]:
-    """The partitions with a replica on one of ``brokers``: the only ones a drain of them can move,
-    hence the only partition state znodes (leader, ISR) a planning read needs.
+def partitions_on(state: ClusterState, brokers: frozenset[int], scope: str = "all") -> list[TopicPartition]:
+    """The partitions a drain of ``brokers`` in ``scope`` must move (``all``: every one with a
+    replica on a drained broker), hence the only partition state znodes (leader, ISR) a planning
+    read needs: :func:`~.drain.in_drain_scope`, the planner's own rule.
 
     :param state: a model (a planning read's: topic znodes only are enough).
     :param brokers: the brokers to drain.
+    :param scope: ``rf1`` or ``all``.
     """
     # from the topic znodes' replica lists (a partition's replicas, as PartitionInfo.replicas has them)
     return [
         (name, p)
         for name, topic in state.topics.items()
         for p, replicas in topic.assignment.partitions.items()
-        if not brokers.isdisjoint(replicas)
+        if in_drain_scope(replicas, brokers, scope)
     ]
 
 

@@ -304,7 +304,7 @@ class DrainPlanOperator(BaseOperator):
     ) -> tuple[ClusterState, ClusterIdentity, dict[str, Any], str]:
         """(model, identity, ``plan.json``'s ``read``, how messages name it) from a planning read."""
         with KafkaZooKeeperHook(str(self.kafka_zookeeper_conn_id)) as hook:
-            found = planning_read(hook, drained, self.cluster)
+            found = planning_read(hook, drained, self.cluster, str(self.scope))
             where = f"ZooKeeper ({hook.describe_path('/')}, planning read)"
             identity = snapshot_identity(
                 {"cluster_id": found.state.cluster_id, "source": hook.target_description()}, where
@@ -475,7 +475,7 @@ class DrainExecuteOperator(BaseOperator):
         problems = read_disagreements(planned, evidence, f"the safety snapshot {self.snapshot_path}")
         if not DrainLocation(str(self.plan_dir)).exists(THROTTLES_FILE):
             # nothing written by this run yet: ZooKeeper must still be what the plan read
-            now = planning_read(hook, drained).record()
+            now = planning_read(hook, drained, scope=str(plan["request"]["scope"])).record()
             problems += read_disagreements(planned, now, f"ZooKeeper now ({hook.describe_path('/')})")
         if problems:
             raise PlanReadDisagreementError(

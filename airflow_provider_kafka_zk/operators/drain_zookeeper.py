@@ -40,13 +40,16 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def planning_read(hook: KafkaZooKeeperHook, brokers: Iterable[int], cluster: str = "") -> DrainRead:
+def planning_read(
+    hook: KafkaZooKeeperHook, brokers: Iterable[int], cluster: str = "", scope: str = "all"
+) -> DrainRead:
     """The drain plan's read of ZooKeeper (see :mod:`~airflow_provider_kafka_zk.hooks.zookeeper_drain_read`),
     through the hook's walks (its auth errors, reconnects).
 
     :param hook: an open ZooKeeper hook.
     :param brokers: the brokers to drain.
     :param cluster: the cluster's name (the model's).
+    :param scope: the drain's scope (which partition states are read).
     """
     from airflow_provider_kafka_zk.hooks.zookeeper_drain_read import read_for_drain
 
@@ -57,7 +60,11 @@ def planning_read(hook: KafkaZooKeeperHook, brokers: Iterable[int], cluster: str
             return []
 
     return read_for_drain(
-        lambda include, exclude: hook.snapshot(include, exclude), topics, brokers, cluster=cluster
+        lambda include, exclude: hook.snapshot(include, exclude),
+        topics,
+        brokers,
+        scope=scope,
+        cluster=cluster,
     )
 
 

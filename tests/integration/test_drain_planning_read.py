@@ -202,12 +202,25 @@ def test_planning_read_takes_only_what_the_plan_needs_and_plans_as_the_full_snap
     assert read_record(state, drained)["topics"] == read_record(full, drained)["topics"]
     assert read.record()["drained_topics"] == ["lonely", "replicated", "single"]
 
-    # and the same planner makes the same plan from it
+    # and the same planner makes the same plan from it, for either scope
+    for scope in ("all", "rf1"):
+        request = DrainRequest(brokers=drained, scope=scope, max_partitions_per_batch=2)
+        from_read = plan_from_state(state, request, sizes={})
+        from_full = plan_from_state(full, request, sizes={})
+        assert from_read.batches == from_full.batches and from_read.moves
+        assert from_read.rack_aware == from_full.rack_aware and from_read.complete
+
+    # scope rf1 reads only the states the rf1 plan looks at (the planner's in_drain_scope rule)
+    with KafkaZooKeeperHook(ZK_CONN) as hook:
+        rf1 = planning_read(hook, drained, CLUSTER, scope="rf1")
+    rf1_states = {(p.topic, p.partition) for p in rf1.state.partitions() if p.state is not None}
+    assert rf1_states == {("single", 0), ("single", 1), ("single", 2), ("lonely", 0)}
+    assert rf1.record()["topics"] == read.record()["topics"]
     request = DrainRequest(brokers=drained, scope="rf1", max_partitions_per_batch=2)
-    from_read = plan_from_state(state, request, sizes={})
-    from_full = plan_from_state(full, request, sizes={})
-    assert from_read.batches == from_full.batches and len(from_read.moves) == 4
-    assert from_read.rack_aware == from_full.rack_aware and from_read.complete
+    assert (
+        plan_from_state(rf1.state, request, sizes={}).batches
+        == plan_from_state(full, request, sizes={}).batches
+    )
 
 
 def test_plan_operator_from_a_planning_read_records_the_read_and_pins_the_cluster(live):
