@@ -159,4 +159,6 @@ def cluster_setting(params: dict[str, Any], key: str) -> Any:
         return default_artefacts_base()
     if key == "server_properties_path":
         return os.environ.get("KAFKA_ZK_SERVER_PROPERTIES_PATH") or None
+    if key == "artefacts_conn_id":  # '' (never "None" in a template): the operators' default then
+        return provider_option("artefacts_conn_id")
     return None

@@ -1,6 +1,7 @@
 """The one way artefacts are written, so a reader (a person, Spark, a later run) never sees half a
 file: on a local (or mounted) filesystem, to a temporary name in the same directory, fsynced, then
-``os.replace``d; on an object store, straight to the final key, since an object only appears once its
+``os.replace``d; on a remote filesystem with an atomic rename (SFTP: OpenSSH's posix-rename
+extension), to a temporary name then renamed there, since its writes go straight to disk; on an object store, straight to the final key, since an object only appears once its
 upload (one put, or a multipart upload's completion on close) succeeds -- a temporary object and a
 move would cost a copy and leave a window with two. Where a set of files counts only once its
 manifest exists (snapshots), the manifest is written last."""
@@ -17,6 +18,15 @@ import fsspec
 from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
+_RENAMING_FILESYSTEMS = ("sshfs.", "fsspec.implementations.sftp")
+"""Modules of remote filesystems whose writes land in place (a reader could see half a file) and whose
+``mv`` is an atomic rename (SFTP's posix-rename@openssh.com): there a temporary name and a rename."""
+
+
+def renames_atomically(fs: AbstractFileSystem) -> bool:
+    """True for a remote filesystem written through a temporary name and a rename (SFTP)."""
+    return any((cls.__module__ + ".").startswith(_RENAMING_FILESYSTEMS) for cls in type(fs).__mro__)
+
 
 def write_atomically(fs: AbstractFileSystem, final: str, payload: bytes | Callable[[BinaryIO], None]) -> str:
     """Write ``payload`` to ``final`` on ``fs`` (parents created); returns ``final``.
@@ -29,6 +39,17 @@ def write_atomically(fs: AbstractFileSystem, final: str, payload: bytes | Callab
     write = payload if callable(payload) else (lambda handle: handle.write(payload))
     parent = posixpath.dirname(final)
     fs.makedirs(parent, exist_ok=True)
+    if renames_atomically(fs):
+        temp = posixpath.join(parent, f".{posixpath.basename(final)}.{uuid.uuid4().hex}.tmp")
+        try:
+            with fs.open(temp, "wb") as handle:
+                write(handle)
+            fs.mv(temp, final)  # sshfs and fsspec's sftp: posix-rename, replacing ``final`` at once
+        except BaseException:
+            if fs.exists(temp):
+                fs.rm(temp)
+            raise
+        return final
     if not isinstance(fs, LocalFileSystem):
         if not callable(payload):
             fs.pipe_file(final, payload)  # one put

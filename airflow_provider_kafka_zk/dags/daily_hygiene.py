@@ -80,6 +80,12 @@ def failure_callback(cluster: str, notify: Mapping[str, Any]) -> Callable[..., A
     return log_failure
 
 
+def artefacts_conn_id(settings: Mapping[str, Any]) -> str | None:
+    """The cluster file's ``artefacts_conn_id`` (a remote base's connection); None: the operators'
+    default, ``[kafka_zk] artefacts_conn_id``."""
+    return str(settings["artefacts_conn_id"]) if settings.get("artefacts_conn_id") else None
+
+
 def spark_conf(settings: Mapping[str, Any]) -> dict[str, str]:
     """The cluster's extra Spark properties (``spark_conf`` in the cluster file) as strings."""
     return {str(k): str(v) for k, v in (settings.get("spark_conf") or {}).items()}
@@ -96,6 +102,7 @@ def build_dag(cluster: str, settings: Mapping[str, Any]) -> DAG:
     from airflow_provider_kafka_zk.operators.snapshot import ZooKeeperSnapshotOperator
 
     base = artefacts_base(settings)
+    store = artefacts_conn_id(settings)
     dag_id = f"{DAG_ID}_{cluster}"
     default_args = {
         "retries": int(settings["retries"]),
@@ -124,6 +131,7 @@ def build_dag(cluster: str, settings: Mapping[str, Any]) -> DAG:
             cluster=cluster,
             kafka_zookeeper_conn_id=settings["kafka_zookeeper_conn_id"],
             base_path=base,
+            artefacts_conn_id=store,
         )
         brokers = ListBrokerIdsOperator(
             task_id="brokers", kafka_zookeeper_conn_id=settings["kafka_zookeeper_conn_id"]
@@ -132,6 +140,7 @@ def build_dag(cluster: str, settings: Mapping[str, Any]) -> DAG:
             task_id="inventory",
             cluster=cluster,
             base_path=base,
+            artefacts_conn_id=store,
             ssh_conn_id=settings["ssh_conn_id"],
             kafka_zookeeper_conn_id=settings["kafka_zookeeper_conn_id"],
             broker_hosts=settings.get("broker_hosts"),
@@ -139,7 +148,11 @@ def build_dag(cluster: str, settings: Mapping[str, Any]) -> DAG:
             connect_timeout=settings.get("connect_timeout"),
         ).expand(broker_id=brokers.output)
         coverage = InventoryCoverageOperator(
-            task_id="coverage", cluster=cluster, base_path=base, expected_broker_ids=brokers.output
+            task_id="coverage",
+            cluster=cluster,
+            base_path=base,
+            artefacts_conn_id=store,
+            expected_broker_ids=brokers.output,
         )
         if settings["engine"] == "spark":
             from airflow_provider_kafka_zk.operators.spark import ProviderSparkSubmitOperator
@@ -150,6 +163,8 @@ def build_dag(cluster: str, settings: Mapping[str, Any]) -> DAG:
                 conn_id=settings["spark_conn_id"],
                 conf=spark_conf(settings),
                 name=f"kafka_zk_audit_{cluster}",
+                artefacts_base=base,
+                artefacts_conn_id=store,
                 application_args=[
                     "--base",
                     base,
@@ -176,12 +191,15 @@ def build_dag(cluster: str, settings: Mapping[str, Any]) -> DAG:
                 task_id="audit",
                 cluster=cluster,
                 base_path=base,
+                artefacts_conn_id=store,
                 snapshot=snapshot_dir,
                 inventory=inventory_dir,
                 out=findings_dir,
             )
             coverage >> audit
-        gate = FindingsGateOperator(task_id="gate", findings_path=findings_dir, fail_on=settings["fail_on"])
+        gate = FindingsGateOperator(
+            task_id="gate", findings_path=findings_dir, fail_on=settings["fail_on"], artefacts_conn_id=store
+        )
         snapshot >> brokers
         inventory >> coverage
         snapshot >> audit >> gate
@@ -206,6 +224,7 @@ def _deletion_stage(cluster: str, settings: Mapping[str, Any], base: str, broker
         task_id="deletions",
         cluster=cluster,
         base_path=base,
+        artefacts_conn_id=artefacts_conn_id(settings),
         kafka_zookeeper_conn_id=settings["kafka_zookeeper_conn_id"],
         ssh_conn_id=settings["ssh_conn_id"],
         broker_hosts=settings.get("broker_hosts"),
@@ -237,6 +256,7 @@ def _log_scan_stage(
         task_id="log_scan",
         cluster=cluster,
         base_path=base,
+        artefacts_conn_id=artefacts_conn_id(settings),
         ssh_conn_id=settings["ssh_conn_id"],
         kafka_zookeeper_conn_id=settings["kafka_zookeeper_conn_id"],
         broker_hosts=settings.get("broker_hosts"),
@@ -254,6 +274,8 @@ def _log_scan_stage(
             conn_id=settings["spark_conn_id"],
             conf=spark_conf(settings),
             name=f"kafka_zk_log_scan_{cluster}",
+            artefacts_base=base,
+            artefacts_conn_id=artefacts_conn_id(settings),
             application_args=[
                 "--base",
                 base,
@@ -272,6 +294,7 @@ def _log_scan_stage(
             task_id="log_scan_verdict",
             cluster=cluster,
             base_path=base,
+            artefacts_conn_id=artefacts_conn_id(settings),
             scan_ts=run_ts,
             snapshot_path=snapshot_dir,
             fail_on=settings["log_scan_fail_on"],

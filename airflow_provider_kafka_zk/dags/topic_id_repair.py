@@ -138,6 +138,7 @@ def build_dag() -> DAG:
             task_id="plan",
             cluster="{{ params.cluster }}",
             base_path=setting("base_path"),
+            artefacts_conn_id=setting("artefacts_conn_id"),
             snapshot_path="{{ ti.xcom_pull(task_ids='safety_snapshot')['path'] }}",
             inventory_path=_inventory_url(),
             topics="{{ params.topics }}",
@@ -148,6 +149,7 @@ def build_dag() -> DAG:
         execute = TopicIdRepairExecuteOperator(
             task_id="execute",
             plan_dir=PLAN_DIR,
+            artefacts_conn_id=setting("artefacts_conn_id"),
             kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"),
             ssh_conn_id=setting("ssh_conn_id"),
             broker_hosts=setting("broker_hosts"),

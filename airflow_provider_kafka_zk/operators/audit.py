@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
+from airflow_provider_kafka_zk.artefacts.object_storage import artefacts_url
 from airflow_provider_kafka_zk.kafka.findings import Severity
 from airflow_provider_kafka_zk.reports import gate_message
 from airflow_provider_kafka_zk.spark_jobs.audit import read_summary, run_audit
@@ -29,13 +30,23 @@ class ClusterAuditOperator(BaseOperator):
 
     :param cluster: the cluster's name (its artefact directory).
     :param base_path: artefact base, local directory or fsspec URL.
+    :param artefacts_conn_id: the Airflow connection of a remote store base (``s3://``, ``sftp://``);
+        default ``[kafka_zk] artefacts_conn_id``, else the store's default credentials.
     :param inventory: the inventory run directory to audit (default: the latest).
     :param out: the findings directory to publish (default: ``<base>/<cluster>/findings/<now>``).
     :param snapshot: the snapshot directory (default: the latest complete one).
     :param previous: the snapshot to compare with (default: the one before; ``""`` for none).
     """
 
-    template_fields: Sequence[str] = ("cluster", "base_path", "snapshot", "previous", "inventory", "out")
+    template_fields: Sequence[str] = (
+        "cluster",
+        "base_path",
+        "artefacts_conn_id",
+        "snapshot",
+        "previous",
+        "inventory",
+        "out",
+    )
     ui_color = "#fdebd0"
 
     def __init__(
@@ -47,9 +58,11 @@ class ClusterAuditOperator(BaseOperator):
         out: str | None = None,
         snapshot: str | None = None,
         previous: str | None = None,
+        artefacts_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.artefacts_conn_id = artefacts_conn_id
         self.cluster = cluster
         self.base_path = base_path
         self.inventory = inventory
@@ -59,7 +72,7 @@ class ClusterAuditOperator(BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         summary = run_audit(
-            self.base_path,
+            artefacts_url(self.base_path, self.artefacts_conn_id),
             self.cluster,
             snapshot=self.snapshot or None,
             previous=self.previous,
@@ -91,20 +104,30 @@ class FindingsGateOperator(BaseOperator):
     :param findings_path: the findings directory (its ``summary.json`` is read).
     :param fail_on: the lowest severity that fails: ``critical``, ``error``, ``warning`` or ``info``.
     :param top: how many of the worst findings the failure message names.
+    :param artefacts_conn_id: the Airflow connection of a remote store (as the audit's).
     """
 
-    template_fields: Sequence[str] = ("findings_path", "fail_on")
+    template_fields: Sequence[str] = ("findings_path", "fail_on", "artefacts_conn_id")
     ui_color = "#f5b7b1"
 
-    def __init__(self, *, findings_path: str, fail_on: str = "critical", top: int = 5, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        findings_path: str,
+        fail_on: str = "critical",
+        top: int = 5,
+        artefacts_conn_id: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
+        self.artefacts_conn_id = artefacts_conn_id
         self.findings_path = findings_path
         self.fail_on = fail_on
         self.top = top
 
     def execute(self, context: Context) -> dict[str, Any]:
         threshold = Severity.parse(self.fail_on)
-        summary = read_summary(self.findings_path)
+        summary = read_summary(artefacts_url(self.findings_path, self.artefacts_conn_id))
         at_or_above = {
             name: count
             for name, count in summary["by_severity"].items()

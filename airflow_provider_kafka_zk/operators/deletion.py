@@ -33,6 +33,7 @@ from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_provider_kafka_zk.artefacts.files import write_url_atomically
+from airflow_provider_kafka_zk.artefacts.object_storage import artefacts_url
 from airflow_provider_kafka_zk.hooks.broker_host import DEFAULT_PYTHON_INTERPRETERS
 from airflow_provider_kafka_zk.kafka import znodes
 from airflow_provider_kafka_zk.kafka.deletion import Cause, Verdict
@@ -102,6 +103,8 @@ class TopicDeletionVerifyOperator(BaseOperator):
 
     :param cluster: the cluster's name (its artefact directory).
     :param base_path: artefact base, local directory or fsspec URL.
+    :param artefacts_conn_id: the Airflow connection of a remote store base (``s3://``, ``sftp://``);
+        default ``[kafka_zk] artefacts_conn_id``, else the store's default credentials.
     :param ssh_conn_id: Airflow ``ssh`` connection used for every broker host (its host is only a
         fallback: each broker's host comes from its registration or ``broker_hosts``).
     :param kafka_zookeeper_conn_id: the cluster's ``kafka_zookeeper`` connection (broker
@@ -133,6 +136,7 @@ class TopicDeletionVerifyOperator(BaseOperator):
         "topics",
         "cluster",
         "base_path",
+        "artefacts_conn_id",
         "run_ts",
         "kafka_zookeeper_conn_id",
         "ssh_conn_id",
@@ -170,9 +174,11 @@ class TopicDeletionVerifyOperator(BaseOperator):
         allow_running_broker_orphans: bool | str = False,
         fail_when_unsuccessful: bool = True,
         run_ts: str | None = None,
+        artefacts_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.artefacts_conn_id = artefacts_conn_id
         self.cluster = cluster
         self.base_path = base_path
         self.kafka_zookeeper_conn_id = kafka_zookeeper_conn_id
@@ -224,7 +230,8 @@ class TopicDeletionVerifyOperator(BaseOperator):
     def _artefact_dir(self, ts: str) -> str:
         if not _NAME.fullmatch(self.cluster) or ".." in self.cluster:
             raise ValueError(f"cluster must be a plain name ([A-Za-z0-9._-]), not {self.cluster!r}")
-        return "/".join([self.base_path.rstrip("/"), self.cluster, "deletions", ts])
+        base = artefacts_url(self.base_path, self.artefacts_conn_id)  # also after a deferral
+        return "/".join([base.rstrip("/"), self.cluster, "deletions", ts])
 
     def _timeout_s(self) -> float:
         t = self.wait_timeout

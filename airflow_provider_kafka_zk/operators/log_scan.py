@@ -27,6 +27,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from airflow_provider_kafka_zk.artefacts.files import write_atomically
 from airflow_provider_kafka_zk.artefacts.inventory_layout import broker_file as inventory_broker_file
 from airflow_provider_kafka_zk.artefacts.inventory_layout import list_inventory
+from airflow_provider_kafka_zk.artefacts.object_storage import artefacts_url
 from airflow_provider_kafka_zk.artefacts.snapshots import (
     validate_cluster_name,
 )
@@ -108,6 +109,8 @@ class BrokerLogScanOperator(BaseOperator):
     :param broker_id: the broker (mapped: ``.expand(broker_id=...)``).
     :param cluster: the cluster's name.
     :param base_path: artefact store root.
+    :param artefacts_conn_id: the Airflow connection of a remote store base (``s3://``, ``sftp://``);
+        default ``[kafka_zk] artefacts_conn_id``, else the store's default credentials.
     :param ssh_conn_id: the SSH connection template (strict host keys).
     :param kafka_zookeeper_conn_id: to look the host up in ZooKeeper when ``broker_hosts`` lacks it.
     :param broker_hosts: broker id -> host.
@@ -126,6 +129,7 @@ class BrokerLogScanOperator(BaseOperator):
         "broker_id",
         "cluster",
         "base_path",
+        "artefacts_conn_id",
         "ssh_conn_id",
         "kafka_zookeeper_conn_id",
         "broker_hosts",
@@ -156,9 +160,11 @@ class BrokerLogScanOperator(BaseOperator):
         nice: int = 10,
         timeout: float = 1800.0,
         python_interpreters: Sequence[str] = DEFAULT_PYTHON_INTERPRETERS,
+        artefacts_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.artefacts_conn_id = artefacts_conn_id
         self.broker_id = broker_id
         self.cluster = cluster
         self.base_path = base_path
@@ -186,7 +192,7 @@ class BrokerLogScanOperator(BaseOperator):
                 budget = -1
             if budget <= 0:
                 raise LogScanError(f"budget_mb must be a positive whole number, not {self.budget_mb!r}")
-        base = self.base_path or default_artefacts_base()
+        base = artefacts_url(self.base_path or default_artefacts_base(), self.artefacts_conn_id)
         inventory_url = "/".join(
             [base.rstrip("/"), self.cluster, "inventory", _resolve_ts(self.inventory_ts, context)]
         )
@@ -306,13 +312,22 @@ class LogScanVerdictOperator(BaseOperator):
 
     :param cluster: the cluster's name.
     :param base_path: artefact store root.
+    :param artefacts_conn_id: the Airflow connection of a remote store base (``s3://``, ``sftp://``);
+        default ``[kafka_zk] artefacts_conn_id``, else the store's default credentials.
     :param scan_ts: the scan's folder name (default: the run's).
     :param snapshot_path: a snapshot of the cluster (ISR and leaders for the remedies; which brokers run).
     :param fail_on: ``fails_recovery`` (default), ``loses_data_if_unclean``, ``rebuilds_indexes`` or
         ``never``: the verdict at or above which the task fails.
     """
 
-    template_fields: Sequence[str] = ("cluster", "base_path", "scan_ts", "snapshot_path", "fail_on")
+    template_fields: Sequence[str] = (
+        "cluster",
+        "base_path",
+        "artefacts_conn_id",
+        "scan_ts",
+        "snapshot_path",
+        "fail_on",
+    )
     ui_color = "#d6eaf8"
 
     def __init__(
@@ -323,9 +338,11 @@ class LogScanVerdictOperator(BaseOperator):
         scan_ts: str | None = None,
         snapshot_path: str | None = None,
         fail_on: str = "fails_recovery",
+        artefacts_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.artefacts_conn_id = artefacts_conn_id
         self.cluster = cluster
         self.base_path = base_path
         self.scan_ts = scan_ts
@@ -336,7 +353,7 @@ class LogScanVerdictOperator(BaseOperator):
         levels = {v.name.lower(): v for v in Verdict}
         if self.fail_on != "never" and self.fail_on not in levels:
             raise LogScanError(f"fail_on must be one of {sorted(levels)} or 'never', not {self.fail_on!r}")
-        base = self.base_path or default_artefacts_base()
+        base = artefacts_url(self.base_path or default_artefacts_base(), self.artefacts_conn_id)
         url = _url(base, self.cluster, self.scan_ts or _resolve_ts(None, context))
         try:
             result = judge_scan(base, self.cluster, url, snapshot=self.snapshot_path)

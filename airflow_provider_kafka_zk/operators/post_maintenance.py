@@ -21,6 +21,7 @@ import fsspec
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
+from airflow_provider_kafka_zk.artefacts.object_storage import artefacts_url
 from airflow_provider_kafka_zk.artefacts.snapshots import (
     latest_snapshot,
     read_snapshot,
@@ -199,11 +200,14 @@ class PostMaintenancePlanOperator(BaseOperator):
     :param max_bytes_per_batch: move-back batch bytes (default: the drain's).
     :param run_ts: this run's folder name (default: from the run).
     :param base_path: artefact store root (default ``[kafka_zk] artefacts_base``).
+    :param artefacts_conn_id: the Airflow connection of a remote store base (``s3://``, ``sftp://``);
+        default ``[kafka_zk] artefacts_conn_id``, else the store's default credentials.
     """
 
     template_fields: Sequence[str] = (
         "cluster",
         "base_path",
+        "artefacts_conn_id",
         "brokers",
         "drain_run",
         "snapshot_path",
@@ -230,9 +234,11 @@ class PostMaintenancePlanOperator(BaseOperator):
         max_partitions_per_batch: int | str | None = None,
         max_bytes_per_batch: int | str | None = None,
         run_ts: str | None = None,
+        artefacts_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.artefacts_conn_id = artefacts_conn_id
         self.cluster = cluster
         self.brokers = brokers
         self.drain_run = drain_run
@@ -254,7 +260,7 @@ class PostMaintenancePlanOperator(BaseOperator):
         max_bytes = _optional_int(self.max_bytes_per_batch, "max_bytes_per_batch")
         if max_partitions == 0 or max_bytes == 0:
             raise PostMaintenanceError("batch limits must be positive")
-        base = self.base_path or default_artefacts_base()
+        base = artefacts_url(self.base_path or default_artefacts_base(), self.artefacts_conn_id)
         validate_cluster_name(self.cluster)
 
         drain = None if is_unset(self.drain_run) else find_drain_run(base, self.cluster, str(self.drain_run))
@@ -464,6 +470,8 @@ class PreferredLeaderElectionOperator(BaseOperator):
     :param cluster: the cluster's name (artefact folder).
     :param kafka_zookeeper_conn_id: the ZooKeeper connection of the cluster (with its chroot).
     :param base_path: artefact store root (default ``[kafka_zk] artefacts_base``).
+    :param artefacts_conn_id: the Airflow connection of a remote store base (``s3://``, ``sftp://``);
+        default ``[kafka_zk] artefacts_conn_id``, else the store's default credentials.
     :param brokers: only partitions whose preferred replica is one of these (default: any).
     :param topics: only partitions of these topics (default: any).
     :param artefact_dir: where ``election.json`` goes (default ``<base>/<cluster>/leader-election/<ts>``).
@@ -482,6 +490,7 @@ class PreferredLeaderElectionOperator(BaseOperator):
         "brokers",
         "topics",
         "base_path",
+        "artefacts_conn_id",
         "artefact_dir",
         "plan_dir",
         "dry_run",
@@ -508,9 +517,11 @@ class PreferredLeaderElectionOperator(BaseOperator):
         poll_interval: float | str = 5.0,
         timeout: float | str = 600.0,
         deferrable: bool | None = None,
+        artefacts_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.artefacts_conn_id = artefacts_conn_id
         if deferrable is None:
             from airflow.configuration import conf
 
@@ -555,9 +566,9 @@ class PreferredLeaderElectionOperator(BaseOperator):
 
     def _location(self, context: Context) -> DrainLocation:
         if not is_unset(self.artefact_dir):
-            return DrainLocation(str(self.artefact_dir))
+            return DrainLocation(artefacts_url(str(self.artefact_dir), self.artefacts_conn_id))
         validate_cluster_name(self.cluster)
-        base = self.base_path or default_artefacts_base()
+        base = artefacts_url(self.base_path or default_artefacts_base(), self.artefacts_conn_id)
         return DrainLocation(
             "/".join([base.rstrip("/"), self.cluster, "leader-election", _resolve_ts(None, context)])
         )
@@ -587,9 +598,8 @@ class PreferredLeaderElectionOperator(BaseOperator):
         location = self._location(context)
         expected = None
         if not is_unset(self.plan_dir):
-            expected = plan_identity(
-                DrainLocation(str(self.plan_dir)).read_json(PLAN_FILE), str(self.plan_dir)
-            )
+            plan_dir = artefacts_url(str(self.plan_dir), self.artefacts_conn_id)
+            expected = plan_identity(DrainLocation(plan_dir).read_json(PLAN_FILE), plan_dir)
         record = self._record(location)
         with KafkaZooKeeperHook(self.kafka_zookeeper_conn_id) as hook:
             session = MaintenanceSession(

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Asset, BaseOperator
 
+from airflow_provider_kafka_zk.artefacts.object_storage import artefacts_url
 from airflow_provider_kafka_zk.artefacts.snapshots import (
     apply_retention,
     is_redacted_row,
@@ -81,6 +82,8 @@ class ZooKeeperSnapshotOperator(BaseOperator):
     :param cluster: the cluster's name (the artefact folder; letters, digits, ``._-``).
     :param kafka_zookeeper_conn_id: the ZooKeeper connection of the cluster, with its chroot.
     :param base_path: artefact store root (default ``[kafka_zk] artefacts_base``).
+    :param artefacts_conn_id: the Airflow connection of a remote store base (``s3://``, ``sftp://``);
+        default ``[kafka_zk] artefacts_conn_id``, else the store's default credentials.
     :param include: znode subtrees to walk (a list, or comma-separated text).
     :param exclude: znode subtrees to skip (a list, or comma-separated text).
     :param keep_last: after a successful snapshot, keep at most this many (default: keep all).
@@ -95,6 +98,7 @@ class ZooKeeperSnapshotOperator(BaseOperator):
         "cluster",
         "kafka_zookeeper_conn_id",
         "base_path",
+        "artefacts_conn_id",
         "include",
         "exclude",
         "include_sensitive",
@@ -115,6 +119,7 @@ class ZooKeeperSnapshotOperator(BaseOperator):
         reconnect_timeout: float = 60.0,
         progress_every: float = 30.0,
         include_sensitive: bool | str = False,
+        artefacts_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         if "outlets" not in kwargs and "{{" not in cluster:
@@ -131,6 +136,7 @@ class ZooKeeperSnapshotOperator(BaseOperator):
         self.reconnect_timeout = reconnect_timeout
         self.progress_every = progress_every
         self.include_sensitive = include_sensitive
+        self.artefacts_conn_id = artefacts_conn_id
 
     def _log_progress(self, progress: WalkProgress) -> None:
         self.log.info(
@@ -147,7 +153,7 @@ class ZooKeeperSnapshotOperator(BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         validate_cluster_name(self.cluster)
         include_sensitive = strict_flag(self.include_sensitive, "include_sensitive")
-        base = self.base_path or default_artefacts_base()
+        base = artefacts_url(self.base_path or default_artefacts_base(), self.artefacts_conn_id)
         hook = KafkaZooKeeperHook(self.kafka_zookeeper_conn_id)
         try:
             walk = hook.snapshot(
@@ -249,6 +255,7 @@ class ZooKeeperSnapshotLoadOperator(BaseOperator):
     :param base_path: artefact store root (default ``[kafka_zk] artefacts_base``).
     :param replay_versions: set data again until each znode's ``dataVersion`` matches (true/false).
     :param storage_options: fsspec options of the artefact store.
+    :param artefacts_conn_id: the Airflow connection of a remote store (as the snapshot operator's).
     """
 
     template_fields: Sequence[str] = (
@@ -256,6 +263,7 @@ class ZooKeeperSnapshotLoadOperator(BaseOperator):
         "cluster",
         "kafka_zookeeper_conn_id",
         "base_path",
+        "artefacts_conn_id",
         "target_chroot",
     )
     ui_color = "#fdebd0"
@@ -270,6 +278,7 @@ class ZooKeeperSnapshotLoadOperator(BaseOperator):
         base_path: str | None = None,
         replay_versions: bool | str = True,
         storage_options: Mapping[str, Any] | None = None,
+        artefacts_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -282,12 +291,13 @@ class ZooKeeperSnapshotLoadOperator(BaseOperator):
         self.base_path = base_path
         self.replay_versions = replay_versions
         self.storage_options = dict(storage_options or {})
+        self.artefacts_conn_id = artefacts_conn_id
 
     def _snapshot_path(self) -> str:
         if self.snapshot_path:
-            return self.snapshot_path
+            return artefacts_url(self.snapshot_path, self.artefacts_conn_id)
         assert self.cluster is not None
-        base = self.base_path or default_artefacts_base()
+        base = artefacts_url(self.base_path or default_artefacts_base(), self.artefacts_conn_id)
         ref = latest_snapshot(base, self.cluster, storage_options=self.storage_options)
         if ref is None:
             raise FileNotFoundError(f"no complete snapshot of cluster {self.cluster!r} under {base}")

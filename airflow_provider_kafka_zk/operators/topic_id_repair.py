@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
+from airflow_provider_kafka_zk.artefacts.object_storage import artefacts_url
 from airflow_provider_kafka_zk.artefacts.snapshots import latest_snapshot, read_snapshot
 from airflow_provider_kafka_zk.hooks.broker_host import BrokerHostHook
 from airflow_provider_kafka_zk.hooks.broker_partition_files import (
@@ -176,6 +177,8 @@ class TopicIdRepairPlanOperator(BaseOperator):
 
     :param cluster: cluster name (artefact folder).
     :param base_path: artefact store root.
+    :param artefacts_conn_id: the Airflow connection of a remote store base (``s3://``, ``sftp://``);
+        default ``[kafka_zk] artefacts_conn_id``, else the store's default credentials.
     :param snapshot_path: the safety snapshot (default: the latest of the cluster).
     :param inventory_path: the inventory run directory taken right after it.
     :param topics: topic names, or empty / ``"all"`` for every topic whose ids disagree.
@@ -191,6 +194,7 @@ class TopicIdRepairPlanOperator(BaseOperator):
     template_fields: Sequence[str] = (
         "cluster",
         "base_path",
+        "artefacts_conn_id",
         "snapshot_path",
         "inventory_path",
         "topics",
@@ -213,9 +217,11 @@ class TopicIdRepairPlanOperator(BaseOperator):
         chosen_id: str | None = None,
         reset_leader_epoch_checkpoint: bool | str = False,
         repair_ts: str | None = None,
+        artefacts_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.artefacts_conn_id = artefacts_conn_id
         self.cluster = cluster
         self.base_path = base_path
         self.snapshot_path = snapshot_path
@@ -236,7 +242,7 @@ class TopicIdRepairPlanOperator(BaseOperator):
             ) from None
         requested = _topic_list(self.topics)
         chosen = None if self.chosen_id in (None, "", "None") else str(self.chosen_id).strip()
-        base = self.base_path or default_artefacts_base()
+        base = artefacts_url(self.base_path or default_artefacts_base(), self.artefacts_conn_id)
         snapshot = self.snapshot_path
         if snapshot in (None, "", "None"):
             ref = latest_snapshot(base, self.cluster)
@@ -427,10 +433,12 @@ class TopicIdRepairExecuteOperator(BaseOperator):
     :param restart_timeout: seconds the restart command may run.
     :param gate_timeout: seconds a restarted broker has to pass its gate before the run stops.
     :param poll_interval: seconds between ZooKeeper checks while waiting.
+    :param artefacts_conn_id: the Airflow connection of a remote store (as the plan's).
     """
 
     template_fields: Sequence[str] = (
         "plan_dir",
+        "artefacts_conn_id",
         "kafka_zookeeper_conn_id",
         "ssh_conn_id",
         "broker_hosts",
@@ -458,9 +466,11 @@ class TopicIdRepairExecuteOperator(BaseOperator):
         restart_timeout: float | str = 600.0,
         gate_timeout: float | str = 900.0,
         poll_interval: float | str = 2.0,
+        artefacts_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.artefacts_conn_id = artefacts_conn_id
         self.plan_dir = plan_dir
         self.kafka_zookeeper_conn_id = kafka_zookeeper_conn_id
         self.ssh_conn_id = ssh_conn_id
@@ -478,7 +488,7 @@ class TopicIdRepairExecuteOperator(BaseOperator):
         dry_run = parse_safety_flags(dry_run=self.dry_run)["dry_run"]
         for name in ("health_timeout", "restart_timeout", "gate_timeout", "poll_interval"):
             setattr(self, name, _positive_seconds(getattr(self, name), name))
-        location = DrainLocation(str(self.plan_dir))
+        location = DrainLocation(artefacts_url(str(self.plan_dir), self.artefacts_conn_id))
         plan = location.read_json(PLAN_FILE)
         if plan.get("format") != PLAN_FORMAT:
             raise TopicIdRepairError(f"{location.path(PLAN_FILE)} is not a topicId repair plan")

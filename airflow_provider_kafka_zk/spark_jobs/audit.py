@@ -34,6 +34,7 @@ from airflow_provider_kafka_zk.artefacts.inventory_layout import (
     is_legacy_file,
     list_inventory,
 )
+from airflow_provider_kafka_zk.artefacts.object_storage import is_bound
 from airflow_provider_kafka_zk.artefacts.snapshots import (
     SnapshotNotFoundError,
     latest_snapshot,
@@ -449,12 +450,27 @@ def inventory_dataframe(spark: SparkSession, files: Sequence[str], run: str | No
     :param files: the run's broker files (:func:`inventory_files`).
     :param run: the run directory: read whole, with Spark's partition discovery (``broker=<id>/``),
         unless ``files`` holds flat files of the earlier layout, which are read by name.
+
+    A store bound from an Airflow connection (``sftp://`` ...) is reachable through fsspec only, not
+    through Spark's Hadoop filesystems: its files are read on the driver and handed to Spark as Arrow.
     """
     from pyspark.sql import functions as F
 
-    paths = [run] if run and not any(is_legacy_file(f) for f in files) else list(files)
-    # mergeSchema: files written before the ctime column and after it may share a run
-    frame = spark.read.option("mergeSchema", "true").parquet(*paths)
+    if any(is_bound(f) for f in files):
+        tables = []
+        for url in files:
+            fs, path = _fs(url)
+            with fs.open(path, "rb") as handle:
+                parquet = pq.ParquetFile(handle)
+                wanted = [
+                    c for c in (*INVENTORY_COLUMNS, "mtime", "ctime") if c in parquet.schema_arrow.names
+                ]
+                tables.append(parquet.read(columns=wanted).replace_schema_metadata(None))
+        frame = spark.createDataFrame(pa.concat_tables(tables, promote_options="default"))
+    else:
+        paths = [run] if run and not any(is_legacy_file(f) for f in files) else list(files)
+        # mergeSchema: files written before the ctime column and after it may share a run
+        frame = spark.read.option("mergeSchema", "true").parquet(*paths)
     ctime = F.unix_millis("ctime") if "ctime" in frame.columns else F.lit(None).cast("long")
     return frame.select(
         *INVENTORY_COLUMNS,

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from airflow_provider_kafka_zk.artefacts.files import write_atomically
+from airflow_provider_kafka_zk.artefacts.object_storage import is_bound
 from airflow_provider_kafka_zk.artefacts.snapshots import latest_snapshot, read_snapshot
 from airflow_provider_kafka_zk.kafka.log_scan_rules import SegmentRow, judge_broker
 from airflow_provider_kafka_zk.kafka.model import ClusterState
@@ -153,7 +154,16 @@ def _judge_on_spark(
     """One group per broker, judged on the executors; the (small) results come back to the driver."""
     shared = spark.sparkContext.broadcast({"summaries": dict(summaries), "facts": dict(facts)})
     # the broker files only (a re-run leaves findings.parquet beside them)
-    frame = spark.read.parquet(*[f"{scan_dir.rstrip('/')}/broker={b}.parquet" for b in sorted(files)])
+    urls = [f"{scan_dir.rstrip('/')}/broker={b}.parquet" for b in sorted(files)]
+    if is_bound(scan_dir):  # a store bound from a connection: fsspec only, read on the driver
+        tables = []
+        for url in urls:
+            fs, path = fsspec.core.url_to_fs(url)
+            with fs.open(path, "rb") as handle:
+                tables.append(pq.read_table(handle).replace_schema_metadata(None))
+        frame = spark.createDataFrame(pa.concat_tables(tables, promote_options="default"))
+    else:
+        frame = spark.read.parquet(*urls)
 
     def judge_group(item: tuple[int, Iterable[Any]]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         broker_id, rows = item

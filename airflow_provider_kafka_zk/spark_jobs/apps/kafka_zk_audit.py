@@ -37,6 +37,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    from airflow_provider_kafka_zk.artefacts.object_storage import bind_from_environment
+
+    bind_from_environment()  # a remote store's connection, handed over as a private file
     from airflow_provider_kafka_zk.spark_jobs.audit import run_audit
 
     spark = None

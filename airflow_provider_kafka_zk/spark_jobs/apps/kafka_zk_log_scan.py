@@ -31,6 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--engine", choices=("spark", "in-process"), default="spark")
     args = parser.parse_args(argv)
+    from airflow_provider_kafka_zk.artefacts.object_storage import bind_from_environment
+
+    bind_from_environment()  # a remote store's connection, handed over as a private file
     from airflow_provider_kafka_zk.kafka.log_scan_rules import Verdict
     from airflow_provider_kafka_zk.spark_jobs.log_scan import judge_scan
 
