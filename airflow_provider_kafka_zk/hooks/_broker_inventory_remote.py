@@ -58,6 +58,20 @@ def type_char(mode):
     return "o"
 
 
+def symlink_component(path):
+    """The first component of ``path`` (bytes) that is a symlink (lstat), as text, else None: the
+    identity pin of a broker without cluster.id trusts only a server.properties reached directly."""
+    current = b"/" if path.startswith(b"/") else b""
+    for part in [p for p in path.split(b"/") if p]:
+        current = os.path.join(current, part)
+        try:
+            if stat.S_ISLNK(os.lstat(current).st_mode):
+                return current.decode("utf-8", "surrogateescape")
+        except OSError:
+            return None  # absent or unreadable: read_small says so
+    return None
+
+
 def read_small(path, limit):
     """A regular file's bytes (following symlinks, as Kafka does); None when absent."""
     try:
@@ -259,6 +273,7 @@ def main():
                 "source": "configured",
                 "path": configured,
                 "file": read_small(raw_path(configured), limit),
+                "symlink": symlink_component(raw_path(configured)),
             }
         )
     else:

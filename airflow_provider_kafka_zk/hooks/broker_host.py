@@ -38,6 +38,7 @@ from airflow.providers.ssh.hooks.ssh import SSHHook
 from airflow.sdk import BaseHook
 
 from airflow_provider_kafka_zk.kafka import znodes
+from airflow_provider_kafka_zk.kafka.errors import KafkaFormatError
 from airflow_provider_kafka_zk.kafka.inventory import (
     KAFKA_MAIN_CLASSES,
     LOG_DIR_FILES,
@@ -51,7 +52,9 @@ from airflow_provider_kafka_zk.kafka.inventory import (
     ZooKeeperView,
     choose_server_properties,
     effective_broker_id,
+    readable_name,
 )
+from airflow_provider_kafka_zk.kafka.logdir import parse_java_properties
 
 log = logging.getLogger(__name__)
 
@@ -468,9 +471,11 @@ class BrokerHostHook(BaseHook):
         try:
             assembler = InventoryAssembler(broker_id, address.host)
             self._run(client, address, assembler)
+            peer = _peer_address(client)
         finally:
             client.close()
         inventory = assembler.result(view)
+        inventory.remote[IDENTITY_EVIDENCE] = identity_evidence(assembler, address.host, peer)
         effective = effective_broker_id(inventory.facts, inventory.log_dirs)
         if effective is not None and effective != broker_id:
             raise BrokerIdentityError(
@@ -532,6 +537,8 @@ class BrokerHostHook(BaseHook):
             channel.exec_command(self.remote_command(len(script)))
             _send(channel, script + _json_line(self._params(broker_id)))
             for record in self._records(channel, address, stderr):
+                if record.get("t") == "server_properties" and record.get("source") == "configured":
+                    assembler.remote[_CONFIGURED_SYMLINK] = record.get("symlink")
                 try:
                     assembler.feed(record)
                 except RemoteFatalError as exc:
@@ -616,6 +623,70 @@ class BrokerHostHook(BaseHook):
             )
         while channel.recv_stderr_ready():
             stderr += channel.recv_stderr(1 << 16)
+
+
+# ---------------------------------------------------------------------------------------------
+# The identity evidence of a broker host whose meta.properties have no cluster.id (Kafka < 2.4)
+# ---------------------------------------------------------------------------------------------
+
+#: Key of :attr:`BrokerInventory.remote` holding :func:`identity_evidence`'s record.
+IDENTITY_EVIDENCE = "identity_evidence"
+_CONFIGURED_SYMLINK = "configured_server_properties_symlink"
+#: The only server.properties keys the pin keeps (the file also holds passwords).
+IDENTITY_KEYS = (
+    "zookeeper.connect",
+    "broker.id",
+    "broker.id.generation.enable",
+    "reserved.broker.max.id",
+    "inter.broker.protocol.version",
+)
+
+
+def identity_evidence(assembler: InventoryAssembler, host: str, peer: str | None) -> dict[str, Any]:
+    """JSON-safe record of what pins a host without cluster.id: the *configured* server.properties
+    (read in the inventory's round trip; refused when any path component is a symlink), and the
+    names of the host SSH reached (as asked, its peer address, its own hostname). The session
+    adds ZooKeeper's side and decides (``kafka.safety.legacy_broker_problems``)."""
+    configured = next((c for c in assembler.candidates if c.source == "configured"), None)
+    props: dict[str, str] | None = None
+    problem: str | None = None
+    path = readable_name(configured.path) if configured is not None else None
+    if configured is not None:
+        link = assembler.remote.get(_CONFIGURED_SYMLINK)
+        if link:
+            problem = (
+                f"{readable_name(str(link))} is a symlink: the pin reads server.properties only without "
+                "following one (set server_properties_path to the real file)"
+            )
+        elif not configured.file.readable:
+            problem = f"not readable ({configured.file.error or 'absent'})"
+        else:
+            try:
+                parsed = parse_java_properties(configured.file.data or b"", path or "server.properties")
+            except KafkaFormatError as exc:
+                problem = f"not a properties file ({exc})"
+            else:
+                props = {k: parsed[k] for k in IDENTITY_KEYS if k in parsed}
+    reached = [host, peer, assembler.remote.get("hostname")]
+    return {
+        "server_properties_path": path,
+        "server_properties": props,
+        "server_properties_problem": problem,
+        "reached_hosts": [
+            h for i, h in enumerate(reached) if isinstance(h, str) and h and h not in reached[:i]
+        ],
+        "kafka_version": assembler.facts.kafka_version if assembler.facts is not None else None,
+    }
+
+
+def _peer_address(client: paramiko.SSHClient) -> str | None:
+    """The IP address the SSH connection really reached (None when the transport is gone)."""
+    transport = client.get_transport()
+    try:
+        peer = transport.getpeername() if transport is not None else None
+    except OSError:
+        return None
+    return str(peer[0]) if peer else None
 
 
 def _json_line(value: Any) -> bytes:

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_provider_kafka_zk.kafka.versions import KafkaVersion
+
 # ---------------------------------------------------------------------------------------------
 # Strict flags
 # ---------------------------------------------------------------------------------------------
@@ -202,20 +204,41 @@ def broker_identity_problems(
     zookeeper_cluster_id: str,
     meta: Iterable[tuple[str, int | None, str | None]],
     effective_broker_id: int | None,
+    *,
+    legacy: LegacyBrokerEvidence | None = None,
+    zookeeper_hosts: Sequence[str] = (),
+    chroot: str = "",
 ) -> list[str]:
     """Why broker ``broker_id``'s host cannot be trusted to be that broker of that cluster.
 
     ``meta`` is (log dir, broker.id, cluster.id) of every meta.properties read on the host (None
     where absent). Any absence counts: a log dir without meta.properties is doubt, not agreement.
+    When *every* file has a broker.id but none a cluster.id (Kafka < 2.4, see
+    :data:`CLUSTER_ID_IN_META_SINCE`), :func:`legacy_broker_problems` decides from ``legacy``;
+    some files with cluster.id and some without is doubt (a 2.4+ broker writes it to every dir).
 
     :param broker_id: the broker the run means to touch.
     :param host: where it was reached.
     :param zookeeper_cluster_id: ``/cluster/id`` pinned from ZooKeeper.
     :param meta: meta.properties facts per log dir.
     :param effective_broker_id: broker.id from server.properties (or the one meta.properties agree on).
+    :param legacy: the other proof of the host, for files without cluster.id.
+    :param zookeeper_hosts: the connection's ZooKeeper hosts (checked against server.properties).
+    :param chroot: the connection's chroot.
     """
     problems = []
     entries = list(meta)
+    if entries and all(b is not None and c is None for _, b, c in entries):
+        if effective_broker_id != broker_id:
+            problems.append(f"host {host} runs broker {effective_broker_id}, not broker {broker_id}")
+        problems.extend(
+            f"broker {broker_id} on {host}: {d}/meta.properties says broker.id={b}"
+            for d, b, _ in entries
+            if b != broker_id
+        )
+        return problems + legacy_broker_problems(
+            broker_id, host, [b for _, b, _ in entries if b is not None], legacy, zookeeper_hosts, chroot
+        )
     if effective_broker_id != broker_id:
         problems.append(f"host {host} runs broker {effective_broker_id}, not broker {broker_id}")
     if not entries:
@@ -237,6 +260,241 @@ def broker_identity_problems(
                 f"ZooKeeper /cluster/id is {zookeeper_cluster_id!r}"
             )
     return problems
+
+
+# ---------------------------------------------------------------------------------------------
+# Brokers before 2.4: meta.properties without cluster.id
+# ---------------------------------------------------------------------------------------------
+
+#: The release that started writing ``cluster.id`` into meta.properties. Up to 2.3 a version-0 file
+#: holds ``version`` and ``broker.id`` only (``BrokerMetadata(brokerId: Int)`` and
+#: ``BrokerMetadataCheckpoint.write`` in core/src/main/scala/kafka/server/BrokerMetadataCheckpoint.scala,
+#: 0.11.0.0 and 2.3.0); 2.4.0 adds ``clusterId: Option[String]`` there, and ``KafkaServer.startup``
+#: (core/src/main/scala/kafka/server/KafkaServer.scala, 2.4.0) rewrites every online log dir's file
+#: with ZooKeeper's ``/cluster/id`` at each start. So a 2.4+ broker that ever started has cluster.id
+#: in each file, and a file without it is either a pre-2.4 broker's or not a real broker's.
+CLUSTER_ID_IN_META_SINCE = (2, 4)
+
+#: ZooKeeper's default client port (``ConnectStringParser``: a host without a port means 2181).
+ZOOKEEPER_DEFAULT_PORT = 2181
+
+#: Kafka's default ``reserved.broker.max.id``: generated broker ids are ``/brokers/seqid`` + this
+#: (``KafkaServer.generateBrokerId``, ``KafkaConfig.MaxReservedBrokerId``, 2.3.0).
+DEFAULT_RESERVED_BROKER_MAX_ID = 1000
+
+
+@dataclass(frozen=True)
+class LegacyBrokerEvidence:
+    """What pins a broker host whose meta.properties carry no ``cluster.id`` (Kafka before 2.4).
+
+    The hooks gather it: the configured server.properties read on the host in the inventory's SSH
+    round trip (never through a symlink), the names of the host that SSH reached, and, from
+    ZooKeeper, the broker's registration and what proves a release >= 2.4/2.7.
+
+    :param server_properties_path: the configured path (``server_properties_path``), None when not set.
+    :param server_properties: the file's keys that matter here, None when it could not be used.
+    :param server_properties_problem: why not (absent, unreadable, a symlink), when None above.
+    :param reached_hosts: the host as the SSH connection named it, its peer address, its own hostname.
+    :param registered_hosts: the hosts of ``/brokers/ids/<id>`` (host + endpoints); None: not registered.
+    :param registration_versions: the ``version`` of every registration in ``/brokers/ids``.
+    :param feature_znode: whether ``/feature`` exists (2.7+ controllers create it).
+    :param kafka_version: the broker's release from its classpath jars, when known.
+    """
+
+    server_properties_path: str | None
+    server_properties: Mapping[str, str] | None
+    server_properties_problem: str | None
+    reached_hosts: tuple[str, ...]
+    registered_hosts: tuple[str, ...] | None
+    registration_versions: tuple[int, ...] = ()
+    feature_znode: bool = False
+    kafka_version: str | None = None
+
+
+def parse_zookeeper_connect(text: str) -> tuple[frozenset[tuple[str, int]], str]:
+    """``zookeeper.connect`` as ZooKeeper reads it: (host, port) set and the chroot ('' for none).
+
+    The chroot starts at the first ``/`` (``KafkaServer.initZkClient``, 2.3.0, and ZooKeeper's
+    ``ConnectStringParser``); hosts are compared in lower case, a missing port is 2181.
+
+    :raises ValueError: no host, or a port that is not a number.
+    """
+    text = text.strip()
+    hosts_part, slash, chroot = text.partition("/")
+    chroot = (slash + chroot).rstrip("/") if slash else ""
+    hosts: set[tuple[str, int]] = set()
+    for item in hosts_part.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        host, colon, port = item.rpartition(":") if ":" in item else (item, "", "")
+        host = host.strip("[]").lower()
+        if not host:
+            raise ValueError(f"no host in {item!r}")
+        try:
+            hosts.add((host, int(port) if colon else ZOOKEEPER_DEFAULT_PORT))
+        except ValueError:
+            raise ValueError(f"port of {item!r} is not a number") from None
+    if not hosts:
+        raise ValueError(f"no ZooKeeper host in {text!r}")
+    return frozenset(hosts), chroot
+
+
+def _release_problems(broker_id: int, evidence: LegacyBrokerEvidence, where: str) -> list[str]:
+    """Why the cluster may not be pre-2.4; empty when the evidence says it is."""
+    newer = [v for v in evidence.registration_versions if v >= 5]
+    if newer:
+        # v5 registrations are written at IBP >= 2.7-IV0 (BrokerInfo.apply, ZkData.scala, 2.7.0)
+        return [f"{where}: registrations in /brokers/ids have version 5 (Kafka >= 2.7), yet no cluster.id"]
+    if evidence.feature_znode:
+        return [f"{where}: /feature exists (created by Kafka >= 2.7 controllers), yet no cluster.id"]
+    if evidence.kafka_version:
+        try:
+            release = KafkaVersion.parse(evidence.kafka_version)
+        except ValueError:
+            return [f"{where}: the broker's release {evidence.kafka_version!r} is not a Kafka version"]
+        if (release.major, release.minor) >= CLUSTER_ID_IN_META_SINCE:
+            return [f"{where}: the broker runs Kafka {release}, which writes cluster.id, yet there is none"]
+        return []
+    ibp = (evidence.server_properties or {}).get("inter.broker.protocol.version")
+    if ibp is None:
+        return [
+            f"{where}: cannot tell the cluster's Kafka release (no running broker to read it from and no "
+            f"inter.broker.protocol.version in {evidence.server_properties_path}): a pin without cluster.id "
+            "is only accepted for Kafka < 2.4"
+        ]
+    try:
+        version = KafkaVersion.parse(ibp)
+    except ValueError:
+        return [
+            f"{where}: inter.broker.protocol.version={ibp!r} in {evidence.server_properties_path} is not a version"
+        ]
+    if (version.major, version.minor) >= CLUSTER_ID_IN_META_SINCE:
+        # the release is at least the IBP; a >= 2.4 broker writes cluster.id at every start
+        return [
+            f"{where}: inter.broker.protocol.version={ibp} in {evidence.server_properties_path} means "
+            "Kafka >= 2.4, which writes cluster.id: a file without it is not this broker's"
+        ]
+    return []
+
+
+def legacy_broker_problems(
+    broker_id: int,
+    host: str,
+    meta_broker_ids: Sequence[int],
+    evidence: LegacyBrokerEvidence | None,
+    zookeeper_hosts: Sequence[str],
+    chroot: str,
+) -> list[str]:
+    """Why a host whose meta.properties have no ``cluster.id`` cannot be pinned as broker ``broker_id``.
+
+    Accepted only for a cluster older than 2.4 (see :data:`CLUSTER_ID_IN_META_SINCE`) when all of:
+    the configured server.properties (read without following a symlink) has a ``zookeeper.connect``
+    with the connection's chroot and at least one of its ZooKeeper hosts, and ``broker.id`` equal
+    to ``broker_id`` (or unset with broker id generation on and a generated meta.properties id);
+    the registration ``/brokers/ids/<broker_id>`` names the host SSH reached. meta.properties'
+    ``broker.id`` was checked by the caller. Weaker than a ``cluster.id`` (two clusters may share
+    ZooKeeper hosts and chroot only by misconfiguration), so every piece must be present.
+
+    :param meta_broker_ids: broker.id of every meta.properties on the host.
+    :param evidence: what the hooks read; None: nothing was (a caller that does not pass it).
+    :param zookeeper_hosts: the connection's ZooKeeper hosts (``host[:port]``).
+    :param chroot: the connection's chroot ('' or '/' for none).
+    """
+    where = f"broker {broker_id} on {host}"
+    if evidence is None:
+        return [
+            f"{where}: meta.properties has no cluster.id (Kafka < 2.4 writes version 0 with broker.id only) "
+            "and this step gathered no other proof of the host's identity: refusing"
+        ]
+    problems = _release_problems(broker_id, evidence, where)
+    path = evidence.server_properties_path
+    if path is None:
+        problems.append(
+            f"{where}: meta.properties has no cluster.id (Kafka < 2.4), and without it the host is pinned "
+            "by its server.properties: set server_properties_path (the broker's real file, not a symlink)"
+        )
+    elif evidence.server_properties is None:
+        problems.append(f"{where}: {path}: {evidence.server_properties_problem or 'not readable'}")
+    else:
+        props = evidence.server_properties
+        problems.extend(_zookeeper_connect_problems(where, path, props, zookeeper_hosts, chroot))
+        problems.extend(_server_broker_id_problems(broker_id, where, path, props, meta_broker_ids))
+    if evidence.registered_hosts is None:
+        problems.append(
+            f"{where}: /brokers/ids/{broker_id} is not registered, so ZooKeeper cannot confirm the host "
+            "(without cluster.id in meta.properties the broker must be running when it is pinned)"
+        )
+    else:
+        reached = {h.lower() for h in evidence.reached_hosts if h}
+        registered = {h.lower() for h in evidence.registered_hosts if h}
+        if not reached & registered:
+            problems.append(
+                f"{where}: /brokers/ids/{broker_id} names {sorted(registered)}, but SSH reached "
+                f"{sorted(reached)}: another host answered (fix broker_hosts or the DNS)"
+            )
+    return problems
+
+
+def _zookeeper_connect_problems(
+    where: str, path: str, props: Mapping[str, str], zookeeper_hosts: Sequence[str], chroot: str
+) -> list[str]:
+    text = props.get("zookeeper.connect")
+    if text is None:
+        return [f"{where}: {path} has no zookeeper.connect"]
+    try:
+        theirs, their_chroot = parse_zookeeper_connect(text)
+        ours, _ = parse_zookeeper_connect(",".join(zookeeper_hosts))
+    except ValueError as exc:
+        return [f"{where}: {path}: zookeeper.connect={text!r} unreadable ({exc})"]
+    problems = []
+    our_chroot = (chroot or "").rstrip("/")
+    if their_chroot != our_chroot:
+        problems.append(
+            f"{where}: {path} has zookeeper.connect chroot {their_chroot or '/'!r}, the connection's is "
+            f"{our_chroot or '/'!r}: the host belongs to another cluster (or the connection's chroot is wrong)"
+        )
+    if not theirs & ours:
+        problems.append(
+            f"{where}: {path} has zookeeper.connect hosts {sorted(f'{h}:{p}' for h, p in theirs)}, none of "
+            f"the connection's {sorted(f'{h}:{p}' for h, p in ours)}: another ensemble's broker "
+            "(or name the same ZooKeeper hosts in both)"
+        )
+    return problems
+
+
+def _server_broker_id_problems(
+    broker_id: int, where: str, path: str, props: Mapping[str, str], meta_broker_ids: Sequence[int]
+) -> list[str]:
+    text = props.get("broker.id")
+    configured: int | None = None
+    if text is not None:
+        try:
+            configured = int(text.strip())
+        except ValueError:
+            return [f"{where}: {path} has broker.id={text!r}, not a number"]
+    if configured is not None and configured >= 0:
+        if configured != broker_id:
+            return [f"{where}: {path} has broker.id={configured}, not {broker_id}"]
+        return []
+    # unset or -1: the id is generated from /brokers/seqid + reserved.broker.max.id (2.3.0
+    # KafkaServer.getBrokerIdAndOfflineDirs, generateBrokerId) and then kept in meta.properties
+    generation = props.get("broker.id.generation.enable", "true").strip().lower()
+    if generation != "true":
+        return [
+            f"{where}: {path} sets no broker.id and broker.id.generation.enable={generation}: "
+            "Kafka would not start this broker"
+        ]
+    try:
+        reserved = int(props.get("reserved.broker.max.id", str(DEFAULT_RESERVED_BROKER_MAX_ID)).strip())
+    except ValueError:
+        return [f"{where}: {path} has an unreadable reserved.broker.max.id"]
+    if broker_id <= reserved or any(b != broker_id for b in meta_broker_ids):
+        return [
+            f"{where}: {path} sets no broker.id (generated), but {broker_id} is not a generated id "
+            f"(> reserved.broker.max.id {reserved}) kept in every meta.properties"
+        ]
+    return []
 
 
 # ---------------------------------------------------------------------------------------------

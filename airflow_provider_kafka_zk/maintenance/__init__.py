@@ -1,6 +1,7 @@
 """The safety layer every mutation of a Kafka cluster goes through (see :mod:`.session`)."""
 
 from airflow_provider_kafka_zk.maintenance.session import (
+    BrokerIdentityPinError,
     ClusterIdentityError,
     MaintenanceLeaseHeldError,
     MaintenanceLeaseLostError,
@@ -16,6 +17,7 @@ from airflow_provider_kafka_zk.maintenance.session import (
 )
 
 __all__ = [
+    "BrokerIdentityPinError",
     "ClusterIdentityError",
     "MaintenanceLeaseHeldError",
     "MaintenanceLeaseLostError",

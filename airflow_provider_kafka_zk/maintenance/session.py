@@ -17,7 +17,9 @@ changes. Opening it, in this order and before the first write:
    ``changes-<task>-<try>.json``. A step that writes nothing takes no lease.
 
 Broker hosts a run touches on disk are pinned with :meth:`MaintenanceSession.pin_broker` (each
-meta.properties must carry ZooKeeper's ``cluster.id`` and the expected ``broker.id``). Rollback
+meta.properties must carry ZooKeeper's ``cluster.id`` and the expected ``broker.id``; on Kafka < 2.4,
+whose files hold no cluster.id, the configured server.properties' ``zookeeper.connect`` and
+``broker.id`` and the broker's registration naming the host stand in for it). Rollback
 artefacts go through :meth:`MaintenanceSession.write_rollback`, which reads them back. Without a
 session a hook refuses every write (``WriteOutsideSessionError``).
 """
@@ -45,6 +47,7 @@ from airflow_provider_kafka_zk.artefacts.store import (
     check_store_writable,
     write_and_verify,
 )
+from airflow_provider_kafka_zk.hooks.broker_host import _registration_hosts
 from airflow_provider_kafka_zk.hooks.zookeeper import (
     CheckVersionOp,
     CreateOp,
@@ -62,6 +65,7 @@ from airflow_provider_kafka_zk.kafka.safety import (
     AclEntry,
     ClusterIdentity,
     LeaseHolder,
+    LegacyBrokerEvidence,
     UnsafeFlagError,
     acl_for_new_znode,
     broker_identity_problems,
@@ -91,6 +95,10 @@ class SafetyFlagError(MaintenanceRefusedError, ValueError):
 
 class ClusterIdentityError(MaintenanceRefusedError):
     """The cluster (or a broker host) is not the one the run is meant for, or that cannot be proven."""
+
+
+class BrokerIdentityPinError(ClusterIdentityError):
+    """A broker host could not be proven to be that broker of this cluster (names broker, file, difference)."""
 
 
 class MaintenanceLeaseHeldError(MaintenanceRefusedError):
@@ -309,16 +317,35 @@ class MaintenanceSession:
         host: str,
         meta: Iterable[tuple[str, int | None, str | None]],
         effective_broker_id: int | None,
+        *,
+        host_evidence: Mapping[str, Any] | None = None,
     ) -> None:
         """Prove broker ``broker_id``'s host belongs to this cluster before touching its disk.
 
         :param meta: (log dir, broker.id, cluster.id) of every meta.properties read on the host.
         :param effective_broker_id: broker.id from server.properties (or meta.properties).
+        :param host_evidence: the inventory's ``remote["identity_evidence"]`` (configured
+            server.properties, the host SSH reached): pins a Kafka < 2.4 host, whose meta.properties
+            hold no cluster.id, together with the broker's registration read here.
+        :raises BrokerIdentityPinError: naming the broker, the file and what differed.
         """
         identity = self._require_identity()
-        problems = broker_identity_problems(broker_id, host, identity.cluster_id, meta, effective_broker_id)
+        entries = list(meta)
+        legacy = None
+        if entries and any(c is None for _, _, c in entries):
+            legacy = self._legacy_evidence(broker_id, host_evidence)
+        problems = broker_identity_problems(
+            broker_id,
+            host,
+            identity.cluster_id,
+            entries,
+            effective_broker_id,
+            legacy=legacy,
+            zookeeper_hosts=identity.hosts,
+            chroot=identity.chroot,
+        )
         if problems:
-            raise ClusterIdentityError(
+            raise BrokerIdentityPinError(
                 "refusing to touch broker {} on {}: {}".format(broker_id, host, "; ".join(problems))
             )
         pinned = identity.with_broker(broker_id, host, identity.cluster_id)
@@ -327,7 +354,57 @@ class MaintenanceSession:
         else:
             self.identity = pinned
             self._write_identity(pinned)
-        log.info("Broker %d on %s: meta.properties carry cluster.id %s", broker_id, host, identity.cluster_id)
+        if legacy is None:
+            log.info(
+                "Broker %d on %s: meta.properties carry cluster.id %s", broker_id, host, identity.cluster_id
+            )
+        else:
+            log.info(
+                "Broker %d on %s: meta.properties without cluster.id (Kafka < 2.4); pinned by broker.id, "
+                "zookeeper.connect in %s and the registration in %s",
+                broker_id,
+                host,
+                legacy.server_properties_path,
+                self.hook.describe_path(f"{znodes.BROKER_IDS}/{broker_id}"),
+            )
+
+    def _legacy_evidence(
+        self, broker_id: int, host_evidence: Mapping[str, Any] | None
+    ) -> LegacyBrokerEvidence | None:
+        """The host's evidence plus ZooKeeper's: the broker's registration, every registration's
+        version and whether ``/feature`` exists (what would prove Kafka >= 2.7)."""
+        if host_evidence is None:
+            return None
+        registered: tuple[str, ...] | None = None
+        versions: list[int] = []
+        children = self.hook.get_children(znodes.BROKER_IDS) if self.hook.exists(znodes.BROKER_IDS) else []
+        for child in children:
+            path = f"{znodes.BROKER_IDS}/{child}"
+            try:
+                data, _ = self.hook.get_znode(path)
+                registration = znodes.BrokerRegistration.decode(data, path)
+            except ZnodeNotFoundError:
+                continue  # gone since the listing
+            except (znodes.ZnodeFormatError, ValueError) as exc:
+                if child == str(broker_id):
+                    raise BrokerIdentityPinError(
+                        f"refusing to touch broker {broker_id}: {self.hook.describe_path(path)} is unreadable ({exc})"
+                    ) from None
+                continue
+            versions.append(registration.version)
+            if registration.broker_id == broker_id:
+                registered = _registration_hosts(registration)
+        props = host_evidence.get("server_properties")
+        return LegacyBrokerEvidence(
+            server_properties_path=host_evidence.get("server_properties_path"),
+            server_properties=dict(props) if isinstance(props, Mapping) else None,
+            server_properties_problem=host_evidence.get("server_properties_problem"),
+            reached_hosts=tuple(str(h) for h in host_evidence.get("reached_hosts") or ()),
+            registered_hosts=registered,
+            registration_versions=tuple(versions),
+            feature_znode=self.hook.exists(znodes.FEATURE) is not None,
+            kafka_version=host_evidence.get("kafka_version"),
+        )
 
     def require_broker(self, broker_id: int, host: str) -> None:
         """For broker-file changes: this broker at this host was pinned by :meth:`pin_broker`."""

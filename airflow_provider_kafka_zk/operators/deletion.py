@@ -476,7 +476,13 @@ class TopicDeletionVerifyOperator(BaseOperator):
                         raise ClusterIdentityError(
                             f"broker {broker_id}: its disk was not read, refusing to touch it"
                         )
-                    session.pin_broker(broker_id, disk.host, disk.meta, disk.effective_broker_id)
+                    session.pin_broker(
+                        broker_id,
+                        disk.host,
+                        disk.meta,
+                        disk.effective_broker_id,
+                        host_evidence=disk.host_evidence,
+                    )
                     try:  # every path rule, for every broker, before the first change anywhere
                         validate_request(by_broker[broker_id], disk.log_dirs, ts)
                     except QuarantinePathError as exc:

@@ -681,7 +681,11 @@ class TopicIdRepairExecuteOperator(BaseOperator):
             for d in inventory.log_dirs
         ]
         run.session.pin_broker(
-            broker, inventory.host, meta, effective_broker_id(inventory.facts, inventory.log_dirs)
+            broker,
+            inventory.host,
+            meta,
+            effective_broker_id(inventory.facts, inventory.log_dirs),
+            host_evidence=inventory.remote.get("identity_evidence"),
         )
         files = [PartitionFile(f["log_dir"], f["dir_name"], f["name"]) for f in step["files"]]
         found = read_partition_files(run.host_hook, broker, files, log_dirs=log_dirs)

@@ -69,6 +69,7 @@ class BrokerDisk:
     log_dirs: tuple[str, ...]
     meta: tuple[tuple[str, int | None, str | None], ...]  # (log dir, broker.id, cluster.id)
     effective_broker_id: int | None
+    host_evidence: Mapping[str, Any] | None = None  # pins a Kafka < 2.4 host (no cluster.id)
 
 
 @dataclass
@@ -271,6 +272,7 @@ def check_deletions(
                 for d in inv.log_dirs
             ),
             effective_broker_id=effective_broker_id(inv.facts, inv.log_dirs),
+            host_evidence=inv.remote.get("identity_evidence"),
         )
         kwargs: dict[str, Any] = {}
         if inv.facts.delete_topic_enable is not None:
