@@ -109,6 +109,27 @@ def is_bound(url: str) -> bool:
     return "://" in url and url.split("://", 1)[0] in _BOUND
 
 
+_SSH_PROTOCOLS = ("sftp", "ssh")
+
+
+def _ssh_host_key_options(base: str, conn_id: str | None) -> dict[str, Any] | None:
+    """``known_hosts`` for an SFTP store: the connection's ``known_hosts`` extra (a file), else
+    ``~/.ssh/known_hosts``. The SFTP provider's filesystem (sshfs) otherwise connects with
+    ``known_hosts=None``, i.e. without checking the server's host key; ``no_host_key_check`` is refused.
+    """
+    if not conn_id:
+        return None
+    from airflow.sdk import BaseHook
+
+    extras = BaseHook.get_connection(conn_id).extra_dejson
+    if str(extras.get("no_host_key_check", "")).lower() == "true":
+        raise ArtefactsStoreBindingError(
+            f"artefacts base {base}: connection {conn_id!r} sets no_host_key_check; the store's host key "
+            "is always verified: give a known_hosts extra (a file) or add the key to ~/.ssh/known_hosts"
+        )
+    return {"known_hosts": os.path.expanduser(str(extras.get("known_hosts") or "~/.ssh/known_hosts"))}
+
+
 def resolve_artefacts(base: str, conn_id: str | None = None) -> ArtefactsStore:
     """Resolve ``base`` through ``ObjectStoragePath`` with ``conn_id``, and bind this process's fsspec
     to that connection so the plain URL reaches the store (see the module docstring).
@@ -118,8 +139,14 @@ def resolve_artefacts(base: str, conn_id: str | None = None) -> ArtefactsStore:
         none: the store's default credentials. Local paths ignore it.
     """
     path = artefacts_path(base, conn_id)
+    host_keys = _ssh_host_key_options(base, path.conn_id) if path.protocol in _SSH_PROTOCOLS else None
     try:
-        fs = path.fs
+        if host_keys is not None:  # what path.fs does, with the host-key check the provider leaves out
+            from airflow.sdk.io.fs import get_fs
+
+            fs = get_fs(path.protocol, path.conn_id, host_keys)
+        else:
+            fs = path.fs
     except ValueError as exc:  # "No filesystem registered for scheme s3": no provider for it
         if path.conn_id:
             raise ValueError(

@@ -11,7 +11,17 @@ import pytest
 from fsspec.implementations.local import LocalFileSystem
 
 from airflow_provider_kafka_zk.artefacts.files import write_atomically, write_url_atomically
-from airflow_provider_kafka_zk.artefacts.object_storage import artefacts_fs, artefacts_path
+from airflow_provider_kafka_zk.artefacts.object_storage import (
+    BINDING_FILE_ENV,
+    ArtefactsStore,
+    ArtefactsStoreBindingError,
+    artefacts_fs,
+    artefacts_path,
+    bind_from_environment,
+    is_bound,
+    resolve_artefacts,
+    write_binding_file,
+)
 from airflow_provider_kafka_zk.operators.inventory import (
     InventoryLocation,
     inventory_coverage,
@@ -110,3 +120,38 @@ def test_a_store_airflow_has_no_filesystem_for(tmp_path):
     assert url.startswith("memory://") and fsspec.core.url_to_fs(url)[1] == root
     with pytest.raises(ValueError, match=r"connection 'aws_artefacts'.*install the store's provider"):
         artefacts_fs(base, conn_id="aws_artefacts")
+
+
+def test_a_binding_travels_to_a_job_as_a_private_file_and_binds_its_fsspec(tmp_path):
+    """What the Spark submit hands the job: the store's class and options in a 0600 file; the job
+    (no Airflow) binds its fsspec from it, so plain URLs of that protocol reach the same store."""
+    protocol = f"kzktest{uuid.uuid4().hex[:8]}"
+    binding = {
+        "protocol": protocol,
+        "fs_class": "fsspec.implementations.memory.MemoryFileSystem",
+        "netloc": "",
+        "options": {"secret_option": "s3cr3t"},
+    }
+    store = ArtefactsStore(LocalFileSystem(), "/", f"{protocol}://bucket", binding)
+    assert "s3cr3t" not in repr(store)
+    path = write_binding_file(store, str(tmp_path))
+    assert path is not None and (tmp_path / "artefacts-store.json").stat().st_mode & 0o777 == 0o600
+    assert not is_bound(f"{protocol}://bucket/x")
+    assert bind_from_environment({BINDING_FILE_ENV: path}) is True
+    assert is_bound(f"{protocol}://bucket/x")
+    fs, _ = fsspec.core.url_to_fs(f"{protocol}://bucket/x")
+    assert isinstance(fs, fsspec.implementations.memory.MemoryFileSystem)
+    assert fs.storage_options["secret_option"] == "s3cr3t"  # the connection's options, as defaults
+    assert bind_from_environment({}) is False
+    unreadable = ArtefactsStore(LocalFileSystem(), "/", "x://y", {**binding, "options": {"o": object()}})
+    with pytest.raises(ArtefactsStoreBindingError, match="not plain data"):
+        write_binding_file(unreadable, str(tmp_path / "other"))
+    with pytest.raises(ArtefactsStoreBindingError, match=r"missing\.json") as caught:
+        bind_from_environment({BINDING_FILE_ENV: str(tmp_path / "missing.json")})
+    assert "s3cr3t" not in str(caught.value)
+
+
+def test_a_local_base_binds_nothing(tmp_path):
+    store = resolve_artefacts(str(tmp_path / "a"), "ignored_by_local_paths")
+    assert store.binding is None and store.url == str(tmp_path / "a")
+    assert write_binding_file(store, str(tmp_path)) is None
