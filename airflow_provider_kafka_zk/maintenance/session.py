@@ -393,7 +393,7 @@ class MaintenanceSession:
                 continue
             versions.append(registration.version)
             if registration.broker_id == broker_id:
-                registered = _registration_hosts(registration)
+                registered = _with_addresses(_registration_hosts(registration))
         props = host_evidence.get("server_properties")
         return LegacyBrokerEvidence(
             server_properties_path=host_evidence.get("server_properties_path"),
@@ -616,6 +616,19 @@ class MaintenanceSession:
             write_url_atomically(f"{self.artefact_dir}/{name}", json.dumps(record, indent=1).encode())
         except OSError as exc:  # the change happened: say so loudly, do not hide it behind a store error
             log.error("Could not write the change log %s (%s); the change was made: %s", name, exc, changes)
+
+
+def _with_addresses(hosts: tuple[str, ...]) -> tuple[str, ...]:
+    """The registered host names plus the addresses they resolve to (a name that does not resolve
+    adds nothing): the SSH peer address may match a registration that names the host by DNS."""
+    out = list(hosts)
+    for host in hosts:
+        try:
+            infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+        except (OSError, UnicodeError):
+            continue
+        out.extend(str(info[4][0]) for info in infos if str(info[4][0]) not in out)
+    return tuple(dict.fromkeys(out))
 
 
 def read_lease(hook: KafkaZooKeeperHook) -> tuple[LeaseHolder | None, ZnodeStat | None]:

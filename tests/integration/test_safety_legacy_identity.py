@@ -197,11 +197,12 @@ def _refused(operator: TopicDeletionVerifyOperator) -> str:
     return str(refused.value)
 
 
-def test_a_2_3_cluster_is_pinned_by_server_properties_and_registration_and_the_quarantine_moves(
-    deploy, tmp_path
+@pytest.mark.parametrize("release", ["2.3.1", "0.11.0.3"])
+def test_a_pre_2_4_cluster_is_pinned_by_server_properties_and_registration_and_the_quarantine_moves(
+    release, deploy, tmp_path
 ):
-    deployed, conn_id = deploy("live", LIVE_HOSTS, "2.3.1")
-    # what a 2.3 broker writes: version 0, broker.id, no cluster.id
+    deployed, conn_id = deploy("live", LIVE_HOSTS, release)
+    # what a pre-2.4 broker writes: version 0, broker.id, no cluster.id
     for text in _meta(deployed, 2):
         assert "version=0" in text and "broker.id=2" in text and "cluster.id" not in text
     leftovers = _leftovers(deployed)

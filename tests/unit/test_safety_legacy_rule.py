@@ -191,3 +191,14 @@ def test_zookeeper_connect_is_read_as_zookeeper_reads_it():
     for bad in ("", "/kafka", "zk1:port/kafka"):
         with pytest.raises(ValueError):
             parse_zookeeper_connect(bad)
+
+
+def test_a_registration_naming_the_host_by_dns_matches_its_address():
+    # the session adds what each registered name resolves to: SSH's peer address then matches
+    from airflow_provider_kafka_zk.maintenance.session import _with_addresses
+
+    resolved = _with_addresses(("localhost", "no-such-host.invalid"))
+    assert resolved[:2] == ("localhost", "no-such-host.invalid") and "127.0.0.1" in resolved
+    evidence = _evidence(reached_hosts=("10.0.0.99", "127.0.0.1"), registered_hosts=resolved)
+    assert _problems(evidence) == []
+    assert _problems(_evidence(reached_hosts=("10.0.0.99",), registered_hosts=resolved))
