@@ -72,6 +72,16 @@ def symlink_component(path):
     return None
 
 
+def running_jars(main_classes, configured):
+    """The Kafka jars of the one running broker started with ``configured`` (same real path), else
+    None: its release tells the identity pin whether meta.properties should hold a cluster.id."""
+    wanted = os.path.realpath(configured)
+    running = [
+        p for p in kafka_processes(main_classes, ()) if os.path.realpath(raw_path(p["path"])) == wanted
+    ]
+    return running[0]["kafka_jars"] if len(running) == 1 else None
+
+
 def read_small(path, limit):
     """A regular file's bytes (following symlinks, as Kafka does); None when absent."""
     try:
@@ -274,6 +284,7 @@ def main():
                 "path": configured,
                 "file": read_small(raw_path(configured), limit),
                 "symlink": symlink_component(raw_path(configured)),
+                "running_kafka_jars": running_jars(params["main_classes"], raw_path(configured)),
             }
         )
     else:

@@ -52,6 +52,7 @@ from airflow_provider_kafka_zk.kafka.inventory import (
     ZooKeeperView,
     choose_server_properties,
     effective_broker_id,
+    kafka_version_from_jars,
     readable_name,
 )
 from airflow_provider_kafka_zk.kafka.logdir import parse_java_properties
@@ -539,6 +540,7 @@ class BrokerHostHook(BaseHook):
             for record in self._records(channel, address, stderr):
                 if record.get("t") == "server_properties" and record.get("source") == "configured":
                     assembler.remote[_CONFIGURED_SYMLINK] = record.get("symlink")
+                    assembler.remote[_CONFIGURED_JARS] = record.get("running_kafka_jars")
                 try:
                     assembler.feed(record)
                 except RemoteFatalError as exc:
@@ -632,6 +634,7 @@ class BrokerHostHook(BaseHook):
 #: Key of :attr:`BrokerInventory.remote` holding :func:`identity_evidence`'s record.
 IDENTITY_EVIDENCE = "identity_evidence"
 _CONFIGURED_SYMLINK = "configured_server_properties_symlink"
+_CONFIGURED_JARS = "configured_broker_kafka_jars"
 #: The only server.properties keys the pin keeps (the file also holds passwords).
 IDENTITY_KEYS = (
     "zookeeper.connect",
@@ -644,8 +647,9 @@ IDENTITY_KEYS = (
 
 def identity_evidence(assembler: InventoryAssembler, host: str, peer: str | None) -> dict[str, Any]:
     """JSON-safe record of what pins a host without cluster.id: the *configured* server.properties
-    (read in the inventory's round trip; refused when any path component is a symlink), and the
-    names of the host SSH reached (as asked, its peer address, its own hostname). The session
+    (read in the inventory's round trip; refused when any path component is a symlink), the names
+    of the host SSH reached (as asked, its peer address, its own hostname) and the release of the
+    broker process started with that file (its ``kafka_<scala>-<release>.jar``). The session
     adds ZooKeeper's side and decides (``kafka.safety.legacy_broker_problems``)."""
     configured = next((c for c in assembler.candidates if c.source == "configured"), None)
     props: dict[str, str] | None = None
@@ -668,6 +672,8 @@ def identity_evidence(assembler: InventoryAssembler, host: str, peer: str | None
             else:
                 props = {k: parsed[k] for k in IDENTITY_KEYS if k in parsed}
     reached = [host, peer, assembler.remote.get("hostname")]
+    jars = assembler.remote.get(_CONFIGURED_JARS)
+    release = kafka_version_from_jars(str(j) for j in jars) if isinstance(jars, list) else None
     return {
         "server_properties_path": path,
         "server_properties": props,
@@ -675,7 +681,8 @@ def identity_evidence(assembler: InventoryAssembler, host: str, peer: str | None
         "reached_hosts": [
             h for i, h in enumerate(reached) if isinstance(h, str) and h and h not in reached[:i]
         ],
-        "kafka_version": assembler.facts.kafka_version if assembler.facts is not None else None,
+        # the running broker's release: from its classpath (configured path: the process started with it)
+        "kafka_version": release or (assembler.facts.kafka_version if assembler.facts is not None else None),
     }
 
 

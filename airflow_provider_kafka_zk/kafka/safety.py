@@ -298,7 +298,8 @@ class LegacyBrokerEvidence:
     :param registered_hosts: the hosts of ``/brokers/ids/<id>`` (host + endpoints); None: not registered.
     :param registration_versions: the ``version`` of every registration in ``/brokers/ids``.
     :param feature_znode: whether ``/feature`` exists (2.7+ controllers create it).
-    :param kafka_version: the broker's release from its classpath jars, when known.
+    :param kafka_version: the release of the broker process started with that server.properties
+        (its ``kafka_<scala>-<release>.jar``), when one runs.
     """
 
     server_properties_path: str | None

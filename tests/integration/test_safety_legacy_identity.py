@@ -316,7 +316,8 @@ def broker_processes(deploy):
     inventory finds server.properties without ``server_properties_path``."""
     started = []
 
-    def _start(deployed: DeployedCluster) -> None:
+    def _start(deployed: DeployedCluster, release: str | None = None) -> None:
+        classpath = ["-cp", f"/opt/kafka/libs/zookeeper-3.4.14.jar:/opt/kafka/libs/kafka_2.12-{release}.jar"]
         for host in deployed.hosts.values():
             started.append(
                 subprocess.Popen(
@@ -324,6 +325,7 @@ def broker_processes(deploy):
                         sys.executable,
                         "-c",
                         "import time; time.sleep(120)",
+                        *(classpath if release else []),
                         KAFKA_MAIN,
                         str(host.server_properties),
                     ]
@@ -358,4 +360,37 @@ def test_a_cluster_id_less_meta_properties_on_a_3_x_cluster_refuses(deploy, tmp_
     before = _state(deployed)
     message = _refused(_operator(conn_id, deployed.root, tmp_path))
     assert "version 5 (Kafka >= 2.7), yet no cluster.id" in message
+    assert _state(deployed) == before
+
+
+def _drop_ibp(deployed: DeployedCluster) -> None:
+    """server.properties without inter.broker.protocol.version (a cluster never upgraded)."""
+    for host in deployed.hosts.values():
+        text = host.server_properties.read_text()
+        host.server_properties.write_text(re.sub(r"(?m)^inter\.broker\.protocol\.version=.*\n", "", text))
+
+
+def test_without_an_ibp_the_running_brokers_release_decides(deploy, broker_processes, tmp_path):
+    deployed, conn_id = deploy("live", LIVE_HOSTS, "2.3.1")
+    _drop_ibp(deployed)
+    # no running broker and no IBP: nothing says the release is < 2.4
+    before = _state(deployed)
+    message = _refused(_operator(conn_id, deployed.root, tmp_path / "a"))
+    assert "cannot tell the cluster's Kafka release" in message and "inter.broker.protocol.version" in message
+    assert _state(deployed) == before
+    # the brokers run from kafka_2.12-2.3.1.jar: their release is read from the process started
+    # with the configured server.properties, and the quarantine moves
+    broker_processes(deployed, "2.3.1")
+    result = _operator(conn_id, deployed.root, tmp_path / "b").execute({"ts_nodash": TS})
+    assert [(v["topic"], v["verdict"]) for v in result] == [("old-logs", "deleted")]
+    assert _leftovers(deployed) == set()
+
+
+def test_a_broker_running_2_4_without_cluster_id_refuses(deploy, broker_processes, tmp_path):
+    deployed, conn_id = deploy("live", LIVE_HOSTS, "2.3.1")
+    _drop_ibp(deployed)
+    broker_processes(deployed, "2.4.1")  # a 2.4 broker would have written cluster.id at its start
+    before = _state(deployed)
+    message = _refused(_operator(conn_id, deployed.root, tmp_path))
+    assert "the broker runs Kafka 2.4.1, which writes cluster.id, yet there is none" in message
     assert _state(deployed) == before
