@@ -244,6 +244,13 @@ def broker_identity_problems(
     if not entries:
         problems.append(f"broker {broker_id} on {host}: no log dir with a meta.properties was read")
     for log_dir, meta_broker, meta_cluster in entries:
+        if meta_broker is not None and meta_cluster is None:
+            problems.append(
+                f"broker {broker_id} on {host}: {posixpath.join(log_dir, 'meta.properties')} has no cluster.id "
+                "while other log dirs' have one (a 2.4+ broker writes it into every online log dir at "
+                "start): a stale or copied log dir"
+            )
+            continue
         if meta_broker is None or meta_cluster is None:
             problems.append(
                 f"broker {broker_id} on {host}: {posixpath.join(log_dir, 'meta.properties')} "

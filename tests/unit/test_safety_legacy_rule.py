@@ -104,7 +104,10 @@ def test_some_files_with_cluster_id_and_some_without_is_doubt():
     # a 2.4+ broker writes cluster.id into every online log dir at each start
     meta = [("/d0", 2, "Ab3_ZkClusterIdxxxxxxx"), ("/d1", 2, None)]
     problems = _problems(_evidence(), meta)
-    assert problems and "/d1/meta.properties missing or without broker.id/cluster.id" in problems[0]
+    assert problems == [
+        "broker 2 on kafka2.example.com: /d1/meta.properties has no cluster.id while other log dirs' have "
+        "one (a 2.4+ broker writes it into every online log dir at start): a stale or copied log dir"
+    ]
 
 
 @pytest.mark.parametrize(
