@@ -26,6 +26,7 @@ from kazoo.client import KazooClient
 from airflow_provider_kafka_zk.hooks.broker_host import BrokerHostHook
 from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook
 from airflow_provider_kafka_zk.kafka.logdir import DirKind
+from airflow_provider_kafka_zk.kafka.versions import MATRIX_RELEASES, KafkaVersion
 from airflow_provider_kafka_zk.maintenance import BrokerIdentityPinError, MaintenanceSession, RunIdentity
 from airflow_provider_kafka_zk.operators.deletion import TopicDeletionVerifyOperator
 from airflow_provider_kafka_zk.testing.simulator import (
@@ -394,3 +395,40 @@ def test_a_broker_running_2_4_without_cluster_id_refuses(deploy, broker_processe
     message = _refused(_operator(conn_id, deployed.root, tmp_path))
     assert "the broker runs Kafka 2.4.1, which writes cluster.id, yet there is none" in message
     assert _state(deployed) == before
+
+
+@pytest.mark.parametrize("line", list(MATRIX_RELEASES))
+def test_every_release_line_of_the_matrix_pins_its_broker_hosts(line, deploy, tmp_path):
+    """Before: every line up to 2.3 refused. Now each line's hosts are pinned, by cluster.id from
+    2.4 and by server.properties + registration before; a cluster.id-less file never passes 2.4+."""
+    release = MATRIX_RELEASES[line]
+    deployed, conn_id = deploy("live", LIVE_HOSTS, release)
+    legacy = not KafkaVersion.parse(release).at_least("2.4")
+    host_hook = BrokerHostHook(
+        SSH_CONN, conn_id, broker_hosts=LIVE_HOSTS, server_properties_path=_server_properties(deployed.root)
+    )
+    with KafkaZooKeeperHook(conn_id) as hook:
+        session = MaintenanceSession(
+            hook,
+            cluster="live",
+            artefact_dir=str(tmp_path),
+            run=RunIdentity("d", "r", "t", 1, "h"),
+            dry_run=True,
+        ).open()
+        try:
+            for broker in LIVE_HOSTS:
+                inventory = host_hook.inventory(broker)
+                meta = [(d.path, d.meta.broker_id, d.meta.cluster_id) for d in inventory.log_dirs]
+                assert {m[2] for m in meta} == ({None} if legacy else {deployed.cluster.cluster_id})
+                evidence = inventory.remote["identity_evidence"]
+                session.pin_broker(broker, inventory.host, meta, broker, host_evidence=evidence)
+                if not legacy:  # the same host with cluster.id stripped is no longer this broker
+                    stripped = [(d, b, None) for d, b, _ in meta]
+                    with pytest.raises(BrokerIdentityPinError, match=r"Kafka >= 2\.[47]"):
+                        session.pin_broker(broker, inventory.host, stripped, broker, host_evidence=evidence)
+        finally:
+            session.close()
+    pinned = json.loads((tmp_path / "identity.json").read_text())["identity"]["brokers"]
+    assert pinned == {
+        str(b): {"host": h, "cluster_id": deployed.cluster.cluster_id} for b, h in LIVE_HOSTS.items()
+    }
