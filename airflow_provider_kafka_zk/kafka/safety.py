@@ -348,7 +348,7 @@ def parse_zookeeper_connect(text: str) -> tuple[frozenset[tuple[str, int]], str]
     return frozenset(hosts), chroot
 
 
-def _release_problems(broker_id: int, evidence: LegacyBrokerEvidence, where: str) -> list[str]:
+def _release_problems(evidence: LegacyBrokerEvidence, where: str) -> list[str]:
     """Why the cluster may not be pre-2.4; empty when the evidence says it is."""
     newer = [v for v in evidence.registration_versions if v >= 5]
     if newer:
@@ -377,8 +377,9 @@ def _release_problems(broker_id: int, evidence: LegacyBrokerEvidence, where: str
         return [
             f"{where}: inter.broker.protocol.version={ibp!r} in {evidence.server_properties_path} is not a version"
         ]
+    # The release is at least the IBP. An IBP < 2.4 under a 2.4+ release (mid-upgrade) is no hole:
+    # that broker rewrote its meta.properties with cluster.id when it started (KafkaServer, 2.4.0).
     if (version.major, version.minor) >= CLUSTER_ID_IN_META_SINCE:
-        # the release is at least the IBP; a >= 2.4 broker writes cluster.id at every start
         return [
             f"{where}: inter.broker.protocol.version={ibp} in {evidence.server_properties_path} means "
             "Kafka >= 2.4, which writes cluster.id: a file without it is not this broker's"
@@ -415,7 +416,7 @@ def legacy_broker_problems(
             f"{where}: meta.properties has no cluster.id (Kafka < 2.4 writes version 0 with broker.id only) "
             "and this step gathered no other proof of the host's identity: refusing"
         ]
-    problems = _release_problems(broker_id, evidence, where)
+    problems = _release_problems(evidence, where)
     path = evidence.server_properties_path
     if path is None:
         problems.append(
