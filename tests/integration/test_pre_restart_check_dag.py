@@ -199,7 +199,13 @@ def test_the_daily_dag_runs_the_optional_scan_stage_with_its_verdicts_on_spark(l
     assert "findings written" in output or (base / CLUSTER / "findings").exists()  # the audit ran too
 
 
-def test_the_drain_stops_before_planning_when_a_drained_broker_would_not_restart(live):
+def test_the_drain_moves_nothing_off_a_broker_that_would_not_restart(live):
+    """The restart check gates the drain's execution (the plan is made in parallel from its own
+    read, issue 17, and may be written): with dry_run false and a drained broker that would fail
+    recovery, the run fails on the verdict before any write: no reassignment, no throttle, no change
+    log."""
+    from kazoo.client import KazooClient
+
     deployed, base = live
     part = deployed.hosts[2].log_dirs[0] / "metrics-1"
     log = part / "00000000000000000000.log"
@@ -217,7 +223,7 @@ def test_the_drain_stops_before_planning_when_a_drained_broker_would_not_restart
             "test",
             "kafka_zk_pre_maintenance_drain",
             "-c",
-            json.dumps({"cluster": CLUSTER, "brokers": [2], "dry_run": True}),
+            json.dumps({"cluster": CLUSTER, "brokers": [2], "dry_run": False}),
         ],
         env=os.environ.copy(),
         capture_output=True,
@@ -226,10 +232,20 @@ def test_the_drain_stops_before_planning_when_a_drained_broker_would_not_restart
     )
     output = run.stdout + run.stderr
     assert run.returncode != 0 and "broker 2 will fail recovery at" in output
-    assert not (
-        base / CLUSTER / "drain"
-    ).exists()  # no plan: nothing is moved off a broker that will not return
+    written = {p.name for p in (base / CLUSTER / "drain").rglob("*") if p.is_file()}
+    # the plan's own files may be there; nothing the execute step writes (throttles, change log)
+    assert not [n for n in written if n == "throttles.json" or n.startswith("changes-")], written
+    zk = KazooClient(hosts=deployed.zookeeper_connect)
+    zk.start(timeout=15)
+    try:
+        assert zk.exists("/admin/reassign_partitions") is None
+        configs = zk.get_children("/config/brokers") if zk.exists("/config/brokers") else []
+        assert all(b"throttled" not in zk.get(f"/config/brokers/{b}")[0] for b in configs)
+    finally:
+        zk.stop()
+        zk.close()
     # with the check set to report only, the drain plans as before and the report stays in the scan folder
+    plans_before = set((base / CLUSTER / "drain").glob("*/plan.json"))
     run = subprocess.run(
         [
             airflow,
@@ -245,7 +261,7 @@ def test_the_drain_stops_before_planning_when_a_drained_broker_would_not_restart
         timeout=400,
     )
     assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
-    assert list((base / CLUSTER / "drain").glob("*/plan.json"))
+    assert set((base / CLUSTER / "drain").glob("*/plan.json")) - plans_before
 
 
 DAMAGED = "damaged"
