@@ -100,8 +100,10 @@ def get_provider_info() -> dict[str, Any]:
                     },
                     "artefacts_conn_id": {
                         "description": (
-                            "Airflow connection of an object-store artefacts base (e.g. an aws connection "
-                            "for s3://...), used through ObjectStoragePath; empty: the store's default "
+                            "Airflow connection of a remote artefacts base (an aws connection for s3://..., "
+                            "an sftp connection for sftp://...), used through ObjectStoragePath by every "
+                            "operator that reads or writes artefacts (their artefacts_conn_id default) and "
+                            "handed to the Spark jobs as a private file; empty: the store's default "
                             "credentials. Local paths ignore it."
                         ),
                         "version_added": "0.1.0",

@@ -34,7 +34,7 @@ BINDING_FILE_ENV = "KAFKA_ZK_ARTEFACTS_STORE_FILE"
 """Environment variable naming a job's binding file (its path only: the file holds the options)."""
 
 
-_BOUND: set[str] = set()  # protocols bound in this process
+_BOUND: dict[str, str] = {}  # protocol -> the binding in force in this process (as JSON text)
 
 
 class ArtefactsStoreBindingError(ValueError):
@@ -85,6 +85,9 @@ def bind_filesystem(binding: Mapping[str, Any]) -> None:
         ``options`` (the keyword arguments the class was built with, credentials included).
     """
     protocol = str(binding["protocol"])
+    key = json.dumps(dict(binding), sort_keys=True, default=repr)
+    if _BOUND.get(protocol) == key:  # already in force: keep fsspec's cached instance (and connection)
+        return
     netloc = str(binding.get("netloc") or "")
     cls = _import(str(binding["fs_class"]))
     attrs: dict[str, Any] = {"protocol": (protocol,), "__module__": cls.__module__}
@@ -98,7 +101,7 @@ def bind_filesystem(binding: Mapping[str, Any]) -> None:
     bound = type(cls.__name__, (cls,), attrs)
     fsspec.config.conf[protocol] = dict(binding.get("options") or {})
     fsspec.register_implementation(protocol, bound, clobber=True)
-    _BOUND.add(protocol)
+    _BOUND[protocol] = key
 
 
 def is_bound(url: str) -> bool:

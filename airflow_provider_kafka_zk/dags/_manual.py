@@ -36,6 +36,20 @@ def setting(key: str) -> str:
     return f"{{{{ cluster_setting(params, '{key}') }}}}"
 
 
+def run_folder(plan_dir: str, params: dict[str, Any]) -> Any:
+    """The run folder (``DrainLocation``) a report task reads, on the cluster's artefact store, bound
+    with its ``artefacts_conn_id`` first (a remote store is reachable only then).
+
+    :param plan_dir: the plan task's folder.
+    :param params: the run's params (``cluster`` is read).
+    """
+    from airflow_provider_kafka_zk.artefacts.object_storage import artefacts_url
+    from airflow_provider_kafka_zk.operators.drain_artefacts import DrainLocation
+
+    conn_id = cluster_setting(params, "artefacts_conn_id") if params.get("cluster") else None
+    return DrainLocation(artefacts_url(plan_dir, conn_id or None))
+
+
 def cluster_choices() -> list[str]:
     """The clusters a form offers: the cluster file's, else ``$KAFKA_ZK_CLUSTER`` (or "default")."""
     return sorted(load_clusters()) or [os.environ.get("KAFKA_ZK_CLUSTER", "default")]
@@ -89,6 +103,7 @@ def cluster_snapshot(task_id: str, retries: dict[str, Any] = READ_RETRIES) -> An
         cluster=CLUSTER,
         kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"),
         base_path=setting("base_path"),
+        artefacts_conn_id=setting("artefacts_conn_id"),
         outlets=[],
         **retries,
     )
@@ -102,6 +117,7 @@ def inventory_settings(retries: dict[str, Any] = READ_RETRIES) -> dict[str, Any]
     return {
         "cluster": CLUSTER,
         "base_path": setting("base_path"),
+        "artefacts_conn_id": setting("artefacts_conn_id"),
         "ssh_conn_id": setting("ssh_conn_id"),
         "kafka_zookeeper_conn_id": setting("kafka_zookeeper_conn_id"),
         "server_properties_path": setting("server_properties_path"),
@@ -133,6 +149,7 @@ def brokers_inventory_and_coverage(inventory_ts: str | None = None) -> tuple[Any
         task_id="inventory_coverage",
         cluster=CLUSTER,
         base_path=setting("base_path"),
+        artefacts_conn_id=setting("artefacts_conn_id"),
         **folder,
         expected_broker_ids=brokers.output,
     )
@@ -161,6 +178,7 @@ def execution_and_throttle_clearing(task_id: str, snapshot_task: str | None = No
         poll_interval="{{ params.poll_interval_s }}",
         batch_timeout="{{ params.batch_timeout_s }}",
         snapshot_path=None if snapshot_task is None else snapshot_path(snapshot_task),
+        artefacts_conn_id=setting("artefacts_conn_id"),
         retries=1,
         retry_delay=timedelta(seconds=30),
     )
@@ -168,6 +186,7 @@ def execution_and_throttle_clearing(task_id: str, snapshot_task: str | None = No
         task_id="clear_throttles",
         plan_dir=PLAN_DIR,
         kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"),
+        artefacts_conn_id=setting("artefacts_conn_id"),
         dry_run="{{ params.dry_run }}",
         **READ_RETRIES,
     )

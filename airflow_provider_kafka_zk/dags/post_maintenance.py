@@ -33,9 +33,10 @@ from airflow_provider_kafka_zk.dags._manual import (
     cluster_snapshot,
     execution_and_throttle_clearing,
     manual_dag,
+    run_folder,
     setting,
 )
-from airflow_provider_kafka_zk.operators.drain_artefacts import SUMMARY_FILE, DrainLocation
+from airflow_provider_kafka_zk.operators.drain_artefacts import SUMMARY_FILE
 from airflow_provider_kafka_zk.operators.post_maintenance import (
     REPORT_FILE,
     PostMaintenancePlanOperator,
@@ -159,6 +160,7 @@ def build_dag() -> DAG:
             task_id="verify",
             plan_dir=PLAN_DIR,
             base_path=setting("base_path"),
+            artefacts_conn_id=setting("artefacts_conn_id"),
             snapshot_path="{{ ti.xcom_pull(task_ids='snapshot_after')['path'] }}",
             inventory_path="{{ cluster_setting(params, 'base_path') ~ '/' ~ params.cluster ~ '/inventory/' ~ "
             + RUN_TS
@@ -167,9 +169,9 @@ def build_dag() -> DAG:
         )
 
         @task(task_id="report", trigger_rule="none_failed_min_one_success")
-        def report(plan_result: dict[str, Any]) -> str:
+        def report(plan_result: dict[str, Any], params: dict[str, Any] | None = None) -> str:
             """The plan (dry run) or the verification report, in this task's log too."""
-            location = DrainLocation(plan_result["plan_dir"])
+            location = run_folder(plan_result["plan_dir"], params or {})
             name = REPORT_FILE if location.exists(REPORT_FILE) else SUMMARY_FILE
             print(location.read_text(name))
             return location.path(name)

@@ -37,6 +37,7 @@ from airflow_provider_kafka_zk.dags._manual import (
     execution_and_throttle_clearing,
     inventory_settings,
     manual_dag,
+    run_folder,
     setting,
     snapshot_path,
 )
@@ -44,7 +45,7 @@ from airflow_provider_kafka_zk.operators.drain import (
     DrainPlanOperator,
     DrainVerifyOperator,
 )
-from airflow_provider_kafka_zk.operators.drain_artefacts import REPORT_FILE, DrainLocation
+from airflow_provider_kafka_zk.operators.drain_artefacts import REPORT_FILE
 from airflow_provider_kafka_zk.operators.inventory import (
     BrokerInventoryOperator,
 )
@@ -167,6 +168,7 @@ def build_dag() -> DAG:
             task_id="log_scan",
             cluster="{{ params.cluster }}",
             base_path=setting("base_path"),
+            artefacts_conn_id=setting("artefacts_conn_id"),
             ssh_conn_id=setting("ssh_conn_id"),
             kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"),
             broker_hosts=setting("broker_hosts"),
@@ -177,6 +179,7 @@ def build_dag() -> DAG:
             task_id="restart_check",
             cluster="{{ params.cluster }}",
             base_path=setting("base_path"),
+            artefacts_conn_id=setting("artefacts_conn_id"),
             snapshot_path=snapshot_path("safety_snapshot"),
             fail_on="{{ params.restart_check }}",
         )
@@ -184,6 +187,7 @@ def build_dag() -> DAG:
             task_id="plan",
             cluster="{{ params.cluster }}",
             base_path=setting("base_path"),
+            artefacts_conn_id=setting("artefacts_conn_id"),
             brokers="{{ params.brokers }}",
             kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"),  # its own planning read
             scope="{{ params.scope }}",
@@ -206,6 +210,7 @@ def build_dag() -> DAG:
             task_id="verify",
             plan_dir=PLAN_DIR,
             kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"),
+            artefacts_conn_id=setting("artefacts_conn_id"),
             inventory_path="{{ cluster_setting(params, 'base_path') ~ '/' ~ params.cluster ~ '/inventory/' ~ "
             + RUN_TS
             + " ~ '-after' }}",
@@ -213,9 +218,11 @@ def build_dag() -> DAG:
         )
 
         @task(task_id="report")
-        def report(plan_result: dict[str, Any], verify_result: dict[str, Any]) -> str:
+        def report(
+            plan_result: dict[str, Any], verify_result: dict[str, Any], params: dict[str, Any] | None = None
+        ) -> str:
             """Put the final report in this task's log too (the artefact is ``report.txt``)."""
-            location = DrainLocation(plan_result["plan_dir"])
+            location = run_folder(plan_result["plan_dir"], params or {})
             print(location.read_text(REPORT_FILE))
             return location.path(REPORT_FILE)
 

@@ -32,9 +32,9 @@ from airflow_provider_kafka_zk.dags._manual import (
     cluster_snapshot,
     inventory_settings,
     manual_dag,
+    run_folder,
     setting,
 )
-from airflow_provider_kafka_zk.operators.drain_artefacts import DrainLocation
 from airflow_provider_kafka_zk.operators.inventory import (
     BrokerInventoryOperator,
 )
@@ -174,15 +174,16 @@ def build_dag() -> DAG:
             task_id="verify",
             plan_dir=PLAN_DIR,
             base_path=setting("base_path"),
+            artefacts_conn_id=setting("artefacts_conn_id"),
             snapshot_path="{{ ti.xcom_pull(task_ids='snapshot_after')['path'] }}",
             inventory_path=_inventory_url("-after"),
             **READ_RETRIES,
         )
 
         @task(task_id="report", trigger_rule="none_failed_min_one_success")
-        def report(plan_result: dict[str, Any]) -> str:
+        def report(plan_result: dict[str, Any], params: dict[str, Any] | None = None) -> str:
             """The plan (dry run) or the verification report, in this task's log too."""
-            location = DrainLocation(plan_result["plan_dir"])
+            location = run_folder(plan_result["plan_dir"], params or {})
             name = REPORT_FILE if location.exists(REPORT_FILE) else SUMMARY_FILE
             print(location.read_text(name))
             return location.path(name)

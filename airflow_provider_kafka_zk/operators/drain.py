@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator, TriggerRule
 
+from airflow_provider_kafka_zk.artefacts.object_storage import artefacts_url
 from airflow_provider_kafka_zk.artefacts.snapshots import latest_snapshot, read_snapshot
 from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook
 from airflow_provider_kafka_zk.kafka import znodes
@@ -148,11 +149,14 @@ class DrainPlanOperator(BaseOperator):
     :param rack_aware: keep the replicas of a partition on distinct racks where the racks allow.
     :param allow_partial: plan what can move when some partitions in scope cannot (else fail).
     :param drain_ts: the run folder's name (default: this run's ts).
+    :param artefacts_conn_id: the Airflow connection of a remote store (``s3://``, ``sftp://``);
+        default ``[kafka_zk] artefacts_conn_id``, else the store's default credentials.
     """
 
     template_fields: Sequence[str] = (
         "cluster",
         "base_path",
+        "artefacts_conn_id",
         "brokers",
         "snapshot_path",
         "kafka_zookeeper_conn_id",
@@ -182,9 +186,11 @@ class DrainPlanOperator(BaseOperator):
         rack_aware: bool = True,
         allow_partial: bool | str = False,
         drain_ts: str | None = None,
+        artefacts_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.artefacts_conn_id = artefacts_conn_id
         self.cluster = cluster
         self.brokers = brokers
         self.base_path = base_path
@@ -201,7 +207,7 @@ class DrainPlanOperator(BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         allow_partial = parse_safety_flags(allow_partial=self.allow_partial)["allow_partial"]
-        base = self.base_path or default_artefacts_base()
+        base = artefacts_url(self.base_path or default_artefacts_base(), self.artefacts_conn_id)
         try:
             drained = frozenset(int(b) for b in as_list(self.brokers))
         except (TypeError, ValueError) as exc:
@@ -352,6 +358,8 @@ class DrainExecuteOperator(BaseOperator):
     :param batch_timeout: seconds a batch may take before the task fails (the batch keeps running).
     :param snapshot_path: the run's safety snapshot, which a plan from a planning read must agree with
         (required for such a plan; unused for a plan made from a snapshot).
+    :param artefacts_conn_id: the Airflow connection of a remote store (``s3://``, ``sftp://``);
+        default ``[kafka_zk] artefacts_conn_id``, else the store's default credentials.
     """
 
     template_fields: Sequence[str] = (
@@ -362,6 +370,7 @@ class DrainExecuteOperator(BaseOperator):
         "poll_interval",
         "batch_timeout",
         "snapshot_path",
+        "artefacts_conn_id",
     )
     ui_color = "#fadbd8"
 
@@ -375,9 +384,11 @@ class DrainExecuteOperator(BaseOperator):
         poll_interval: float | str = 10.0,
         batch_timeout: float | str = 6 * 3600,
         snapshot_path: str | None = None,
+        artefacts_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.artefacts_conn_id = artefacts_conn_id
         self.plan_dir = plan_dir
         self.throttle_bytes_per_sec = throttle_bytes_per_sec
         self.kafka_zookeeper_conn_id = kafka_zookeeper_conn_id
@@ -417,6 +428,7 @@ class DrainExecuteOperator(BaseOperator):
         # Flags and numbers first: a typo must refuse before anything is read or written.
         dry_run = parse_safety_flags(dry_run=self.dry_run)["dry_run"]
         rate = positive_int(self.throttle_bytes_per_sec, "throttle_bytes_per_sec")
+        artefacts_url(str(self.plan_dir), self.artefacts_conn_id)  # bind the store (also after a deferral)
         plan = load_plan(str(self.plan_dir))
         batches = plan_batches(plan)
         with KafkaZooKeeperHook(self.kafka_zookeeper_conn_id) as hook:
@@ -596,9 +608,11 @@ class ClearReplicationThrottlesOperator(BaseOperator):
     :param kafka_zookeeper_conn_id: the cluster's ZooKeeper connection.
     :param dry_run: only log what would be removed (the default).
     :param force: remove the throttles even while partitions of the plan still move.
+    :param artefacts_conn_id: the Airflow connection of a remote store (``s3://``, ``sftp://``);
+        default ``[kafka_zk] artefacts_conn_id``, else the store's default credentials.
     """
 
-    template_fields: Sequence[str] = ("plan_dir", "dry_run", "kafka_zookeeper_conn_id")
+    template_fields: Sequence[str] = ("plan_dir", "dry_run", "kafka_zookeeper_conn_id", "artefacts_conn_id")
     ui_color = "#d5f5e3"
 
     def _release_lease_if_ours(
@@ -625,10 +639,12 @@ class ClearReplicationThrottlesOperator(BaseOperator):
         kafka_zookeeper_conn_id: str = KafkaZooKeeperHook.default_conn_name,
         dry_run: bool | str = True,
         force: bool | str = False,
+        artefacts_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("trigger_rule", TriggerRule.ALL_DONE)
         super().__init__(**kwargs)
+        self.artefacts_conn_id = artefacts_conn_id
         self.plan_dir = plan_dir
         self.kafka_zookeeper_conn_id = kafka_zookeeper_conn_id
         self.dry_run = dry_run
@@ -640,7 +656,7 @@ class ClearReplicationThrottlesOperator(BaseOperator):
         if is_unset(self.plan_dir):
             self.log.info("No plan was made: no throttles to clear")
             return {"cleared": {}, "changed_by_others": {}}
-        location = DrainLocation(str(self.plan_dir))
+        location = DrainLocation(artefacts_url(str(self.plan_dir), self.artefacts_conn_id))
         plan = load_plan(location.url)
         batches = plan_batches(plan)
         record = load_throttle_record(location) if location.exists(THROTTLES_FILE) else None
@@ -712,9 +728,16 @@ class DrainVerifyOperator(BaseOperator):
     :param plan_dir: the drain run's folder.
     :param kafka_zookeeper_conn_id: the cluster's ZooKeeper connection.
     :param inventory_path: an inventory run taken after the drain (unset: disks are not checked).
+    :param artefacts_conn_id: the Airflow connection of a remote store (``s3://``, ``sftp://``);
+        default ``[kafka_zk] artefacts_conn_id``, else the store's default credentials.
     """
 
-    template_fields: Sequence[str] = ("plan_dir", "kafka_zookeeper_conn_id", "inventory_path")
+    template_fields: Sequence[str] = (
+        "plan_dir",
+        "kafka_zookeeper_conn_id",
+        "inventory_path",
+        "artefacts_conn_id",
+    )
     ui_color = "#d6eaf8"
 
     def __init__(
@@ -723,16 +746,18 @@ class DrainVerifyOperator(BaseOperator):
         plan_dir: str,
         kafka_zookeeper_conn_id: str = KafkaZooKeeperHook.default_conn_name,
         inventory_path: str | None = None,
+        artefacts_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.artefacts_conn_id = artefacts_conn_id
         self.plan_dir = plan_dir
         self.kafka_zookeeper_conn_id = kafka_zookeeper_conn_id
         self.inventory_path = inventory_path
 
     def execute(self, context: Context) -> dict[str, Any]:
-        location = DrainLocation(self.plan_dir)
-        plan = load_plan(self.plan_dir)
+        location = DrainLocation(artefacts_url(str(self.plan_dir), self.artefacts_conn_id))
+        plan = load_plan(location.url)
         batches = plan_batches(plan)
         request = plan["request"]
         with KafkaZooKeeperHook(self.kafka_zookeeper_conn_id) as hook:

@@ -730,9 +730,17 @@ class RunVerifyOperator(BaseOperator):
     :param base_path: artefact store root (default ``[kafka_zk] artefacts_base``).
     :param snapshot_path: the snapshot taken after the run (default: the latest).
     :param inventory_path: the inventory taken after the run.
+    :param artefacts_conn_id: the Airflow connection of a remote store (``s3://``, ``sftp://``);
+        default ``[kafka_zk] artefacts_conn_id``, else the store's default credentials.
     """
 
-    template_fields: Sequence[str] = ("plan_dir", "base_path", "snapshot_path", "inventory_path")
+    template_fields: Sequence[str] = (
+        "plan_dir",
+        "base_path",
+        "artefacts_conn_id",
+        "snapshot_path",
+        "inventory_path",
+    )
     ui_color = "#d5f5e3"
 
     def __init__(
@@ -742,9 +750,11 @@ class RunVerifyOperator(BaseOperator):
         base_path: str | None = None,
         snapshot_path: str | None = None,
         inventory_path: str | None = None,
+        artefacts_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.artefacts_conn_id = artefacts_conn_id
         self.plan_dir = plan_dir
         self.base_path = base_path
         self.snapshot_path = snapshot_path

@@ -755,6 +755,7 @@ class PostMaintenanceVerifyOperator(RunVerifyOperator):
 
     :param plan_dir: the post-maintenance plan's folder.
     :param base_path: artefact store root.
+    :param artefacts_conn_id: the Airflow connection of a remote store (default ``[kafka_zk] artefacts_conn_id``).
     :param snapshot_path: the snapshot taken after the run.
     :param inventory_path: this run's inventory (the brokers' settings: the imbalance threshold).
     """
@@ -762,9 +763,9 @@ class PostMaintenanceVerifyOperator(RunVerifyOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         if is_unset(self.plan_dir):
             raise PostMaintenanceError("no plan to verify (the plan task produced none)")
-        location = DrainLocation(str(self.plan_dir))
+        location = DrainLocation(artefacts_url(str(self.plan_dir), self.artefacts_conn_id))
         plan = load_plan(location.url)
-        base = self.base_path or default_artefacts_base()
+        base = artefacts_url(self.base_path or default_artefacts_base(), self.artefacts_conn_id)
         inputs = load_inputs(
             base,
             str(plan["cluster"]),

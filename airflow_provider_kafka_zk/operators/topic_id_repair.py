@@ -871,15 +871,16 @@ class TopicIdRepairVerifyOperator(RunVerifyOperator):
 
     :param plan_dir: the plan's folder.
     :param base_path: artefact store root.
+    :param artefacts_conn_id: the Airflow connection of a remote store (default ``[kafka_zk] artefacts_conn_id``).
     :param snapshot_path: the snapshot taken after the repair.
     :param inventory_path: the inventory taken after the repair.
     """
 
     def execute(self, context: Context) -> dict[str, Any]:
-        location = DrainLocation(str(self.plan_dir))
+        location = DrainLocation(artefacts_url(str(self.plan_dir), self.artefacts_conn_id))
         plan = location.read_json(PLAN_FILE)
         topics = sorted(t for t, e in plan["topics"].items() if e.get("strategy"))
-        base = self.base_path or default_artefacts_base()
+        base = artefacts_url(self.base_path or default_artefacts_base(), self.artefacts_conn_id)
         inputs = load_inputs(
             base,
             str(plan["cluster"]),
