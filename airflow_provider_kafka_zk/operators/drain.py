@@ -26,7 +26,11 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator, TriggerRule
 
 from airflow_provider_kafka_zk.artefacts.object_storage import artefacts_url
-from airflow_provider_kafka_zk.artefacts.snapshots import latest_snapshot, read_snapshot
+from airflow_provider_kafka_zk.artefacts.snapshots import (
+    latest_snapshot,
+    read_snapshot,
+    read_snapshot_without_partitions,
+)
 from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook
 from airflow_provider_kafka_zk.kafka import znodes
 from airflow_provider_kafka_zk.kafka.drain import DrainRequest, dumps_tool_json, human_bytes
@@ -62,6 +66,7 @@ from airflow_provider_kafka_zk.operators.drain_artefacts import (
     REASSIGNMENT_FILE,
     REPORT_FILE,
     ROLLBACK_FILE,
+    SAFETY_SNAPSHOT_FILE,
     SUMMARY_FILE,
     THROTTLES_CLEARED_FILE,
     THROTTLES_FILE,
@@ -112,6 +117,13 @@ if TYPE_CHECKING:
 # ---------------------------------------------------------------------------------------------
 # Plan
 # ---------------------------------------------------------------------------------------------
+
+
+def topic_level_state(snapshot_path: str) -> ClusterState:
+    """The model of a safety snapshot at topic level (see :func:`read_snapshot_without_partitions`):
+    what :func:`read_record` compares, without a row per partition znode."""
+    _, rows = read_snapshot_without_partitions(snapshot_path)
+    return ClusterState.from_snapshot(rows, partial_read=True)
 
 
 class DrainPlanOperator(BaseOperator):
@@ -481,9 +493,7 @@ class DrainExecuteOperator(BaseOperator):
                 "given no safety snapshot (snapshot_path) to check it against: refusing to change a cluster "
                 "without rollback evidence of the state the plan was made from"
             )
-        _, rows = read_snapshot(str(self.snapshot_path))
-        evidence = read_record(ClusterState.from_snapshot(rows), drained)
-        del rows
+        evidence = read_record(topic_level_state(str(self.snapshot_path)), drained)
         problems = read_disagreements(planned, evidence, f"the safety snapshot {self.snapshot_path}")
         if not DrainLocation(str(self.plan_dir)).exists(THROTTLES_FILE):
             # nothing written by this run yet: ZooKeeper must still be what the plan read
@@ -501,6 +511,11 @@ class DrainExecuteOperator(BaseOperator):
             "The safety snapshot %s and ZooKeeper agree with the plan's read on every topic that matters "
             "to the drain",
             self.snapshot_path,
+        )
+        # the post-maintenance run finds the drain's safety snapshot here (plan.json has none)
+        DrainLocation(str(self.plan_dir)).write(
+            SAFETY_SNAPSHOT_FILE,
+            json.dumps({"snapshot": str(self.snapshot_path), "checked_at": datetime.now(UTC).isoformat()}),
         )
 
     def _defer_until_done(self, batches: Sequence[Batch], index: int) -> None:

@@ -40,6 +40,7 @@ THROTTLES_FILE = "throttles.json"
 THROTTLES_CLEARED_FILE = "throttles_cleared.json"
 VERIFY_FILE = "verify.json"
 REPORT_FILE = "report.txt"
+SAFETY_SNAPSHOT_FILE = "safety_snapshot.json"  # the snapshot the execute step checked the plan's read against
 
 
 # ---------------------------------------------------------------------------------------------

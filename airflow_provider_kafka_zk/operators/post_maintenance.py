@@ -53,6 +53,7 @@ from airflow_provider_kafka_zk.operators.drain_artefacts import (
     REASSIGNMENT_FILE,
     REPORT_FILE,
     ROLLBACK_FILE,
+    SAFETY_SNAPSHOT_FILE,
     SUMMARY_FILE,
     VERIFY_FILE,
     DrainLocation,
@@ -159,6 +160,9 @@ def drained_moves(location: DrainLocation) -> tuple[list[DrainedMove], dict[str,
         before = {(e["topic"], int(e["partition"])): tuple(e["replicas"]) for e in rollback["partitions"]}
     except (KeyError, TypeError, ValueError) as exc:
         raise PostMaintenanceError(f"{location.path(ROLLBACK_FILE)} is unreadable ({exc})") from None
+    if not plan.get("snapshot") and location.exists(SAFETY_SNAPSHOT_FILE):
+        # a plan from a planning read names no snapshot: the one its execute step checked it against
+        plan = {**plan, "snapshot": location.read_json(SAFETY_SNAPSHOT_FILE).get("snapshot")}
     moves = []
     for batch in plan["batches"]:
         for m in batch:

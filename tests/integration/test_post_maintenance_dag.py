@@ -225,6 +225,11 @@ def test_drain_maintenance_then_post_maintenance_puts_everything_back(live):
     real = runs[-1]
     plan = json.loads((real / "plan.json").read_text())
     assert plan["restores"] == str(drain_dir) and plan["restores_run_id"] == drain_run_id
+    # the drain planned from its own read; its execute step recorded the safety snapshot it checked
+    # the plan against, and the gate's under-replicated baseline comes from that snapshot
+    checked = json.loads((drain_dir / "safety_snapshot.json").read_text())["snapshot"]
+    assert Path(checked, "manifest.json").is_file()
+    assert plan["gate"]["baseline_from"] == f"the drain's safety snapshot {checked}"
     assert sorted((m["topic"], m["partition"]) for b in plan["batches"] for m in b) == [
         ("single", 0),
         ("single", 1),
