@@ -85,26 +85,14 @@ _TOPIC_PATH = re.compile(r"/brokers/topics/([^/]+)")
 # ------------------------------------------------------------------------------ product worker
 def _plan_files(workdir: str, plan: Any, read: dict[str, Any] | None) -> str:
     """The plan task's files (rollback.json first), as the operator writes them."""
-    from airflow_provider_kafka_zk.kafka.drain import dumps_tool_json
+    from airflow_provider_kafka_zk.kafka.drain import batches_json, dumps_tool_json
 
     out = Path(workdir, "plan")
     out.mkdir()
     (out / "rollback.json").write_text(dumps_tool_json(plan.rollback_json()))
     (out / "reassignment.json").write_text(dumps_tool_json(plan.reassignment_json()))
     document = {
-        "batches": [
-            [
-                {
-                    "topic": m.topic,
-                    "partition": m.partition,
-                    "current": list(m.current),
-                    "target": list(m.target),
-                    "size_bytes": m.size_bytes,
-                }
-                for m in batch
-            ]
-            for batch in plan.batches
-        ],
+        "batches": batches_json(plan.batches),
         "added_partitions": {str(b): v for b, v in plan.added_partitions.items()},
         "rack_aware_effective": plan.rack_aware,
         "read": read,

@@ -23,6 +23,11 @@ _RENAMING_FILESYSTEMS = ("sshfs.", "fsspec.implementations.sftp")
 ``mv`` is an atomic rename (SFTP's posix-rename@openssh.com): there a temporary name and a rename."""
 
 
+def display_url(fs: AbstractFileSystem, path: str) -> str:
+    """How messages name ``path`` on ``fs``: a plain path locally, a URL with its protocol elsewhere."""
+    return path if isinstance(fs, LocalFileSystem) else fs.unstrip_protocol(path)
+
+
 def renames_atomically(fs: AbstractFileSystem) -> bool:
     """True for a remote filesystem written through a temporary name and a rename (SFTP)."""
     return any((cls.__module__ + ".").startswith(_RENAMING_FILESYSTEMS) for cls in type(fs).__mro__)

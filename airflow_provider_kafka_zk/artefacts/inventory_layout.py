@@ -19,7 +19,8 @@ from dataclasses import dataclass
 import fsspec
 import pyarrow as pa
 import pyarrow.dataset as ds
-from fsspec.implementations.local import LocalFileSystem
+
+from .files import display_url
 
 PARTITION_COLUMN = "broker"
 PART_FILE = "part-0.parquet"
@@ -91,10 +92,6 @@ class InventoryRun:
         return sorted(self.files)
 
 
-def _url(fs: fsspec.AbstractFileSystem, path: str) -> str:
-    return path if isinstance(fs, LocalFileSystem) else fs.unstrip_protocol(path)
-
-
 def _fragments(
     url: str, fs: fsspec.AbstractFileSystem | None = None
 ) -> Iterator[tuple[int, str, ds.ParquetFileFragment]]:
@@ -118,7 +115,7 @@ def _fragments(
         )
     except pa.ArrowInvalid as exc:  # e.g. broker=x/: name the directory
         bad = [
-            _url(fs, p)
+            display_url(fs, p)
             for p in fs.ls(root, detail=False)
             if _not_an_id(posixpath.basename(p.rstrip("/"))) and fs.isdir(p)
         ]
@@ -129,19 +126,19 @@ def _fragments(
         path = fragment.path
         keys = ds.get_partition_keys(fragment.partition_expression)
         if PARTITION_COLUMN in keys:
-            yield int(keys[PARTITION_COLUMN]), _url(fs, path), fragment
+            yield int(keys[PARTITION_COLUMN]), display_url(fs, path), fragment
             continue
         relative = posixpath.relpath(path, root)
         try:
             broker = legacy_broker_id(relative) if "/" not in relative else None
         except InventoryLayoutError as exc:
-            raise InventoryLayoutError(f"{_url(fs, path)}: {exc}") from None
+            raise InventoryLayoutError(f"{display_url(fs, path)}: {exc}") from None
         if broker is None:
             raise InventoryLayoutError(
-                f"{_url(fs, path)}: not an inventory broker file (expected broker=<id>/{PART_FILE} or "
+                f"{display_url(fs, path)}: not an inventory broker file (expected broker=<id>/{PART_FILE} or "
                 f"{_LEGACY_PREFIX}<id>{_LEGACY_SUFFIX} under {url})"
             )
-        yield broker, _url(fs, path), fragment
+        yield broker, display_url(fs, path), fragment
 
 
 def list_inventory(url: str, fs: fsspec.AbstractFileSystem | None = None) -> InventoryRun:

@@ -27,6 +27,8 @@ import fsspec
 from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
+from .files import display_url
+
 if TYPE_CHECKING:
     from airflow.sdk import ObjectStoragePath
 
@@ -159,9 +161,7 @@ def resolve_artefacts(base: str, conn_id: str | None = None) -> ArtefactsStore:
             ) from None
         fs, root = fsspec.core.url_to_fs(base)  # fsspec's own, with the store's default credentials
         root = root.rstrip("/") or "/"
-        return ArtefactsStore(
-            fs, root, root if isinstance(fs, LocalFileSystem) else fs.unstrip_protocol(root)
-        )
+        return ArtefactsStore(fs, root, display_url(fs, root))
     if isinstance(fs, LocalFileSystem):
         root = path.path.rstrip("/") or "/"
         return ArtefactsStore(fs, root, root)

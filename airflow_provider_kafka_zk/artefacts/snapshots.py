@@ -37,7 +37,6 @@ import fsspec
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from fsspec.implementations.local import LocalFileSystem
 
 from airflow_provider_kafka_zk import __version__
 from airflow_provider_kafka_zk.kafka import znodes
@@ -49,7 +48,7 @@ from airflow_provider_kafka_zk.kafka.safety import (
 )
 from airflow_provider_kafka_zk.kafka.snapshot import ZNODE_ROW_FIELDS, ZnodeRow, gc_paused, rows_from_columns
 
-from .files import write_atomically
+from .files import display_url, write_atomically
 
 if TYPE_CHECKING:
     from fsspec import AbstractFileSystem
@@ -143,10 +142,6 @@ def _parse_name(name: str) -> datetime | None:
 def _fs(url: str, storage_options: Mapping[str, Any] | None) -> tuple[AbstractFileSystem, str]:
     fs, root = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
     return fs, root.rstrip("/") or "/"
-
-
-def _url(fs: AbstractFileSystem, path: str) -> str:
-    return path if isinstance(fs, LocalFileSystem) else fs.unstrip_protocol(path)
 
 
 # ------------------------------------------------------------------------------ write
@@ -280,7 +275,7 @@ def write_snapshot(
     name = snapshot_timestamp_name(walk.started_at)
     directory = f"{root}/{cluster}/{SNAPSHOTS_DIR}/{name}"
     if fs.exists(f"{directory}/{MANIFEST_FILE}"):
-        raise FileExistsError(f"snapshot {_url(fs, directory)} already exists")
+        raise FileExistsError(f"snapshot {display_url(fs, directory)} already exists")
     fs.makedirs(directory, exist_ok=True)
 
     # one row group at a time, straight into the file's temporary name, hashed on the way
@@ -362,7 +357,7 @@ def write_snapshot(
         "package": {"name": PACKAGE_NAME, "version": __version__},
     }
     write_atomically(fs, f"{directory}/{MANIFEST_FILE}", json.dumps(manifest, indent=2).encode("utf-8"))
-    return SnapshotRef(walk.started_at.astimezone(UTC), name, _url(fs, directory)), manifest
+    return SnapshotRef(walk.started_at.astimezone(UTC), name, display_url(fs, directory)), manifest
 
 
 # ------------------------------------------------------------------------------ read
@@ -374,17 +369,17 @@ def read_manifest(path: str, *, storage_options: Mapping[str, Any] | None = None
         raw = fs.cat_file(manifest_path)
     except FileNotFoundError:
         raise SnapshotNotFoundError(
-            f"{_url(fs, directory)} has no {MANIFEST_FILE}: not a complete snapshot (a crashed or running write)"
+            f"{display_url(fs, directory)} has no {MANIFEST_FILE}: not a complete snapshot (a crashed or running write)"
         ) from None
     try:
         manifest = json.loads(raw)
     except ValueError as exc:
-        raise SnapshotIntegrityError(f"{_url(fs, manifest_path)} is not JSON: {exc}") from None
+        raise SnapshotIntegrityError(f"{display_url(fs, manifest_path)} is not JSON: {exc}") from None
     if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
-        raise SnapshotIntegrityError(f"{_url(fs, manifest_path)} is not a {MANIFEST_FORMAT} manifest")
+        raise SnapshotIntegrityError(f"{display_url(fs, manifest_path)} is not a {MANIFEST_FORMAT} manifest")
     if manifest.get("format_version") != MANIFEST_FORMAT_VERSION:
         raise SnapshotIntegrityError(
-            f"{_url(fs, manifest_path)} has format_version {manifest.get('format_version')!r}; "
+            f"{display_url(fs, manifest_path)} has format_version {manifest.get('format_version')!r}; "
             f"this package reads {MANIFEST_FORMAT_VERSION}"
         )
     return manifest
@@ -401,20 +396,22 @@ def read_snapshot_table(
     try:
         payload = fs.cat_file(file_path)
     except FileNotFoundError:
-        raise SnapshotIntegrityError(f"{_url(fs, file_path)} is missing but the manifest lists it") from None
+        raise SnapshotIntegrityError(
+            f"{display_url(fs, file_path)} is missing but the manifest lists it"
+        ) from None
     digest = hashlib.sha256(payload).hexdigest()
     if digest != expected.get("sha256"):
         raise SnapshotIntegrityError(
-            f"{_url(fs, file_path)}: sha256 {digest} does not match the manifest's {expected.get('sha256')}"
+            f"{display_url(fs, file_path)}: sha256 {digest} does not match the manifest's {expected.get('sha256')}"
         )
     table = pq.read_table(io.BytesIO(payload))
     if tuple(table.column_names) != ZNODE_ROW_FIELDS:
         raise SnapshotIntegrityError(
-            f"{_url(fs, file_path)}: columns {table.column_names} are not ZnodeRow's"
+            f"{display_url(fs, file_path)}: columns {table.column_names} are not ZnodeRow's"
         )
     if table.num_rows != manifest.get("znodes"):
         raise SnapshotIntegrityError(
-            f"{_url(fs, file_path)}: {table.num_rows} rows, the manifest says {manifest.get('znodes')}"
+            f"{display_url(fs, file_path)}: {table.num_rows} rows, the manifest says {manifest.get('znodes')}"
         )
     return manifest, table
 
@@ -471,7 +468,7 @@ def _scan(fs: AbstractFileSystem, directory: str) -> tuple[list[SnapshotRef], li
         if taken_at is None:
             continue
         if fs.exists(f"{full}/{MANIFEST_FILE}"):
-            complete.append(SnapshotRef(taken_at, name, _url(fs, full)))
+            complete.append(SnapshotRef(taken_at, name, display_url(fs, full)))
         else:
             incomplete.append((taken_at, full))
     return sorted(complete), sorted(incomplete)
@@ -617,8 +614,10 @@ def apply_retention(
         if _name_of(path) in protected:
             continue
         if taken_at > now + future_skew:
-            log.warning("Incomplete snapshot directory %s is dated in the future; left alone", _url(fs, path))
+            log.warning(
+                "Incomplete snapshot directory %s is dated in the future; left alone", display_url(fs, path)
+            )
         elif taken_at < now - incomplete_grace:
             fs.rm(path, recursive=True)
-            deleted.append(_url(fs, path))
+            deleted.append(display_url(fs, path))
     return deleted

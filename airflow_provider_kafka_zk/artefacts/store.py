@@ -24,7 +24,7 @@ import fsspec
 from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
-from .files import write_atomically
+from .files import display_url, write_atomically
 
 log = logging.getLogger(__name__)
 
@@ -110,20 +110,16 @@ def _fs(url: str, storage_options: Mapping[str, Any] | None) -> tuple[AbstractFi
     return fs, path.rstrip("/") or "/"
 
 
-def _url(fs: AbstractFileSystem, path: str) -> str:
-    return path if isinstance(fs, LocalFileSystem) else fs.unstrip_protocol(path)
-
-
 def _read_back(url: str, fs: AbstractFileSystem, path: str, payload: bytes) -> None:
     try:
         found = fs.cat_file(path)
     except Exception as exc:
-        raise _wrap(url, exc, f"reading back {_url(fs, path)}") from exc
+        raise _wrap(url, exc, f"reading back {display_url(fs, path)}") from exc
     if found != payload:
         raise ArtefactStoreError(
             url,
             "mismatch",
-            f"read back {_url(fs, path)}: {len(found)} bytes, sha256 {hashlib.sha256(found).hexdigest()[:16]}; "
+            f"read back {display_url(fs, path)}: {len(found)} bytes, sha256 {hashlib.sha256(found).hexdigest()[:16]}; "
             f"wrote {len(payload)} bytes, sha256 {hashlib.sha256(payload).hexdigest()[:16]}",
         )
 
@@ -169,7 +165,7 @@ def check_store_writable(
         try:
             write_atomically(fs, probe, payload)
         except Exception as exc:
-            raise _wrap(url, exc, f"writing {_url(fs, probe)}") from exc
+            raise _wrap(url, exc, f"writing {display_url(fs, probe)}") from exc
         _read_back(url, fs, probe, payload)
     finally:
         deleted = _remove(fs, probe)
@@ -190,7 +186,9 @@ def _remove(fs: AbstractFileSystem, path: str) -> bool:
             fs.rm(path)
         return True
     except Exception as exc:
-        log.warning("Could not delete the store probe %s: %s: %s", _url(fs, path), type(exc).__name__, exc)
+        log.warning(
+            "Could not delete the store probe %s: %s: %s", display_url(fs, path), type(exc).__name__, exc
+        )
         return False
 
 
@@ -201,6 +199,6 @@ def write_and_verify(url: str, payload: bytes, *, storage_options: Mapping[str, 
     try:
         write_atomically(fs, path, payload)
     except Exception as exc:
-        raise _wrap(url, exc, f"writing {_url(fs, path)}") from exc
+        raise _wrap(url, exc, f"writing {display_url(fs, path)}") from exc
     _read_back(url, fs, path, payload)
-    return _url(fs, path)
+    return display_url(fs, path)

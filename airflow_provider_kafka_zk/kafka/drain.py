@@ -18,7 +18,7 @@ import heapq
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from . import znodes as zk
 from .model import ModelFinding, ModelFindingKind
@@ -556,6 +556,24 @@ def _tool_json(entries: Iterable[tuple[str, int, tuple[int, ...]]]) -> dict:
         for t, p, r in sorted(entries)
     ]
     return {"version": 1, "partitions": partitions}
+
+
+def batches_json(batches: Iterable[Iterable[Move]]) -> list[list[dict[str, Any]]]:
+    """``plan.json``'s ``batches``: each move as the drain's ``load_plan`` checks it and
+    ``plan_batches`` reads it back (the operators and the drain benchmark write it alike)."""
+    return [
+        [
+            {
+                "topic": m.topic,
+                "partition": m.partition,
+                "current": list(m.current),
+                "target": list(m.target),
+                "size_bytes": m.size_bytes,
+            }
+            for m in batch
+        ]
+        for batch in batches
+    ]
 
 
 def dumps_tool_json(document: dict) -> str:

@@ -890,18 +890,17 @@ class _BulkBuilder(_Builder):
         for number, orphan in by_partition.items():  # not assigned: orphans, found at the end
             self.states[(name, number)] = orphan
         if None in found:
-            for p, state in zip(numbers, found, strict=True):
-                if self.partial_read:
-                    break  # not read, not missing
-                if state is None and (name, str(p)) not in self.unreadable_states:
-                    self.findings.append(
-                        ModelFinding(
-                            zk.partition_state_path(name, p),
-                            ModelFindingKind.MISSING_PARTITION_STATE,
-                            f"partition {p} of {name!r} is assigned to "
-                            f"{list(assignment.partitions[p])} but has no state znode",
+            if not self.partial_read:  # a planning read: a state not read is not missing
+                for p, state in zip(numbers, found, strict=True):
+                    if state is None and (name, str(p)) not in self.unreadable_states:
+                        self.findings.append(
+                            ModelFinding(
+                                zk.partition_state_path(name, p),
+                                ModelFindingKind.MISSING_PARTITION_STATE,
+                                f"partition {p} of {name!r} is assigned to "
+                                f"{list(assignment.partitions[p])} but has no state znode",
+                            )
                         )
-                    )
             states = [None if f is None else f[0] for f in found]
             epochs = [None if f is None else f[1].version for f in found]
         else:

@@ -25,7 +25,7 @@ from airflow_provider_kafka_zk.artefacts.files import write_atomically
 from airflow_provider_kafka_zk.artefacts.inventory_layout import InventoryLayoutError, list_inventory
 from airflow_provider_kafka_zk.artefacts.snapshots import validate_cluster_name
 from airflow_provider_kafka_zk.kafka import znodes
-from airflow_provider_kafka_zk.kafka.drain import DrainPlan, Move, Unplanned, UnplannedTopic
+from airflow_provider_kafka_zk.kafka.drain import DrainPlan, Move, Unplanned, UnplannedTopic, batches_json
 from airflow_provider_kafka_zk.kafka.drain_execution import Refusal, Step, unrestored_moves
 from airflow_provider_kafka_zk.kafka.reassignment import TopicPartition
 from airflow_provider_kafka_zk.kafka.safety import ClusterIdentity
@@ -551,23 +551,6 @@ def _unplanned_topics(items: Iterable[UnplannedTopic]) -> list[dict[str, Any]]:
     ]
 
 
-def batches_json(batches: Iterable[Iterable[Move]]) -> list[list[dict[str, Any]]]:
-    """``plan.json``'s ``batches``: each move as :func:`load_plan` checks and :func:`plan_batches` reads it."""
-    return [
-        [
-            {
-                "topic": m.topic,
-                "partition": m.partition,
-                "current": list(m.current),
-                "target": list(m.target),
-                "size_bytes": m.size_bytes,
-            }
-            for m in batch
-        ]
-        for batch in batches
-    ]
-
-
 def plan_document(
     plan: DrainPlan,
     *,
@@ -705,7 +688,6 @@ __all__ = [
     "ReassignmentInFlightError",
     "ThrottlesStillNeededError",
     "as_list",
-    "batches_json",
     "check_rollback",
     "inventory_dirs",
     "inventory_sizes",

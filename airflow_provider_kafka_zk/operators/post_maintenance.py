@@ -29,7 +29,7 @@ from airflow_provider_kafka_zk.artefacts.snapshots import (
 )
 from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook
 from airflow_provider_kafka_zk.kafka import znodes
-from airflow_provider_kafka_zk.kafka.drain import dumps_tool_json
+from airflow_provider_kafka_zk.kafka.drain import batches_json, dumps_tool_json
 from airflow_provider_kafka_zk.kafka.leadership import (
     DEFAULT_MAX_ELECTION_BYTES,
     DEFAULT_MAX_ELECTION_PARTITIONS,
@@ -59,7 +59,6 @@ from airflow_provider_kafka_zk.operators.drain_artefacts import (
     DrainLocation,
     RunVerifyOperator,
     as_list,
-    batches_json,
     inventory_sizes,
     is_unset,
     load_plan,
