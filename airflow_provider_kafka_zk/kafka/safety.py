@@ -13,7 +13,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_provider_kafka_zk.kafka.errors import ZnodeFormatError
 from airflow_provider_kafka_zk.kafka.versions import KafkaVersion
+from airflow_provider_kafka_zk.kafka.znodes import ControllerRegistration, MigrationZNode
 
 # ---------------------------------------------------------------------------------------------
 # Strict flags
@@ -590,3 +592,66 @@ def _iso(ms: int) -> str:
     from datetime import UTC, datetime
 
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# ---------------------------------------------------------------------------------------------
+# ZooKeeper-to-KRaft migration: no tool writes while a KRaft controller owns the metadata
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KraftMigrationEvidence:
+    """What ZooKeeper shows of a KRaft migration: ``/migration`` and ``/controller`` as read.
+
+    :param migration_data: ``/migration``'s bytes, or None when the znode does not exist.
+    :param controller_data: ``/controller``'s bytes, or None when there is no controller.
+    :param controller_ephemeral_owner: ``/controller``'s Stat ``ephemeralOwner`` (0: persistent).
+    """
+
+    migration_data: bytes | None
+    controller_data: bytes | None
+    controller_ephemeral_owner: int | None
+
+
+def kraft_migration_in_progress(evidence: KraftMigrationEvidence) -> str | None:
+    """Why ZooKeeper is (or may be) under a KRaft controller, or None when it is not.
+
+    Kafka 3.4+ (``KafkaZkClient.tryRegisterKRaftControllerAsActiveController``, ``ZkData
+    MigrationZNode``/``ControllerZNode`` at 3.4.0 and 3.9.0-rc3): a migrating KRaft controller creates
+    ``/migration`` and holds ``/controller`` as a *persistent* znode whose ``kraftControllerEpoch`` is
+    its epoch (a ZooKeeper controller writes -1 into an ephemeral one). Every ZooKeeper write it makes
+    is a multi-op conditional on ``/controller_epoch`` and ``/migration``; a tool writing beside it
+    changes metadata the KRaft log does not know. The documented rollback deletes both znodes
+    (``docs/ops.html``, 3.9). Any of the three signs, or a ``/migration`` that cannot be read, counts.
+    """
+    reasons: list[str] = []
+    if evidence.migration_data is not None:
+        try:
+            state = MigrationZNode.decode(evidence.migration_data)
+        except ZnodeFormatError as exc:
+            reasons.append(f"/migration exists but cannot be read ({exc})")
+        else:
+            reasons.append(
+                f"/migration exists (KRaft controller {state.kraft_controller_id}, epoch "
+                f"{state.kraft_controller_epoch}, metadata offset {state.kraft_metadata_offset})"
+            )
+    if evidence.controller_data is not None:
+        try:
+            controller = ControllerRegistration.decode(evidence.controller_data)
+        except ZnodeFormatError:
+            controller = None  # an unreadable /controller is the identity pin's and the plan's concern
+        if controller is not None and controller.is_kraft_controller:
+            reasons.append(
+                f"/controller is held by KRaft controller {controller.broker_id} "
+                f"(kraftControllerEpoch {controller.kraft_controller_epoch})"
+            )
+        if evidence.controller_ephemeral_owner == 0:
+            reasons.append("/controller is a persistent znode (a ZooKeeper-mode controller's is ephemeral)")
+    if not reasons:
+        return None
+    return (
+        "a ZooKeeper-to-KRaft migration is in progress: "
+        + "; ".join(reasons)
+        + ". Its KRaft controller owns the metadata and writes ZooKeeper itself; this tool does not write "
+        "beside it. Finish the migration (or roll it back as Kafka's docs describe) first"
+    )

@@ -110,3 +110,65 @@ def test_lease_decisions():
     assert LeaseHolder.decode(me.encode()) == me
     assert LeaseHolder.decode(b"not json") is None
     assert "run 'r1'" in me.describe()
+
+
+# ------------------------------------------------------------------ KRaft migration in progress
+
+
+def _migration_evidence(*, migration: bool, controller_epoch: int | None, persistent: bool):
+    from airflow_provider_kafka_zk.kafka.safety import KraftMigrationEvidence
+    from airflow_provider_kafka_zk.kafka.znodes import ControllerRegistration, MigrationZNode
+
+    controller = ControllerRegistration(
+        broker_id=3000 if controller_epoch not in (None, -1) else 1,
+        timestamp_ms=1_700_000_000_000,
+        version=2,
+        kraft_controller_epoch=controller_epoch,
+    )
+    return KraftMigrationEvidence(
+        migration_data=MigrationZNode(3000, 5, 1234, 2).encode() if migration else None,
+        controller_data=controller.encode(),
+        controller_ephemeral_owner=0 if persistent else 0x1000000AB,
+    )
+
+
+def test_a_zookeeper_mode_controller_is_no_migration():
+    from airflow_provider_kafka_zk.kafka.safety import kraft_migration_in_progress
+
+    assert (
+        kraft_migration_in_progress(
+            _migration_evidence(migration=False, controller_epoch=-1, persistent=False)
+        )
+        is None
+    )
+
+
+def test_a_migrating_kraft_controller_is_named_with_its_epoch():
+    from airflow_provider_kafka_zk.kafka.safety import kraft_migration_in_progress
+
+    why = kraft_migration_in_progress(
+        _migration_evidence(migration=True, controller_epoch=5, persistent=True)
+    )
+    assert why is not None
+    assert "/migration exists (KRaft controller 3000, epoch 5, metadata offset 1234)" in why
+    assert "held by KRaft controller 3000 (kraftControllerEpoch 5)" in why
+    assert "persistent" in why
+
+
+@pytest.mark.parametrize(
+    ("migration", "epoch", "persistent"),
+    [(True, -1, False), (False, 7, False), (False, -1, True), (False, None, True)],
+)
+def test_each_sign_of_a_migration_alone_refuses(migration, epoch, persistent):
+    from airflow_provider_kafka_zk.kafka.safety import kraft_migration_in_progress
+
+    assert kraft_migration_in_progress(
+        _migration_evidence(migration=migration, controller_epoch=epoch, persistent=persistent)
+    )
+
+
+def test_an_unreadable_migration_znode_counts_as_a_migration():
+    from airflow_provider_kafka_zk.kafka.safety import KraftMigrationEvidence, kraft_migration_in_progress
+
+    why = kraft_migration_in_progress(KraftMigrationEvidence(b"{not json", None, None))
+    assert why is not None and "cannot be read" in why
