@@ -51,6 +51,7 @@ MAX_RELATIVE_OFFSET = 2**31 - 1
 SEGMENT_SUFFIXES = (".log", ".index", ".timeindex", ".txnindex")
 _READ = 1 << 20  # index files are read in 1 MiB chunks
 _CHECK_EVERY = 64  # batches or index entries between two looks at the clock
+_PREFIX = struct.Struct(">qi")  # baseOffset, length
 _V2_FIELDS = struct.Struct(">qi4xB4x2xi8xq")  # base, length, magic, lastOffsetDelta, maxTimestamp
 _LEGACY_FIELDS = struct.Struct(">qi4xBxq")  # offset, size, magic, timestamp (magic 1)
 _O_SAFE = (
@@ -643,19 +644,25 @@ def walk_log(
     max_ts, offset_of_max_ts = -1, None
     kept = _Span()  # whole batches before first_bad
     dropped = _Span()  # whole batches from first_bad on
+    span = kept
     previous_max = None
     recovering = True  # recovery has not thrown yet: it still builds indexes
     n = 0
+    limit = budget.limit
+    timed = budget.deadline is not None or budget.file_seconds is not None
+    unpack_prefix = _PREFIX.unpack_from
+    unpack_v2 = _V2_FIELDS.unpack_from
     with log:
         while True:
             n += 1
-            reason = budget.stop_reason(clock=n % _CHECK_EVERY == 0)
-            if reason:
-                out["stop"] = problem(
-                    reason[0], name, f"{reason[1]} at position {position}", position=position
-                )
-                out["complete"] = False
-                break
+            if (limit is not None and budget.spent >= limit) or (timed and n % _CHECK_EVERY == 0):
+                reason = budget.stop_reason()
+                if reason:
+                    out["stop"] = problem(
+                        reason[0], name, f"{reason[1]} at position {position}", position=position
+                    )
+                    out["complete"] = False
+                    break
             remaining = size - position
             if remaining <= HEADER_UP_TO_MAGIC:
                 if remaining > 0:
@@ -672,8 +679,8 @@ def walk_log(
                 break
             log.seek(position)
             head = log.read(V2_HEADER)
-            budget.take(len(head))
-            base, length = struct.unpack_from(">qi", head, 0)
+            budget.spent += len(head)
+            base, length = unpack_prefix(head, 0)
             magic = head[16]
             batch_size = length + LOG_OVERHEAD
             if length < LEGACY_MIN_SIZE:
@@ -713,7 +720,7 @@ def walk_log(
                         kept,
                     )
                     break
-                _, _, _, delta, batch_max_ts = _V2_FIELDS.unpack_from(head, 0)
+                _, _, _, delta, batch_max_ts = unpack_v2(head, 0)
                 last = base + delta
             elif magic in (0, 1):
                 last = base  # a legacy entry's offset is its (last) offset
@@ -829,7 +836,9 @@ def walk_log(
                         offset=base,
                     )
                 )
-            (kept if out["first_bad"] is None else dropped).add(base, last)
+            if span is kept and out["first_bad"] is not None:
+                span = dropped
+            span.add(base, last)
             previous_max = last if previous_max is None else max(previous_max, last)
             if out["first_offset"] is None:
                 out["first_offset"] = base

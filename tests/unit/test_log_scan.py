@@ -339,7 +339,14 @@ def test_a_fifo_named_like_a_time_index_is_skipped_without_blocking(tmp_path):
     _closed, active = _two_segments(tmp_path / "orders-2")
     timeindex = active.with_suffix(".timeindex")
     timeindex.unlink()
-    os.mkfifo(timeindex)  # without the non-blocking open, open() waits for a writer forever
+    os.mkfifo(timeindex)
+    # the damage without the guard: a plain open() waits for a writer (the scan's old 1800 s stall)
+    blocked = threading.Thread(target=lambda: open(timeindex, "rb").close(), daemon=True)
+    blocked.start()
+    blocked.join(1.0)
+    assert blocked.is_alive()
+    os.close(os.open(timeindex, os.O_WRONLY | os.O_NONBLOCK))  # let it go
+    blocked.join(5.0)
     scan = _in_thread(lambda: scan_partition(str(tmp_path / "orders-2"), 0, index_rule="last", walk_all=True))
     assert {"file": timeindex.name, "reason": "a FIFO: not read"} in scan["skipped"]
     record = scan["segments"][-1]

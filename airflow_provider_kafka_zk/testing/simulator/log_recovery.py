@@ -369,18 +369,32 @@ def _checkpoint(path: Path) -> dict[tuple[str, int], int]:
 
 
 def restart_broker(deployed: DeployedCluster, broker_id: int, *, clean: bool) -> list[LogDirStart]:
-    """Stop a deployed broker and start it again the way Kafka does, on its disk.
-
-    ``clean``: a controlled shutdown (``.kafka_cleanshutdown`` written, recovery point at the log end);
-    else a kill -9 (no marker; the recovery points stay where the last checkpoint left them). The start
-    loads every log (:func:`start_log_dirs`); what it left on disk of each damaged partition replaces
-    that damage in ``deployed.log_damage`` (a sync brings back neither the damage nor the pristine
-    log). A start that throws leaves the broker stopped, as Kafka exits, and without its marker
-    (deleted at start, KAFKA-10471), so the next start recovers.
-    """
-    cluster = deployed.cluster
-    cluster.stop_broker(broker_id, clean=clean)
+    """Stop a running deployed broker -- ``clean``: a controlled shutdown (``.kafka_cleanshutdown``
+    written, recovery point at the log end); else a kill -9 (no marker; the recovery points stay where
+    the last checkpoint left them) -- and start it again with :func:`start_broker`."""
+    deployed.cluster.stop_broker(broker_id, clean=clean)
     deployed.sync()
+    return start_broker(deployed, broker_id)
+
+
+def start_broker(deployed: DeployedCluster, broker_id: int) -> list[LogDirStart]:
+    """Start a stopped deployed broker the way Kafka does: its logs loaded on disk
+    (:func:`load_broker_logs`), then -- unless that threw, as Kafka exits -- registered and synced."""
+    starts = load_broker_logs(deployed, broker_id)
+    if not any(s.fatal for s in starts):
+        deployed.cluster.start_broker(broker_id)
+    deployed.sync()
+    return starts
+
+
+def load_broker_logs(deployed: DeployedCluster, broker_id: int) -> list[LogDirStart]:
+    """The log-loading part of a stopped deployed broker's start, on its disk (:func:`start_log_dirs`):
+    recovery after an unclean shutdown, rebuilds at load, the clean-shutdown marker deleted. What the
+    start left of each damaged partition replaces that damage in ``deployed.log_damage`` (a sync then
+    brings back neither the damage nor the pristine log). When it throws, the broker must stay down
+    (Kafka exits) and its marker is gone (deleted at start, KAFKA-10471): the model says so; the
+    caller syncs."""
+    cluster = deployed.cluster
     host = broker_host(cluster, broker_id, deployed.root)
     starts = start_log_dirs(host.log_dirs, cluster.spec.release)
     damaged = {(d.topic, d.partition) for d in deployed.log_damage if d.broker_id == broker_id}
@@ -409,8 +423,4 @@ def restart_broker(deployed: DeployedCluster, broker_id: int, *, clean: bool) ->
     deployed.log_damage[:] = kept
     if any(s.fatal for s in starts):
         cluster.brokers[broker_id].clean_shutdown = False
-        deployed.sync()
-        return starts
-    cluster.start_broker(broker_id)
-    deployed.sync()
     return starts
