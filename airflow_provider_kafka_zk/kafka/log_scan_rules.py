@@ -30,6 +30,7 @@ from .broker_start import (
     PartitionStart,
     Scenario,
     Shutdown,
+    StartRules,
     predict_start,
     start_rules,
 )
@@ -454,7 +455,7 @@ def _partition_findings(
     starts: Sequence[PartitionStart],
     facts: ReplicaFacts,
     running: bool,
-    rules: Any,
+    rules: StartRules,
 ) -> list[ScanFinding]:
     out: list[ScanFinding] = []
     by_base = {r.base_offset: r for r in rows}
