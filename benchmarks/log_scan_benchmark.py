@@ -183,6 +183,7 @@ def main() -> None:
         walk_log,
     )
 
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="kafka-zk-logscan-bench-"))
     old_walk = None
     if args.compare_ref:
         import importlib.util
@@ -194,14 +195,12 @@ def main() -> None:
             text=True,
             check=True,
         ).stdout
-        copy = Path(tempfile.mkdtemp(prefix="kafka-zk-logscan-ref-")) / "log_scan_at_ref.py"
+        copy = work / "log_scan_at_ref.py"  # removed with the work directory
         copy.write_text(source)
         spec = importlib.util.spec_from_file_location("log_scan_at_ref", copy)
         old = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(old)
         old_walk = old.walk_log
-
-    work = args.workdir or Path(tempfile.mkdtemp(prefix="kafka-zk-logscan-bench-"))
     log_dir = work / "kafka-logs-0"
     shutil.rmtree(log_dir, ignore_errors=True)
     started = time.perf_counter()
