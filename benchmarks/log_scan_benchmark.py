@@ -10,7 +10,10 @@ page cache:
 * plain read: every ``.log``/``.index``/``.timeindex`` byte read in 1 MiB chunks (the speed the
   disk side allows);
 * index checks: ``log_scan.check_offset_index`` + ``check_time_index`` on every segment;
-* batch-header walk: ``log_scan.walk_log`` on every segment (what recovery would do, headers only);
+* batch-header walk: ``log_scan.walk_log`` on every segment (what recovery would do, headers only),
+  without and with the time limits the operator passes (a per-file and a whole-scan deadline);
+* with ``--compare-ref REF`` (e.g. ``main``): the same walk by the scanner as it was at that git ref,
+  loaded from ``git show`` into the same process (before/after on the same files);
 * baseline: a plain per-record reader (the core's ``iter_log_entries`` + ``decode_records``, every
   record decoded) over the first ``--baseline-mib`` MiB of segments, as MB/s.
 
@@ -147,6 +150,8 @@ def remote_peak_rss(dirs: list[Path]) -> tuple[float, int, float]:
         "index_rule": "last",
         "verify_crc": False,
         "walk_all": True,
+        "scan_limit_s": 3000,
+        "file_limit_s": 300,
         "partitions": [{"log_dir": str(d.parent), "dir_name": d.name, "recovery_point": 0} for d in dirs],
     }
     started = time.perf_counter()
@@ -166,6 +171,9 @@ def main() -> None:
     parser.add_argument("--gib", type=float, default=2.0)
     parser.add_argument("--baseline-mib", type=int, default=512)
     parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument(
+        "--compare-ref", default=None, help="time the walk of log_scan.py at this git ref too"
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from airflow_provider_kafka_zk.kafka.log_scan import (
@@ -176,6 +184,23 @@ def main() -> None:
     )
 
     work = args.workdir or Path(tempfile.mkdtemp(prefix="kafka-zk-logscan-bench-"))
+    old_walk = None
+    if args.compare_ref:
+        import importlib.util
+
+        source = subprocess.run(
+            ["git", "show", f"{args.compare_ref}:airflow_provider_kafka_zk/kafka/log_scan.py"],
+            cwd=Path(__file__).resolve().parents[1],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        copy = work / "log_scan_at_ref.py"  # removed with the work directory
+        copy.write_text(source)
+        spec = importlib.util.spec_from_file_location("log_scan_at_ref", copy)
+        old = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(old)
+        old_walk = old.walk_log
     log_dir = work / "kafka-logs-0"
     shutil.rmtree(log_dir, ignore_errors=True)
     started = time.perf_counter()
@@ -223,6 +248,18 @@ def main() -> None:
     walk_s = time.perf_counter() - t
 
     t = time.perf_counter()
+    for stem, *_ in stems:
+        bounded = Budget(deadline=time.monotonic() + 3600, file_seconds=300)
+        walk_log(str(stem.with_suffix(".log")), index_rule="last", budget=bounded)
+    bounded_s = time.perf_counter() - t
+    old_s = None
+    if old_walk is not None:
+        t = time.perf_counter()
+        for stem, *_ in stems:
+            old_walk(str(stem.with_suffix(".log")), index_rule="last")
+        old_s = time.perf_counter() - t
+
+    t = time.perf_counter()
     baseline_bytes, records = per_record_reader([s[0] for s in stems], args.baseline_mib * MIB)
     baseline_s = time.perf_counter() - t
 
@@ -236,6 +273,12 @@ def main() -> None:
         f"{index_s / max(plain_index_s, 1e-9):.1f}x the plain read of the index files; problems found: {problems}"
     )
     print(f"batch-header walk, every batch: {walk_s:.2f}s = {mb / walk_s:,.0f} MB/s ({batches} batches)")
+    print(f"  with per-file and whole-scan time limits: {bounded_s:.2f}s = {mb / bounded_s:,.0f} MB/s")
+    if old_s is not None:
+        print(
+            f"  the walk at {args.compare_ref}: {old_s:.2f}s = {mb / old_s:,.0f} MB/s "
+            f"(this one / that one: {old_s / walk_s:.2f}x the speed)"
+        )
     base_rate = baseline_bytes / 1e6 / baseline_s
     print(
         f"baseline per-record reader:    {base_rate:,.1f} MB/s ({records} records in {baseline_bytes / MIB:.0f} MiB, {baseline_s:.1f}s)"

@@ -2,10 +2,17 @@
 
 Read-only and one command, like the inventory: the host runs Python 3.6+ (stdlib) with this
 module's script -- the project's own :mod:`~airflow_provider_kafka_zk.kafka.log_scan` (the rules
-exist once) plus a driver -- at low CPU priority (``nice``), under a byte budget and a hard time
-limit (``signal.alarm`` and ``RLIMIT_CPU``). It sends one compact summary per partition (index
-structure, the recovery walk's outcome), never index or log contents. A partition directory that
-is a symlink is reported and not entered; segment files that are symlinks are not followed.
+exist once) plus a driver -- at low CPU priority (``nice``), under a byte budget and three time
+limits: each file's (``file_timeout``), the whole scan's (``scan_timeout``: what is left is reported
+as skipped, with the reason) and the command's hard limit (``timeout``: ``signal.alarm`` and
+``RLIMIT_CPU`` on the host, channel timeouts here). A verdict always comes back: when the hard limit
+stops the command, the partitions already sent are kept and the rest reported as not scanned.
+
+It sends one compact summary per partition (index structure, the recovery walk's outcome), never
+index or log contents. Only regular files are opened (``lstat``, ``O_NOFOLLOW | O_NONBLOCK``,
+``fstat``): a partition directory that is a symlink is reported and not entered; segment files that
+are symlinks, FIFOs, devices or directories are reported as skipped, never read (a FIFO named like a
+``.timeindex`` would otherwise block ``open()``).
 """
 
 from __future__ import annotations
@@ -17,22 +24,28 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_kafka_zk.hooks.broker_host import BrokerHostCommandError, BrokerHostHook
+from airflow_provider_kafka_zk.hooks.broker_host import (
+    BrokerHostCommandError,
+    BrokerHostHook,
+    BrokerHostTimeoutError,
+)
 from airflow_provider_kafka_zk.hooks.broker_quarantine import _HOST_COMMON, run_remote
 from airflow_provider_kafka_zk.kafka import log_scan
 
 log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 1800.0
+DEFAULT_FILE_TIMEOUT_S = 300.0
 DEFAULT_NICE = 10
+_SOFT_MARGIN = 0.9  # the whole-scan limit, as a share of the hard one (results sent before the alarm)
 # the scanner's own source, docstring dropped: what runs on the host is what the tests run here
 _SCANNER = inspect.getsource(log_scan).split('"""', 2)[2]
 
 # Python 3.6+ stdlib only. Reads one JSON request from stdin:
-#   {"limit_s", "nice", "budget_bytes", "index_rule", "verify_crc", "walk_all", "index_interval",
-#    "partitions": [{"log_dir", "dir_name", "recovery_point"}]}
+#   {"limit_s", "scan_limit_s", "file_limit_s", "nice", "budget_bytes", "index_rule", "verify_crc",
+#    "walk_all", "index_interval", "partitions": [{"log_dir", "dir_name", "recovery_point"}]}
 # and writes {"t": "partition", "i", "result" | "skipped" | "error"} per partition, then
-# {"t": "end", "bytes_read", "budget_exhausted"}; or {"t": "fatal", ...}.
+# {"t": "end", "bytes_read", "budget_exhausted", "stopped"}; or {"t": "fatal", ...}.
 _SCAN_REMOTE = (
     r"""
 # kafka-zk-log-scan-remote: reads segment headers and indexes; never writes.
@@ -52,6 +65,7 @@ def on_limit(signum, frame):
 
 
 def main():
+    started = time.monotonic()
     req = read_request(on_limit, 1800)
     if req is None:
         return
@@ -59,10 +73,16 @@ def main():
         os.nice(int(req.get("nice") or 0))
     except OSError:
         pass
-    budget = Budget(req.get("budget_bytes"))
+    scan_limit = req.get("scan_limit_s")
+    budget = Budget(req.get("budget_bytes"),
+                    deadline=None if scan_limit is None else started + float(scan_limit),
+                    file_seconds=req.get("file_limit_s"))
+    stopped = None
     for i, part in enumerate(req.get("partitions") or []):
-        if budget.exhausted:
-            emit({"t": "partition", "i": i, "skipped": "byte budget spent"})
+        reason = budget.stop_reason()
+        if reason:
+            stopped = reason[1]
+            emit({"t": "partition", "i": i, "skipped": reason[1]})
             continue
         path = join(part["log_dir"], part["dir_name"])
         try:
@@ -80,7 +100,7 @@ def main():
             emit({"t": "partition", "i": i, "error": "%s: %s" % (path, exc)})
             continue
         emit({"t": "partition", "i": i, "result": result, "bytes_read": budget.spent})
-    emit({"t": "end", "bytes_read": budget.spent, "budget_exhausted": budget.exhausted})
+    emit({"t": "end", "bytes_read": budget.spent, "budget_exhausted": budget.exhausted, "stopped": stopped})
 
 
 main()
@@ -111,9 +131,11 @@ def scan_broker_logs(
     budget_bytes: int | None = None,
     nice: int = DEFAULT_NICE,
     timeout: float = DEFAULT_TIMEOUT_S,
+    file_timeout: float | None = DEFAULT_FILE_TIMEOUT_S,
+    scan_timeout: float | None = None,
     on_progress: Callable[[int, int, int], None] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Scan ``partitions`` on broker ``broker_id``'s host; one SSH command.
+    """Scan ``partitions`` on broker ``broker_id``'s host; one SSH command. Always returns.
 
     :param hook: the cluster's broker host hook (strict host keys).
     :param broker_id: the broker whose host is read.
@@ -123,20 +145,27 @@ def scan_broker_logs(
     :param walk_all: walk every segment, not only those recovered after an unclean shutdown.
     :param budget_bytes: stop reading after this many bytes (the rest is reported as skipped).
     :param nice: CPU niceness of the scan on the host.
-    :param timeout: hard limit (s), on the host and here.
+    :param timeout: hard limit (s) of the command, on the host and here.
+    :param file_timeout: time limit (s) of reading one file (None: none); a file past it is skipped.
+    :param scan_timeout: time limit (s) of the whole scan, after which the remaining partitions are
+        reported as skipped (default: 90 % of ``timeout``, so the results arrive before the alarm).
     :param on_progress: called with (partitions done, partitions total, bytes read) as results arrive.
-    :raises BrokerHostTimeoutError: past ``timeout``.
-    :raises BrokerHostCommandError: the host command failed or broke the protocol.
+    :raises BrokerHostCommandError: the host command failed or broke the protocol (not for a timeout:
+        then what arrived is returned and the rest is marked skipped).
 
-    Returns (one dict per partition in order: ``{"result"}``, ``{"skipped"}`` or ``{"error"}``; the
-    end record ``{"bytes_read", "budget_exhausted"}``).
+    Returns (one dict per partition in order: ``{"result"}``, ``{"skipped": reason}`` or
+    ``{"error"}``; the end record ``{"bytes_read", "budget_exhausted", "stopped"}``, with
+    ``"timed_out"`` when the hard limit stopped the command).
     """
     if index_rule not in ("first", "last"):
         raise ValueError(f"index_rule must be 'first' or 'last', not {index_rule!r}")
     limit_s = max(1, math.ceil(float(timeout)))
+    soft = float(scan_timeout) if scan_timeout is not None else limit_s * _SOFT_MARGIN
     address = hook.resolve(broker_id)
     request = {
         "limit_s": limit_s,
+        "scan_limit_s": max(0.0, min(soft, limit_s * _SOFT_MARGIN)),
+        "file_limit_s": None if file_timeout is None else max(0.1, float(file_timeout)),
         "nice": int(nice),
         "budget_bytes": budget_bytes,
         "index_rule": index_rule,
@@ -150,17 +179,24 @@ def scan_broker_logs(
         if record.get("t") == "partition" and on_progress is not None:
             on_progress(int(record.get("i", 0)) + 1, total, int(record.get("bytes_read") or 0))
 
-    records = run_remote(
-        hook,
-        address,
-        request,
-        limit_s,
-        script=_SCAN_REMOTE,
-        what="log scan",
-        done_status="",
-        on_record=progress,
-    )
+    timed_out = None
+    try:
+        records = run_remote(
+            hook,
+            address,
+            request,
+            limit_s,
+            script=_SCAN_REMOTE,
+            what="log scan",
+            done_status="",
+            on_record=progress,
+        )
+    except BrokerHostTimeoutError as exc:
+        records = [r for r in getattr(exc, "records", []) if r.get("t") == "partition"]
+        timed_out = f"the log scan command ran past its hard limit of {limit_s}s: not scanned"
+        log.warning("Broker %d: %s (%d of %d partitions scanned)", broker_id, exc, len(records), total)
     results: list[dict[str, Any] | None] = [None] * total
+    bytes_read = 0
     for record in records:
         if record.get("t") == "partition":
             i = record.get("i")
@@ -169,6 +205,10 @@ def scan_broker_logs(
                     broker_id, address.host, address.port, f"log scan record for no partition: {i!r}"
                 )
             results[i] = {k: v for k, v in record.items() if k not in ("t", "i")}
+            bytes_read = max(bytes_read, int(record.get("bytes_read") or 0))
+    if timed_out is not None:
+        end = {"bytes_read": bytes_read, "budget_exhausted": False, "stopped": timed_out, "timed_out": True}
+        return [r if r is not None else {"skipped": timed_out} for r in results], end
     missing = [partitions[i].dir_name for i, r in enumerate(results) if r is None]
     if missing:
         raise BrokerHostCommandError(

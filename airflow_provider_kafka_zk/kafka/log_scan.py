@@ -1,27 +1,42 @@
-"""What a broker restart would do to one partition's segments: index structure and the recovery walk.
+"""What a broker restart would find in one partition's segments: index structure and the recovery walk.
 
 Standard library only, no package imports, Python 3.6+: the broker-side scan sends this very file
 over SSH (with a small driver), so the rules exist once and run where the bytes are. It reads
 batch *headers* (seek past the records), never whole segments; memory stays flat however large the
-segments are. The Airflow side turns the summaries into findings (:mod:`.log_scan_rules`).
+segments are. What Kafka then does with these facts (per release) is :mod:`.broker_start`'s.
 
-Kafka's behaviour it follows (``core/src/main/scala/kafka/log/``: ``LogSegment.recover``, ``LogLoader``/``Log``
-``loadSegmentFiles`` and ``recoverLog``, ``OffsetIndex.append``/``sanityCheck``, 0.11.0.2 .. 3.3.1):
+Safety on the broker host: every file is opened only if it is a regular file (``lstat``, then
+``O_NOFOLLOW | O_NONBLOCK``, then ``fstat`` of the opened descriptor must be the same regular file),
+so a FIFO, device, directory or symlink named like a segment file is reported as skipped with the
+reason, never opened for reading (a FIFO would block ``open()`` until a writer comes). Reading is
+bounded in bytes and time: :class:`Budget` stops the whole scan at its deadline and each file at its
+own, and what was not read is reported, never silently taken as clean.
 
-* recovery walks the batches from position 0; every ``index.interval.bytes`` (4096) it appends an
-  offset-index entry for the batch at that position -- ``baseOffset`` up to 1.1, ``lastOffset`` from
-  2.0 -- and ``OffsetIndex.append`` throws ``InvalidOffsetException`` unless the offset is larger than
-  the last one appended (the seed's broker that would not start);
-* a batch that fails ``ensureValid`` (size, CRC) or a bad header ends the walk: the segment is
-  truncated there, and after an unclean shutdown every later segment is deleted; a partial batch at
-  the end is dropped quietly;
-* an ``InvalidOffsetException`` during the unclean-shutdown recovery truncates the whole segment to
-  its base offset; during the rebuild of a missing (or, before 2.3, corrupt) index at load time it is
-  not caught: the broker does not start.
+The walk follows ``LogSegment.recover`` (``core/src/main/scala/kafka/log/LogSegment.scala`` at
+0.11.0.0, 2.0.0 and 3.3.1; ``storage/.../LogSegment.java`` at 3.9.0-rc3) and
+``FileLogInputStream.nextBatch`` (``clients/.../record/FileLogInputStream.java``):
+
+* batches are read from position 0; iteration ends quietly when 17 or fewer bytes remain or the next
+  batch would run past the end (a torn tail: recovery truncates it); a size below 14 is a
+  ``CorruptRecordException``, a v2 batch under 61 bytes or with a bad CRC fails ``ensureValid``:
+  recovery truncates the segment at that batch;
+* every ``index.interval.bytes`` (4096) recovery appends an offset-index entry for the batch at that
+  position -- ``baseOffset`` up to 1.1, ``lastOffset`` from 2.0 -- and ``OffsetIndex.append`` throws
+  ``InvalidOffsetException`` unless the offset is larger than the last one appended; with it
+  ``TimeIndex.maybeAppend`` throws the same when the offset of the max timestamp so far goes back;
+* from 2.0 ``ensureOffsetInRange(batch.lastOffset)`` throws ``LogSegmentOffsetOverflowException`` for
+  an offset below the segment's base or more than 2^31-1 above it.
+
+The walk keeps going after an exception that leaves the structure readable, so the result also says
+what lies after it (the offsets and bytes a remedy keeps or drops), and where the offsets first go
+back (``first_bad``: where a remedy that keeps the most must cut).
 """
 
+import errno
 import os
+import stat
 import struct
+import time
 
 OFFSET_ENTRY = 8
 TIME_ENTRY = 12
@@ -29,9 +44,19 @@ LOG_OVERHEAD = 12  # baseOffset int64 + length int32
 V2_HEADER = 61
 HEADER_UP_TO_MAGIC = 17
 LEGACY_MIN_SIZE = 14
+LEGACY_V1_MIN_SIZE = 22
 DEFAULT_INDEX_INTERVAL = 4096
 EMPTY_INDEX_SUSPICIOUS_BYTES = 8 * 1024 * 1024
+MAX_RELATIVE_OFFSET = 2**31 - 1
+SEGMENT_SUFFIXES = (".log", ".index", ".timeindex", ".txnindex")
 _READ = 1 << 20  # index files are read in 1 MiB chunks
+_CHECK_EVERY = 64  # batches or index entries between two looks at the clock
+_PREFIX = struct.Struct(">qi")  # baseOffset, length
+_V2_FIELDS = struct.Struct(">qi4xB4x2xi8xq")  # base, length, magic, lastOffsetDelta, maxTimestamp
+_LEGACY_FIELDS = struct.Struct(">qi4xBxq")  # offset, size, magic, timestamp (magic 1)
+_O_SAFE = (
+    os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+)
 
 
 def _crc32c_table():
@@ -57,11 +82,17 @@ def crc32c(data):
 
 
 class Budget:
-    """Bytes the scan may read; ``None`` means unlimited. ``spent`` counts what was read."""
+    """What the scan may spend: bytes (``limit``, None: unlimited), the whole scan's time
+    (``deadline``, a ``time.monotonic()`` value) and each file's (``file_seconds``).
+    ``spent`` counts the bytes read."""
 
-    def __init__(self, limit=None):
+    def __init__(self, limit=None, deadline=None, file_seconds=None, clock=time.monotonic):
         self.limit = limit
+        self.deadline = deadline
+        self.file_seconds = file_seconds
+        self.clock = clock
         self.spent = 0
+        self.file_deadline = None
 
     def take(self, n):
         self.spent += n
@@ -70,11 +101,81 @@ class Budget:
     def exhausted(self):
         return self.limit is not None and self.spent >= self.limit
 
+    def start_file(self):
+        """A new file: its own time limit starts now."""
+        self.file_deadline = None if self.file_seconds is None else self.clock() + self.file_seconds
+
+    def stop_reason(self, clock=True):
+        """None, or why reading must stop now: ``(kind, detail)``, kind ``budget`` or ``time``.
+        ``clock=False`` looks at the bytes only (cheap enough for every batch)."""
+        if self.exhausted:
+            return ("budget", f"byte budget of {self.limit} bytes spent")
+        if not clock or (self.deadline is None and self.file_deadline is None):
+            return None
+        now = self.clock()
+        if self.deadline is not None and now >= self.deadline:
+            return ("time", "the scan's time limit was reached")
+        if self.file_deadline is not None and now >= self.file_deadline:
+            return ("time", f"the per-file time limit of {self.file_seconds}s was reached")
+        return None
+
 
 def problem(kind, file, detail, **where):
     out = {"kind": kind, "file": file, "detail": detail}
     out.update(where)
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Opening files: regular files only, never following a link, never blocking
+# ---------------------------------------------------------------------------------------------
+
+
+class Skipped(Exception):
+    """A file the scan does not read; ``str()`` says why."""
+
+
+def file_kind(mode):
+    """What a non-regular file is, in words."""
+    for test, name in (
+        (stat.S_ISLNK, "a symlink"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def open_regular(path, budget=None):
+    """``(raw file object, fstat)`` of ``path`` if it is a regular file; :class:`Skipped` otherwise.
+
+    ``lstat`` first (a FIFO or device is never opened), then ``O_NOFOLLOW | O_NONBLOCK`` (a swap to a
+    symlink after the ``lstat`` is not followed; a swap to a FIFO does not block), then the opened
+    descriptor must be the ``lstat``-ed regular file. Starts the file's time limit."""
+    st = os.lstat(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise Skipped(f"{file_kind(st.st_mode)}: not read")
+    try:
+        fd = os.open(path, _O_SAFE)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EMLINK):
+            raise Skipped("replaced by a symlink while being opened: not followed") from None
+        raise
+    try:
+        opened = os.fstat(fd)
+        if not stat.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != (st.st_dev, st.st_ino):
+            raise Skipped(f"changed while being opened (now {file_kind(opened.st_mode)}): not read")
+        handle = os.fdopen(fd, "rb", buffering=0)
+    except BaseException:
+        os.close(fd)
+        raise
+    if budget is not None:
+        budget.start_file()
+    return handle, opened
 
 
 # ---------------------------------------------------------------------------------------------
@@ -89,6 +190,10 @@ class Zeros:
         self.count = count
 
 
+class TimeUp(Exception):
+    """The byte budget or a time limit stopped reading a file (``args``: kind, detail)."""
+
+
 def _data_ranges(fd, size):
     """The (start, end) byte ranges of ``fd`` that hold data; holes read as zeros. Without
     SEEK_DATA support the whole file is one range."""
@@ -100,7 +205,7 @@ def _data_ranges(fd, size):
             try:
                 start = os.lseek(fd, position, os.SEEK_DATA)
             except OSError as exc:
-                if exc.errno == 6:  # ENXIO: only a hole from here to the end
+                if exc.errno == errno.ENXIO:  # only a hole from here to the end
                     break
                 raise
             end = os.lseek(fd, start, os.SEEK_HOLE)
@@ -111,29 +216,32 @@ def _data_ranges(fd, size):
     return ranges
 
 
-def _entries(path, size, entry_size, fmt, budget):
-    """Entries of an index file in order (Kafka counts the zero tail as entries too); runs of whole
-    entries inside holes of a sparse file come as one ``Zeros`` instead of being read."""
+def _entries(f, size, entry_size, fmt, budget):
+    """Entries of an open index file in order (Kafka counts the zero tail as entries too); runs of
+    whole entries inside holes of a sparse file come as one ``Zeros`` instead of being read.
+    Raises :class:`TimeUp` when the budget or a time limit stops the reading."""
     usable = size - size % entry_size
     unpack = struct.Struct(fmt).iter_unpack
     chunk_bytes = _READ - _READ % entry_size
-    with open(path, "rb", buffering=0) as f:
-        position = 0
-        for start, end in [*_data_ranges(f.fileno(), usable), (usable, usable)]:
-            # entries wholly inside the hole before this data range are zeros
-            first_data_entry = start // entry_size
-            if first_data_entry > position // entry_size:
-                yield Zeros(first_data_entry - position // entry_size)
-                position = first_data_entry * entry_size
-            end = min(usable, -(-end // entry_size) * entry_size)
-            f.seek(position)
-            while position < end:
-                data = f.read(min(chunk_bytes, end - position))
-                if not data:
-                    return
-                budget.take(len(data))
-                position += len(data)
-                yield from unpack(data[: len(data) - len(data) % entry_size])
+    position = 0
+    for start, end in [*_data_ranges(f.fileno(), usable), (usable, usable)]:
+        # entries wholly inside the hole before this data range are zeros
+        first_data_entry = start // entry_size
+        if first_data_entry > position // entry_size:
+            yield Zeros(first_data_entry - position // entry_size)
+            position = first_data_entry * entry_size
+        end = min(usable, -(-end // entry_size) * entry_size)
+        f.seek(position)
+        while position < end:
+            reason = budget.stop_reason()
+            if reason:
+                raise TimeUp(*reason)
+            data = f.read(min(chunk_bytes, end - position))
+            if not data:
+                return
+            budget.take(len(data))
+            position += len(data)
+            yield from unpack(data[: len(data) - len(data) % entry_size])
 
 
 class EntryCount:
@@ -144,13 +252,13 @@ class EntryCount:
         self.zero_tail = 0
 
 
-def _nonzero_entries(path, size, entry_size, fmt, budget, counted):
+def _nonzero_entries(f, size, entry_size, fmt, budget, counted):
     """``(entry number, field 1, field 2, zero entries just before it)`` for every entry that is not
     all zero; ``counted`` tallies as Kafka does. Nothing valid is ever all zero (a batch at position 0
     is never indexed), so a zero entry is the preallocated tail -- or, followed by data, a gap."""
     i = -1
     run = 0
-    for item in _entries(path, size, entry_size, fmt, budget):
+    for item in _entries(f, size, entry_size, fmt, budget):
         if isinstance(item, Zeros):
             counted.total += item.count
             run += item.count
@@ -188,190 +296,259 @@ def _header_at(log, position, log_size):
     return (magic, base, base, size + LOG_OVERHEAD)  # legacy: the entry offset is the (last) offset
 
 
+def _skipped_index(out, name, reason):
+    out["skipped"] = reason
+    out["problems"].append(problem("skipped", name, reason))
+    return out
+
+
 def check_offset_index(path, log_path, base_offset, next_base, *, index_rule, active, budget):
     """Structure of one ``.index``: size, zero tail, monotonic entries, offsets within the segment,
-    positions within the log and at batch boundaries whose offsets fit the broker's index rule."""
+    positions within the log and at batch boundaries whose offsets fit the broker's index rule.
+
+    ``entries`` and ``zero_tail`` count as Kafka does (size / 8, the all-zero last entries);
+    ``last_offset`` is the last non-zero entry's offset. ``skipped`` says why the file was not read
+    (not a regular file, time limit); ``missing`` that there is none."""
     name = os.path.basename(path)
     out = {"entries": 0, "zero_tail": 0, "problems": []}
     try:
-        size = os.lstat(path).st_size
+        f, st = open_regular(path, budget)
     except FileNotFoundError:
         out["missing"] = True
         return out
-    out["size"] = size
-    problems = out["problems"]
-    if size % OFFSET_ENTRY:
-        problems.append(problem("index_size", name, f"size {size} is not a multiple of {OFFSET_ENTRY}"))
-    log_size = os.lstat(log_path).st_size if os.path.exists(log_path) else 0
-    if size == 0:
-        # one appended chunk (a follower's fetch, up to replica.fetch.max.bytes) gets no entry, so
-        # only a log far larger than any chunk proves the index lost its entries
-        if log_size > EMPTY_INDEX_SUSPICIOUS_BYTES:
-            problems.append(
-                problem(
-                    "index_empty",
-                    name,
-                    f"empty while the log holds {log_size} bytes: every read scans from 0",
-                )
-            )
-        return out
-    last_rel = last_pos = None
-    counted = EntryCount()
-    with open(log_path, "rb") if log_size else open(os.devnull, "rb") as log:
-        for i, rel, pos, zeros_before in _nonzero_entries(path, size, OFFSET_ENTRY, ">ii", budget, counted):
-            if zeros_before:
-                problems.append(
-                    problem(
-                        "index_zero_gap",
-                        name,
-                        f"{zeros_before} zero entries before entry {i}: the index was not written in order",
-                        entry=i,
-                    )
-                )
-            offset = base_offset + rel
-            if rel < 0 or (next_base is not None and offset >= next_base):
-                problems.append(
-                    problem(
-                        "index_offset_range",
-                        name,
-                        f"entry {i}: offset {offset} outside the segment",
-                        entry=i,
-                        offset=offset,
-                    )
-                )
-            if last_rel is not None and rel <= last_rel:
-                problems.append(
-                    problem(
-                        "index_not_monotonic",
-                        name,
-                        f"entry {i}: offset {offset} not greater than the previous entry's {base_offset + last_rel}",
-                        entry=i,
-                        offset=offset,
-                    )
-                )
-            if last_pos is not None and pos <= last_pos:
-                problems.append(
-                    problem(
-                        "index_not_monotonic",
-                        name,
-                        f"entry {i}: position {pos} after {last_pos}",
-                        entry=i,
-                        position=pos,
-                    )
-                )
-            if pos < 0 or pos >= log_size:
-                problems.append(
-                    problem(
-                        "index_position_range",
-                        name,
-                        f"entry {i}: position {pos} beyond the log ({log_size} bytes)",
-                        entry=i,
-                        position=pos,
-                    )
-                )
-            else:
-                found = _header_at(log, pos, log_size)
-                budget.take(V2_HEADER)
-                if isinstance(found, str):
+    except Skipped as exc:
+        return _skipped_index(out, name, str(exc))
+    with f:
+        size = st.st_size
+        out["size"] = size
+        problems = out["problems"]
+        if size % OFFSET_ENTRY:
+            problems.append(problem("index_size", name, f"size {size} is not a multiple of {OFFSET_ENTRY}"))
+        log = None
+        log_size = 0
+        try:
+            log, log_st = open_regular(log_path)
+            log_size = log_st.st_size
+        except (FileNotFoundError, Skipped):
+            pass
+        try:
+            if size == 0:
+                # one appended chunk (a follower's fetch, up to replica.fetch.max.bytes) gets no entry,
+                # so only a log far larger than any chunk proves the index lost its entries
+                if log_size > EMPTY_INDEX_SUSPICIOUS_BYTES:
                     problems.append(
                         problem(
-                            "index_position",
+                            "index_empty",
                             name,
-                            f"entry {i}: position {pos} {found}",
-                            entry=i,
-                            position=pos,
+                            f"empty while the log holds {log_size} bytes: every read scans from 0",
                         )
                     )
-                elif found[0] == 2:
-                    _, first, last, _ = found
-                    fits = offset == first if index_rule == "first" else first <= offset and last <= offset
-                    if not fits:
-                        want = (
-                            f"its base offset {first}"
-                            if index_rule == "first"
-                            else f"at least its last offset {last}"
-                        )
-                        problems.append(
-                            problem(
-                                "index_entry_mismatch",
-                                name,
-                                f"entry {i}: offset {offset} at position {pos}, where the batch {first}..{last} starts (want {want})",
-                                entry=i,
-                                offset=offset,
-                                position=pos,
-                            )
-                        )
-            last_rel, last_pos = rel, pos
-            if len(problems) > 50:
-                break
-    out["entries"] = counted.total - counted.zero_tail
-    out["zero_tail"] = counted.zero_tail
-    if counted.zero_tail and not active:
+                return out
+            last_rel = last_pos = None
+            counted = EntryCount()
+            try:
+                for i, rel, pos, zeros_before in _nonzero_entries(
+                    f, size, OFFSET_ENTRY, ">ii", budget, counted
+                ):
+                    _check_offset_entry(
+                        problems,
+                        name,
+                        log,
+                        log_size,
+                        base_offset,
+                        next_base,
+                        index_rule,
+                        budget,
+                        i,
+                        rel,
+                        pos,
+                        zeros_before,
+                        last_rel,
+                        last_pos,
+                    )
+                    last_rel, last_pos = rel, pos
+                    if len(problems) > 50:
+                        break
+            except TimeUp as exc:
+                return _skipped_index(out, name, f"{exc.args[1]} after {counted.total} entries")
+            out["entries"] = counted.total - counted.zero_tail
+            out["zero_tail"] = counted.zero_tail
+            if counted.zero_tail and not active:
+                problems.append(
+                    problem(
+                        "index_untrimmed",
+                        name,
+                        f"inactive segment's index keeps a {counted.zero_tail}-entry zero tail (never trimmed)",
+                    )
+                )
+            out["last_offset"] = None if last_rel is None else base_offset + last_rel
+            return out
+        finally:
+            if log is not None:
+                log.close()
+
+
+def _check_offset_entry(
+    problems,
+    name,
+    log,
+    log_size,
+    base_offset,
+    next_base,
+    index_rule,
+    budget,
+    i,
+    rel,
+    pos,
+    zeros_before,
+    last_rel,
+    last_pos,
+):
+    if zeros_before:
         problems.append(
             problem(
-                "index_untrimmed",
+                "index_zero_gap",
                 name,
-                f"inactive segment's index keeps a {counted.zero_tail}-entry zero tail (never trimmed)",
+                f"{zeros_before} zero entries before entry {i}: the index was not written in order",
+                entry=i,
             )
         )
-    out["last_offset"] = None if last_rel is None else base_offset + last_rel
-    return out
+    offset = base_offset + rel
+    if rel < 0 or (next_base is not None and offset >= next_base):
+        problems.append(
+            problem(
+                "index_offset_range",
+                name,
+                f"entry {i}: offset {offset} outside the segment",
+                entry=i,
+                offset=offset,
+            )
+        )
+    if last_rel is not None and rel <= last_rel:
+        problems.append(
+            problem(
+                "index_not_monotonic",
+                name,
+                f"entry {i}: offset {offset} not greater than the previous entry's {base_offset + last_rel}",
+                entry=i,
+                offset=offset,
+            )
+        )
+    if last_pos is not None and pos <= last_pos:
+        problems.append(
+            problem(
+                "index_not_monotonic",
+                name,
+                f"entry {i}: position {pos} after {last_pos}",
+                entry=i,
+                position=pos,
+            )
+        )
+    if pos < 0 or pos >= log_size or log is None:
+        problems.append(
+            problem(
+                "index_position_range",
+                name,
+                f"entry {i}: position {pos} beyond the log ({log_size} bytes)",
+                entry=i,
+                position=pos,
+            )
+        )
+        return
+    found = _header_at(log, pos, log_size)
+    budget.take(V2_HEADER)
+    if isinstance(found, str):
+        problems.append(
+            problem("index_position", name, f"entry {i}: position {pos} {found}", entry=i, position=pos)
+        )
+    elif found[0] == 2:
+        _, first, last, _ = found
+        fits = offset == first if index_rule == "first" else first <= offset and last <= offset
+        if not fits:
+            want = f"its base offset {first}" if index_rule == "first" else f"at least its last offset {last}"
+            problems.append(
+                problem(
+                    "index_entry_mismatch",
+                    name,
+                    f"entry {i}: offset {offset} at position {pos}, where the batch {first}..{last} starts (want {want})",
+                    entry=i,
+                    offset=offset,
+                    position=pos,
+                )
+            )
 
 
 def check_time_index(path, base_offset, next_base, *, active, budget):
     """Structure of one ``.timeindex``: size, zero tail, non-decreasing timestamps and offsets within the
     segment. The offset each entry names is not compared with the log: leaders and followers legally
     differ there (each appends entries at its own batch boundaries, ``LogSegment.append`` at 3.3.1; seen
-    on a real 3.3.1 cluster's leader and follower copies)."""
+    on a real 3.3.1 cluster's leader and follower copies).
+
+    Also what the pre-2.3 startup check (``TimeIndex.sanityCheck``) compares: ``first_timestamp`` (of
+    entry 0 as Kafka reads it, 0 when that slot is zero) and the last non-zero entry's
+    ``last_timestamp``/``last_offset``."""
     name = os.path.basename(path)
     out = {"entries": 0, "zero_tail": 0, "problems": []}
     try:
-        size = os.lstat(path).st_size
+        f, st = open_regular(path, budget)
     except FileNotFoundError:
         out["missing"] = True
         return out
-    out["size"] = size
-    problems = out["problems"]
-    if size % TIME_ENTRY:
-        problems.append(problem("timeindex_size", name, f"size {size} is not a multiple of {TIME_ENTRY}"))
-    last_ts = last_rel = None
-    counted = EntryCount()
-    for i, ts, rel, _ in _nonzero_entries(path, size, TIME_ENTRY, ">qi", budget, counted):
-        offset = base_offset + rel
-        if rel < 0 or (next_base is not None and offset >= next_base):
+    except Skipped as exc:
+        return _skipped_index(out, name, str(exc))
+    with f:
+        size = st.st_size
+        out["size"] = size
+        problems = out["problems"]
+        if size % TIME_ENTRY:
+            problems.append(problem("timeindex_size", name, f"size {size} is not a multiple of {TIME_ENTRY}"))
+        last_ts = last_rel = None
+        counted = EntryCount()
+        first_timestamp = 0
+        try:
+            for i, ts, rel, _ in _nonzero_entries(f, size, TIME_ENTRY, ">qi", budget, counted):
+                if i == 0:
+                    first_timestamp = ts
+                offset = base_offset + rel
+                if rel < 0 or (next_base is not None and offset >= next_base):
+                    problems.append(
+                        problem(
+                            "timeindex_offset_range",
+                            name,
+                            f"entry {i}: offset {offset} outside the segment",
+                            entry=i,
+                            offset=offset,
+                        )
+                    )
+                if last_ts is not None and (ts < last_ts or rel < last_rel):
+                    problems.append(
+                        problem(
+                            "timeindex_not_monotonic",
+                            name,
+                            f"entry {i}: ({ts}, offset {offset}) after ({last_ts}, offset {base_offset + last_rel})",
+                            entry=i,
+                            offset=offset,
+                        )
+                    )
+                last_ts, last_rel = ts, rel
+                if len(problems) > 50:
+                    break
+        except TimeUp as exc:
+            return _skipped_index(out, name, f"{exc.args[1]} after {counted.total} entries")
+        out["entries"] = counted.total - counted.zero_tail
+        out["zero_tail"] = counted.zero_tail
+        out["first_timestamp"] = first_timestamp
+        out["last_timestamp"] = last_ts
+        out["last_offset"] = None if last_rel is None else base_offset + last_rel
+        if counted.zero_tail and not active:
             problems.append(
                 problem(
-                    "timeindex_offset_range",
+                    "timeindex_untrimmed",
                     name,
-                    f"entry {i}: offset {offset} outside the segment",
-                    entry=i,
-                    offset=offset,
+                    f"inactive segment's time index keeps a {counted.zero_tail}-entry zero tail",
                 )
             )
-        if last_ts is not None and (ts < last_ts or rel < last_rel):
-            problems.append(
-                problem(
-                    "timeindex_not_monotonic",
-                    name,
-                    f"entry {i}: ({ts}, offset {offset}) after ({last_ts}, offset {base_offset + last_rel})",
-                    entry=i,
-                    offset=offset,
-                )
-            )
-        last_ts, last_rel = ts, rel
-        if len(problems) > 50:
-            break
-    out["entries"] = counted.total - counted.zero_tail
-    out["zero_tail"] = counted.zero_tail
-    if counted.zero_tail and not active:
-        problems.append(
-            problem(
-                "timeindex_untrimmed",
-                name,
-                f"inactive segment's time index keeps a {counted.zero_tail}-entry zero tail",
-            )
-        )
-    return out
+        return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -379,141 +556,334 @@ def check_time_index(path, base_offset, next_base, *, active, budget):
 # ---------------------------------------------------------------------------------------------
 
 
-def walk_log(path, *, index_rule, index_interval=DEFAULT_INDEX_INTERVAL, verify_crc=False, budget=None):
+class _Span:
+    """Whole batches in a byte range: count, lowest base offset, highest last offset."""
+
+    def __init__(self):
+        self.batches = 0
+        self.min_offset = None
+        self.max_offset = None
+        self.last_offset = None
+
+    def add(self, base, last):
+        self.batches += 1
+        self.min_offset = base if self.min_offset is None else min(self.min_offset, base)
+        self.max_offset = last if self.max_offset is None else max(self.max_offset, last)
+        self.last_offset = last
+
+    def to_dict(self, **extra):
+        out = {
+            "batches": self.batches,
+            "min_offset": self.min_offset,
+            "max_offset": self.max_offset,
+            "last_offset": self.last_offset,
+        }
+        out.update(extra)
+        return out
+
+
+def walk_log(
+    path,
+    *,
+    index_rule,
+    index_interval=DEFAULT_INDEX_INTERVAL,
+    verify_crc=False,
+    budget=None,
+    base_offset=None,
+    offset_range_check=True,
+):
     """What ``LogSegment.recover`` would do to this ``.log``, from batch headers.
 
-    Returns ``{"batches", "first_offset", "last_offset", "valid_bytes", "size", "stop"}``: ``stop`` is
-    None when the walk reached the end, else where and why recovery stops (``kind`` is
-    ``invalid_offset`` -- the rebuilt index refuses an offset -- ``corrupt_batch``, ``torn_tail``,
-    ``offsets_backwards`` when offsets go back between batches without reaching an index point,
-    or ``budget``). The CRC of the last batch is always checked (a torn write is at the end); every
-    batch's with ``verify_crc``.
+    :param index_rule: ``first`` (0.11-1.1: recovery indexes ``batch.baseOffset``) or ``last``.
+    :param offset_range_check: 2.0+'s ``ensureOffsetInRange`` (an offset the segment's index cannot
+        hold throws ``LogSegmentOffsetOverflowException``).
+    :param base_offset: the segment's base offset (default: from the file name).
+
+    Returns a dict:
+
+    * ``size``, ``batches`` (whole batches walked), ``first_offset``, ``last_offset`` (of the last whole
+      batch: the segment's next offset is ``last_offset + 1``, as ``readNextOffset`` reads it),
+      ``max_offset``; ``valid_bytes``: the end of the last whole batch that passed its checks;
+    * ``stop``: None when recovery runs to the end, else where and why it stops: ``invalid_offset``
+      (``index`` says which index refused ``offset``: ``InvalidOffsetException``), ``offset_overflow``,
+      ``corrupt_batch``, ``torn_tail`` (both truncated there), or ``budget``/``time`` (the scan stopped
+      reading: nothing is known past ``position``). ``next_offset`` is the segment's next offset if
+      it were truncated at ``position``;
+    * ``complete``: the walk saw every byte Kafka's recovery would (False after ``budget``/``time``);
+    * ``first_bad``: the first batch whose offsets go back (``offsets_backwards``), or the corrupt or
+      torn one: where a truncation that keeps every sound batch must cut; ``kept``/``dropped``: the
+      whole batches before and from there (count, offsets; ``dropped`` also ``bytes`` to the end);
+    * ``crc``: ``all`` (every batch's CRC-32C checked, ``verify_crc``) or ``last`` (the last whole
+      batch's only: a torn write is at the end).
     """
     budget = budget or Budget()
     name = os.path.basename(path)
-    size = os.lstat(path).st_size
+    if base_offset is None:
+        base_offset = int(name[:20]) if name[:20].isdigit() else 0
+    log, st = open_regular(path, budget)
+    size = st.st_size
     out = {
         "size": size,
         "batches": 0,
         "first_offset": None,
         "last_offset": None,
+        "max_offset": None,
         "valid_bytes": 0,
         "stop": None,
+        "complete": True,
+        "first_bad": None,
+        "kept": None,
+        "dropped": None,
+        "crc": "all" if verify_crc else "last",
         "notes": [],
     }
     position = last_index_entry = 0
-    last_indexed = None
-    previous_last = None
-    last_batch = None  # (position, batch size, v2?)
-    with open(path, "rb") as log:
+    last_indexed = None  # the rebuilt offset index's last offset
+    indexed_entries = 0  # its entry count (InvalidOffsetException names the slot)
+    time_last_ts, time_last_offset, time_entries = -1, None, 0  # the rebuilt time index's last entry
+    max_ts, offset_of_max_ts = -1, None
+    kept = _Span()  # whole batches before first_bad
+    dropped = _Span()  # whole batches from first_bad on
+    span = kept
+    previous_max = None
+    recovering = True  # recovery has not thrown yet: it still builds indexes
+    n = 0
+    limit = budget.limit
+    timed = budget.deadline is not None or budget.file_seconds is not None
+    unpack_prefix = _PREFIX.unpack_from
+    unpack_v2 = _V2_FIELDS.unpack_from
+    with log:
         while True:
-            if budget.exhausted:
-                out["stop"] = problem(
-                    "budget", name, f"byte budget spent at position {position}", position=position
-                )
-                break
-            if size - position < HEADER_UP_TO_MAGIC:
-                if size > position:
+            n += 1
+            if (limit is not None and budget.spent >= limit) or (timed and n % _CHECK_EVERY == 0):
+                reason = budget.stop_reason()
+                if reason:
                     out["stop"] = problem(
+                        reason[0], name, f"{reason[1]} at position {position}", position=position
+                    )
+                    out["complete"] = False
+                    break
+            remaining = size - position
+            if remaining <= HEADER_UP_TO_MAGIC:
+                if remaining > 0:
+                    _stop(
+                        out,
                         "torn_tail",
                         name,
-                        f"{size - position} trailing bytes that are no whole batch",
-                        position=position,
-                        bytes=size - position,
+                        f"{remaining} trailing bytes that are no whole batch",
+                        position,
+                        None,
+                        size,
+                        kept,
                     )
                 break
             log.seek(position)
             head = log.read(V2_HEADER)
-            budget.take(len(head))
-            base, length = struct.unpack_from(">qi", head, 0)
+            budget.spent += len(head)
+            base, length = unpack_prefix(head, 0)
             magic = head[16]
             batch_size = length + LOG_OVERHEAD
-            if length < LEGACY_MIN_SIZE or magic not in (0, 1, 2) or (magic == 2 and batch_size < V2_HEADER):
-                out["stop"] = problem(
+            if length < LEGACY_MIN_SIZE:
+                _stop(
+                    out,
                     "corrupt_batch",
                     name,
-                    f"bad batch header at position {position} (length {length}, magic {magic})",
-                    position=position,
-                    offset=base,
-                    bytes=size - position,
+                    f"batch at position {position}: size {length} is below the minimum of 14 (CorruptRecordException)",
+                    position,
+                    base,
+                    size,
+                    kept,
                 )
                 break
             if position + batch_size > size:
-                out["stop"] = problem(
+                _stop(
+                    out,
                     "torn_tail",
                     name,
-                    f"the last batch (offset {base}, {batch_size} bytes) is cut off after {size - position} bytes",
-                    position=position,
-                    offset=base,
-                    bytes=size - position,
+                    f"the last batch (offset {base}, {batch_size} bytes) is cut off after {remaining} bytes",
+                    position,
+                    base,
+                    size,
+                    kept,
                 )
                 break
             if magic == 2:
-                (delta,) = struct.unpack_from(">i", head, 23)
-                last = base + delta
-                if verify_crc and not _crc_ok(log, position, batch_size, head, budget):
-                    out["stop"] = problem(
+                if batch_size < V2_HEADER:
+                    _stop(
+                        out,
                         "corrupt_batch",
                         name,
-                        f"CRC mismatch in the batch at position {position} (offset {base})",
-                        position=position,
-                        offset=base,
-                        bytes=size - position,
+                        f"v2 batch at position {position} is {batch_size} bytes, under the 61-byte header",
+                        position,
+                        base,
+                        size,
+                        kept,
                     )
                     break
+                _, _, _, delta, batch_max_ts = unpack_v2(head, 0)
+                last = base + delta
+            elif magic in (0, 1):
+                last = base  # a legacy entry's offset is its (last) offset
+                batch_max_ts = -1
+                if magic == 1:
+                    if length < LEGACY_V1_MIN_SIZE:
+                        _stop(
+                            out,
+                            "corrupt_batch",
+                            name,
+                            f"magic 1 message at position {position} is {length} bytes, under 22",
+                            position,
+                            base,
+                            size,
+                            kept,
+                        )
+                        break
+                    batch_max_ts = _LEGACY_FIELDS.unpack_from(head, 0)[3]
             else:
-                last = base
-            # the index rebuild: OffsetIndex.append refuses an offset not above the last one
-            if position - last_index_entry > index_interval:
-                entry_offset = base if index_rule == "first" else last
-                if last_indexed is not None and entry_offset <= last_indexed:
+                _stop(
+                    out,
+                    "corrupt_batch",
+                    name,
+                    f"bad batch header at position {position} (length {length}, magic {magic})",
+                    position,
+                    base,
+                    size,
+                    kept,
+                )
+                break
+            is_last = size - (position + batch_size) <= HEADER_UP_TO_MAGIC
+            if (
+                magic == 2
+                and (verify_crc or is_last)
+                and not _crc_ok(log, position, batch_size, head, budget)
+            ):
+                what = f"CRC mismatch in the batch at position {position} (offset {base})"
+                _stop(
+                    out,
+                    "corrupt_batch",
+                    name,
+                    what + (": a torn write" if is_last else ""),
+                    position,
+                    base,
+                    size,
+                    kept,
+                )
+                out["stop"]["last_offset"] = last
+                out["stop"]["is_last"] = is_last
+                break
+            if recovering:
+                if offset_range_check and not 0 <= last - base_offset <= MAX_RELATIVE_OFFSET:
                     out["stop"] = problem(
-                        "invalid_offset",
+                        "offset_overflow",
                         name,
-                        f"batch at position {position} (offsets {base}..{last}): index entry {entry_offset} is not larger than the last indexed offset {last_indexed}",
+                        f"batch at position {position} (offsets {base}..{last}) does not fit the index of segment {base_offset} (LogSegmentOffsetOverflowException)",
                         position=position,
                         offset=base,
-                        last_indexed=last_indexed,
+                        last_offset=last,
                     )
-                    break
-                last_indexed = entry_offset
-                last_index_entry = position
-            if (
-                previous_last is not None
-                and base <= previous_last
-                and not any(n["kind"] == "offsets_backwards" for n in out["notes"])
-            ):
+                    recovering = False
+                else:
+                    if batch_max_ts > max_ts:
+                        max_ts, offset_of_max_ts = batch_max_ts, last
+                    if position - last_index_entry > index_interval:
+                        entry = base if index_rule == "first" else last
+                        if last_indexed is not None and entry <= last_indexed:
+                            out["stop"] = problem(
+                                "invalid_offset",
+                                name,
+                                f"batch at position {position} (offsets {base}..{last}): index entry {entry} is not larger than the last indexed offset {last_indexed}",
+                                position=position,
+                                offset=entry,
+                                batch_offset=base,
+                                last_indexed=last_indexed,
+                                index="index",
+                                entries=indexed_entries,
+                            )
+                            recovering = False
+                        elif time_entries and offset_of_max_ts < time_last_offset:
+                            out["stop"] = problem(
+                                "invalid_offset",
+                                name,
+                                f"batch at position {position}: time-index offset {offset_of_max_ts} goes back from {time_last_offset}",
+                                position=position,
+                                offset=offset_of_max_ts,
+                                batch_offset=base,
+                                last_indexed=time_last_offset,
+                                index="timeindex",
+                            )
+                            recovering = False
+                        else:
+                            last_indexed = entry
+                            if max_ts > time_last_ts:
+                                time_last_ts, time_last_offset = max_ts, offset_of_max_ts
+                                time_entries += 1
+                            last_index_entry = position
+                            indexed_entries += 1
+            if out["first_bad"] is None and previous_max is not None and base <= previous_max:
+                out["first_bad"] = {
+                    "kind": "offsets_backwards",
+                    "position": position,
+                    "offset": base,
+                    "last_offset": last,
+                    "previous_max": previous_max,
+                }
                 out["notes"].append(
                     problem(
                         "offsets_backwards",
                         name,
-                        f"batch at position {position} starts at offset {base}, not after {previous_last}",
+                        f"batch at position {position} starts at offset {base}, not after {previous_max}",
                         position=position,
                         offset=base,
                     )
                 )
-            previous_last = last if previous_last is None else max(previous_last, last)
+            if span is kept and out["first_bad"] is not None:
+                span = dropped
+            span.add(base, last)
+            previous_max = last if previous_max is None else max(previous_max, last)
             if out["first_offset"] is None:
                 out["first_offset"] = base
             out["last_offset"] = last
+            out["max_offset"] = previous_max
             out["batches"] += 1
-            last_batch = (position, batch_size, magic == 2, head, base)
             position += batch_size
             out["valid_bytes"] = position
-        if last_batch is not None and not verify_crc and last_batch[2] and out["stop"] is None:
-            pos, batch_size, _, head, base = last_batch
-            if not _crc_ok(log, pos, batch_size, head, budget):
-                out["stop"] = problem(
-                    "corrupt_batch",
-                    name,
-                    f"CRC mismatch in the last batch at position {pos} (offset {base}): a torn write",
-                    position=pos,
-                    offset=base,
-                    bytes=size - pos,
-                )
-                out["valid_bytes"] = pos
-                out["batches"] -= 1
+    if (
+        recovering
+        and out["stop"] is None
+        and time_entries
+        and offset_of_max_ts is not None
+        and offset_of_max_ts < time_last_offset
+    ):
+        # the final TimeIndex.maybeAppend(skipFullCheck = true) after the loop (recover, 3.3.1)
+        out["stop"] = problem(
+            "invalid_offset",
+            name,
+            f"the closing time-index entry's offset {offset_of_max_ts} goes back from {time_last_offset}",
+            position=size,
+            offset=offset_of_max_ts,
+            last_indexed=time_last_offset,
+            index="timeindex",
+        )
+    if out["first_bad"] is not None:
+        first = out["first_bad"]["position"]
+        out["kept"] = kept.to_dict(bytes=first)
+        out["dropped"] = dropped.to_dict(bytes=size - first)
     return out
+
+
+def _stop(out, kind, name, detail, position, offset, size, kept):
+    """Recovery truncates at ``position``: record where, what follows and where a remedy cuts."""
+    out["stop"] = problem(
+        kind,
+        name,
+        detail,
+        position=position,
+        offset=offset,
+        bytes=size - position,
+        next_offset=None if out["last_offset"] is None else out["last_offset"] + 1,
+    )
+    if out["first_bad"] is None:
+        out["first_bad"] = {"kind": kind, "position": position, "offset": offset, "last_offset": None}
 
 
 def _crc_ok(log, position, batch_size, head, budget):
@@ -529,13 +899,28 @@ def _crc_ok(log, position, batch_size, head, budget):
 # ---------------------------------------------------------------------------------------------
 
 
+def segment_files(directory):
+    """``({base: {suffix: lstat mode}}, skipped)`` of the files named like segment files
+    (``<20 digits><suffix>``). Listing reads no file; ``lstat`` modes tell regular files from
+    the rest."""
+    found = {}
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            name = entry.name
+            stem, _dot, suffix = name.partition(".")
+            if len(stem) != 20 or not stem.isdigit() or ("." + suffix) not in SEGMENT_SUFFIXES:
+                continue
+            try:
+                mode = entry.stat(follow_symlinks=False).st_mode
+            except FileNotFoundError:
+                continue
+            found.setdefault(int(stem), {})["." + suffix] = mode
+    return found
+
+
 def segment_bases(directory):
     """Base offsets of the ``.log`` files in a partition directory (the segments), sorted."""
-    bases = []
-    for name in os.listdir(directory):
-        if name.endswith(".log") and len(name) == 24 and name[:20].isdigit():
-            bases.append(int(name[:20]))
-    return sorted(bases)
+    return sorted(b for b, files in segment_files(directory).items() if ".log" in files)
 
 
 def scan_partition(
@@ -547,27 +932,77 @@ def scan_partition(
     walk_all=False,
     budget=None,
     index_interval=DEFAULT_INDEX_INTERVAL,
+    offset_range_check=None,
 ):
-    """Every segment's index structure, and the recovery walk of the segments Kafka would recover
-    after an unclean shutdown (those holding offsets at or above ``recovery_point``, the active one
-    always; every segment with ``walk_all``). A symlinked segment file is reported, never followed."""
+    """Every segment's index structure, and the recovery walk of the segments a start may recover or
+    rebuild: those from the one holding ``recovery_point`` on (Kafka's ``segments.values(recoveryPoint,
+    Long.MaxValue)`` begins at the floor segment; ``None`` -- not in the checkpoint -- is 0 to
+    Kafka), those whose ``.index`` is missing or looks damaged (a pre-2.3 startup check rebuilds
+    them), every segment with ``walk_all``.
+
+    Only regular files are read: a ``.log`` that is a symlink is a segment to Kafka (``isFile``
+    follows links) but is reported and not followed; one that is a FIFO, device or directory is no
+    segment to Kafka and is listed in ``skipped``; index files that are not regular are skipped with
+    the reason. Once the budget or the scan's time limit stops the scan, the remaining segments are
+    listed with ``skipped`` set and no content.
+    """
     budget = budget or Budget()
-    bases = segment_bases(directory)
+    if offset_range_check is None:
+        offset_range_check = index_rule == "last"
+    files = segment_files(directory)
+    skipped = []
+    bases = []
+    for base in sorted(files):
+        mode = files[base].get(".log")
+        if mode is None:
+            continue
+        if stat.S_ISREG(mode) or stat.S_ISLNK(mode):
+            bases.append(base)
+        else:
+            skipped.append(
+                {"file": f"{base:020d}.log", "reason": f"{file_kind(mode)}: no segment to Kafka, not read"}
+            )
     segments = []
+    floor = None
+    if recovery_point is not None:
+        below = [b for b in bases if b <= recovery_point]
+        floor = below[-1] if below else None
+    stopped = None
     for i, base in enumerate(bases):
         next_base = bases[i + 1] if i + 1 < len(bases) else None
         active = next_base is None
         stem = os.path.join(directory, f"{base:020d}")
         record = {"base_offset": base, "active": active}
-        links = [s for s in (".log", ".index", ".timeindex") if os.path.islink(stem + s)]
+        recovered = recovery_point is None or floor is None or base >= floor
+        record["recovered_after_crash"] = bool(recovered)
+        segments.append(record)
+        links = [s for s in SEGMENT_SUFFIXES if stat.S_ISLNK(files[base].get(s, 0))]
         if links:
             record["symlinks"] = links
             record["problems"] = [
                 problem("symlink", f"{base:020d}{s}", "a symlink: not followed") for s in links
             ]
-            segments.append(record)
+            if ".log" in links:
+                record["skipped"] = "the .log is a symlink: not followed"
+                continue
+        for suffix in (".index", ".timeindex", ".txnindex"):
+            mode = files[base].get(suffix)
+            if mode is not None and not stat.S_ISREG(mode) and not stat.S_ISLNK(mode):
+                skipped.append({"file": f"{base:020d}{suffix}", "reason": f"{file_kind(mode)}: not read"})
+        if stopped is None:
+            reason = budget.stop_reason()
+            if reason:
+                stopped = reason[1]
+        if stopped is not None:
+            record["skipped"] = stopped
             continue
-        record["log_size"] = os.lstat(stem + ".log").st_size
+        try:
+            log_file, log_st = open_regular(stem + ".log")
+            log_file.close()
+        except Skipped as exc:
+            record["skipped"] = f"the .log: {exc}"
+            continue
+        record["log_size"] = log_st.st_size
         record["index"] = check_offset_index(
             stem + ".index",
             stem + ".log",
@@ -580,15 +1015,29 @@ def scan_partition(
         record["timeindex"] = check_time_index(
             stem + ".timeindex", base, next_base, active=active, budget=budget
         )
-        recovered = active or recovery_point is None or next_base is None or next_base > recovery_point
-        record["recovered_after_crash"] = bool(recovered)
-        if recovered or walk_all or record["index"].get("missing") or record["index"]["problems"]:
-            record["walk"] = walk_log(
-                stem + ".log",
-                index_rule=index_rule,
-                index_interval=index_interval,
-                verify_crc=verify_crc,
-                budget=budget,
-            )
-        segments.append(record)
-    return {"segments": segments, "bytes_read": budget.spent}
+        suspicious = (
+            record["index"].get("missing")
+            or record["index"]["problems"]
+            or record["index"].get("zero_tail")
+            or record["timeindex"]["problems"]
+            or record["timeindex"].get("zero_tail")
+        )
+        if recovered or walk_all or suspicious:
+            try:
+                record["walk"] = walk_log(
+                    stem + ".log",
+                    index_rule=index_rule,
+                    index_interval=index_interval,
+                    verify_crc=verify_crc,
+                    budget=budget,
+                    base_offset=base,
+                    offset_range_check=offset_range_check,
+                )
+            except Skipped as exc:
+                record["skipped"] = f"the .log: {exc}"
+    out = {"segments": segments, "bytes_read": budget.spent}
+    if skipped:
+        out["skipped"] = skipped
+    if stopped is not None:
+        out["stopped"] = stopped
+    return out

@@ -4,8 +4,10 @@
 broker (which partition directories, their recovery points, the broker's Kafka release), runs the
 scan on the host (:mod:`~airflow_provider_kafka_zk.hooks.broker_log_scan`) and writes
 ``<base>/<cluster>/log-scan/<ts>/broker=<id>.parquet`` (one row per segment) with
-``_summary/broker=<id>.json`` (bytes read, budget, partitions skipped or failed). The scan only
-reads. ``LogScanVerdictOperator`` judges every broker's rows with the pure core
+``_summary/broker=<id>.json`` (bytes read, budget, partitions and files skipped and why, the
+inventory it used). The scan only reads, only regular files, bounded in bytes and in time (each
+file's ``file_timeout``, the whole scan's ``scan_timeout``, the command's ``timeout``): what it could
+not read is said, and a verdict always comes back. ``LogScanVerdictOperator`` judges every broker's rows with the pure core
 (:mod:`~airflow_provider_kafka_zk.kafka.log_scan_rules`: the broker's version rules, ISR from the
 snapshot for the remedy that loses least) and writes ``findings.parquet``, ``verdicts.json`` and
 ``report.txt``; it fails when a broker's verdict reaches ``fail_on``.
@@ -32,7 +34,12 @@ from airflow_provider_kafka_zk.artefacts.snapshots import (
     validate_cluster_name,
 )
 from airflow_provider_kafka_zk.hooks.broker_host import DEFAULT_PYTHON_INTERPRETERS, BrokerHostHook
-from airflow_provider_kafka_zk.hooks.broker_log_scan import PartitionToScan, scan_broker_logs
+from airflow_provider_kafka_zk.hooks.broker_log_scan import (
+    DEFAULT_FILE_TIMEOUT_S,
+    DEFAULT_TIMEOUT_S,
+    PartitionToScan,
+    scan_broker_logs,
+)
 from airflow_provider_kafka_zk.kafka.log_scan_rules import (
     SegmentRow,
     Verdict,
@@ -64,6 +71,11 @@ ROW_SCHEMA = pa.schema(
         ("timeindex_json", pa.string()),
         ("walk_json", pa.string()),
         ("problems_json", pa.string()),
+        ("recovery_point", pa.int64()),
+        ("log_start_offset", pa.int64()),
+        ("high_watermark", pa.int64()),
+        ("clean_shutdown", pa.bool_()),
+        ("skipped", pa.string()),
     ]
 )
 DEFAULT_KAFKA_VERSION = "3.3.1"  # what the rules assume when neither the jars nor the IBP say
@@ -103,6 +115,19 @@ def broker_version(facts: Mapping[str, Any], override: str | None) -> tuple[Kafk
     return KafkaVersion.parse(DEFAULT_KAFKA_VERSION), f"default ({DEFAULT_KAFKA_VERSION}: release unknown)"
 
 
+def _seconds(name: str, value: Any) -> float | None:
+    """A time limit from a parameter or a rendered template: positive seconds, None when empty."""
+    if value in (None, "", "None"):
+        return None
+    try:
+        seconds = float(str(value))
+    except ValueError:
+        seconds = -1.0
+    if seconds <= 0:
+        raise LogScanError(f"{name} must be a positive number of seconds, not {value!r}")
+    return seconds
+
+
 class BrokerLogScanOperator(BaseOperator):
     """Scan one broker's segments and indexes over SSH (read-only) and write its rows.
 
@@ -121,7 +146,11 @@ class BrokerLogScanOperator(BaseOperator):
     :param verify_crc: check every batch's CRC during the walk (slow).
     :param walk_all: walk every segment, not only those an unclean restart recovers.
     :param nice: CPU niceness on the host.
-    :param timeout: hard time limit (s) of the command.
+    :param timeout: hard time limit (s) of the command (the partitions sent before it are kept).
+    :param file_timeout: time limit (s) of reading one file on the host; a file past it is reported as
+        not read (default 300).
+    :param scan_timeout: time limit (s) of the whole scan on the host, after which the remaining
+        partitions are reported as not scanned (default: 90 % of ``timeout``).
     :param python_interpreters: interpreters tried on the host, in order (the scanner is stdlib only).
     """
 
@@ -139,6 +168,9 @@ class BrokerLogScanOperator(BaseOperator):
         "budget_mb",
         "verify_crc",
         "walk_all",
+        "timeout",
+        "file_timeout",
+        "scan_timeout",
     )
     ui_color = "#e6f2ff"
 
@@ -158,7 +190,9 @@ class BrokerLogScanOperator(BaseOperator):
         verify_crc: bool | str = False,
         walk_all: bool | str = False,
         nice: int = 10,
-        timeout: float = 1800.0,
+        timeout: float | str = DEFAULT_TIMEOUT_S,
+        file_timeout: float | str | None = DEFAULT_FILE_TIMEOUT_S,
+        scan_timeout: float | str | None = None,
         python_interpreters: Sequence[str] = DEFAULT_PYTHON_INTERPRETERS,
         artefacts_conn_id: str | None = None,
         **kwargs: Any,
@@ -179,6 +213,8 @@ class BrokerLogScanOperator(BaseOperator):
         self.walk_all = walk_all
         self.nice = nice
         self.timeout = timeout
+        self.file_timeout = file_timeout
+        self.scan_timeout = scan_timeout
         self.python_interpreters = python_interpreters
 
     def execute(self, context: Context) -> dict[str, Any]:
@@ -192,6 +228,11 @@ class BrokerLogScanOperator(BaseOperator):
                 budget = -1
             if budget <= 0:
                 raise LogScanError(f"budget_mb must be a positive whole number, not {self.budget_mb!r}")
+        timeout = _seconds("timeout", self.timeout)
+        file_timeout = _seconds("file_timeout", self.file_timeout)
+        scan_timeout = _seconds("scan_timeout", self.scan_timeout)
+        if timeout is None:
+            raise LogScanError("timeout must be a positive number of seconds")
         base = artefacts_url(self.base_path or default_artefacts_base(), self.artefacts_conn_id)
         inventory_url = "/".join(
             [base.rstrip("/"), self.cluster, "inventory", _resolve_ts(self.inventory_ts, context)]
@@ -212,6 +253,8 @@ class BrokerLogScanOperator(BaseOperator):
                         "log_dir",
                         "dir_name",
                         "recovery_point",
+                        "high_watermark",
+                        "log_start_offset",
                         "symlink",
                     ],
                 ).to_pylist()
@@ -221,6 +264,10 @@ class BrokerLogScanOperator(BaseOperator):
             ) from None
         version, version_source = broker_version(summary.get("facts") or {}, self.kafka_version)
         rule = index_rule(version)
+        markers = {d.get("path"): d.get("clean_shutdown") for d in summary.get("log_dirs") or ()}
+        checkpoints = {
+            (d["log_dir"], d["dir_name"]): (d.get("high_watermark"), d.get("log_start_offset")) for d in dirs
+        }
         partitions = [
             PartitionToScan(d["log_dir"], d["dir_name"], d["topic"], int(d["partition"]), d["recovery_point"])
             for d in dirs
@@ -260,16 +307,37 @@ class BrokerLogScanOperator(BaseOperator):
             walk_all=flags["walk_all"],
             budget_bytes=budget,
             nice=self.nice,
-            timeout=self.timeout,
+            timeout=timeout,
+            file_timeout=file_timeout,
+            scan_timeout=scan_timeout,
             on_progress=progress,
         )
         rows: list[SegmentRow] = []
-        skipped, errors = [], []
+        skipped, skipped_files, errors = [], [], []
         for part, result in zip(partitions, results, strict=True):
+            where = f"{part.log_dir}/{part.dir_name}"
             if "result" in result:
-                rows += segment_rows(broker_id, part.log_dir, part.topic, part.partition, result["result"])
+                scan = result["result"]
+                high_watermark, log_start = checkpoints.get((part.log_dir, part.dir_name), (None, None))
+                rows += segment_rows(
+                    broker_id,
+                    part.log_dir,
+                    part.topic,
+                    part.partition,
+                    scan,
+                    recovery_point=part.recovery_point,
+                    log_start_offset=log_start,
+                    high_watermark=high_watermark,
+                    clean_shutdown=markers.get(part.log_dir),
+                )
+                skipped_files += [f"{where}/{f['file']}: {f['reason']}" for f in scan.get("skipped") or ()]
+                skipped_files += [
+                    f"{where}/{s['base_offset']:020d}.log: {s['skipped']}"
+                    for s in scan["segments"]
+                    if s.get("skipped")
+                ]
             elif "skipped" in result:
-                skipped.append(f"{part.log_dir}/{part.dir_name}")
+                skipped.append(f"{where}: {result['skipped']}")
             else:
                 errors.append(str(result.get("error")))
         url = _url(base, self.cluster, self.scan_ts or _resolve_ts(None, context))
@@ -286,15 +354,24 @@ class BrokerLogScanOperator(BaseOperator):
             "budget_bytes": budget,
             "budget_exhausted": bool(end.get("budget_exhausted")),
             "skipped": skipped,
+            "skipped_files": skipped_files,
+            "stopped": end.get("stopped"),
+            "timed_out": bool(end.get("timed_out")),
             "errors": errors,
             "verify_crc": flags["verify_crc"],
             "walk_all": flags["walk_all"],
+            "timeout_s": timeout,
+            "file_timeout_s": file_timeout,
+            "scan_timeout_s": scan_timeout,
+            "inventory": inventory_url,
         }
         _write(f"{url}/_summary/broker={broker_id}.json", json.dumps(record, indent=1).encode())
         if skipped:
             self.log.warning(
-                "Broker %d: byte budget spent: %d partition(s) not scanned (partial)", broker_id, len(skipped)
+                "Broker %d: %d partition(s) not scanned (partial): %s", broker_id, len(skipped), skipped[0]
             )
+        for file in skipped_files[:20]:
+            self.log.warning("Broker %d: not read: %s", broker_id, file)
         for error in errors:
             self.log.warning("Broker %d: %s", broker_id, error)
         self.log.info(

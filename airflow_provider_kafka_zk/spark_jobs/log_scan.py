@@ -2,7 +2,8 @@
 
 Reads ``<base>/<cluster>/log-scan/<ts>/broker=<id>.parquet`` (segment rows) with their
 ``_summary/broker=<id>.json``, and a snapshot (ISR and leaders for the remedies; which brokers
-run); judges each broker with :func:`~airflow_provider_kafka_zk.kafka.log_scan_rules.judge_broker`
+run) and the high watermarks every broker of the scan's inventory run checkpointed (is a loss only
+local?); judges each broker with :func:`~airflow_provider_kafka_zk.kafka.log_scan_rules.judge_broker`
 -- on Spark, one task per broker on the executors (``airflow_provider_kafka_zk/spark_jobs/apps/kafka_zk_log_scan.py``) -- and writes
 ``findings.parquet``, ``verdicts.json`` and ``report.txt`` next to the rows.
 """
@@ -18,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from airflow_provider_kafka_zk.artefacts.files import write_atomically
+from airflow_provider_kafka_zk.artefacts.inventory_layout import InventoryLayoutError, read_broker_tables
 from airflow_provider_kafka_zk.artefacts.object_storage import is_bound
 from airflow_provider_kafka_zk.artefacts.snapshots import latest_snapshot, read_snapshot
 from airflow_provider_kafka_zk.kafka.log_scan_rules import SegmentRow, judge_broker
@@ -38,6 +40,12 @@ FINDING_SCHEMA = pa.schema(
         ("position", pa.int64()),
         ("bytes_at_risk", pa.int64()),
         ("verdict", pa.string()),
+        ("scenario", pa.string()),
+        ("lost_first", pa.int64()),
+        ("lost_end", pa.int64()),
+        ("held_elsewhere", pa.string()),
+        ("remedies_json", pa.string()),
+        ("kafka_log_json", pa.string()),
     ]
 )
 _SEVERITY_ORDER = {"critical": 0, "error": 1, "warning": 2, "info": 3}
@@ -61,16 +69,26 @@ def _judge(
         isr=facts["isr"],
         leaders=facts["leaders"],
         broker_id=broker_id,
+        high_watermarks=facts.get("high_watermarks"),
     )
-    partial = bool(summary["skipped"] or summary["errors"])
+    skipped_files = list(summary.get("skipped_files") or ())
+    partial = bool(summary["skipped"] or summary["errors"] or skipped_files or judged.partial)
+    why = (
+        "not every partition was scanned"
+        if summary["skipped"] or summary["errors"]
+        else "some files were not read"
+    )
     verdict = {
         "broker_id": broker_id,
         "verdict": judged.verdict.name.lower(),
-        "describe": judged.describe() + (" (PARTIAL: not every partition was scanned)" if partial else ""),
+        "describe": judged.describe() + (f" (PARTIAL: {why})" if partial else ""),
         "failing_segment": judged.failing_segment,
         "rebuilt_indexes": judged.rebuilt_indexes,
+        "scenarios": list(judged.scenarios),
         "partial": partial,
         "skipped": list(summary["skipped"]),
+        "skipped_files": skipped_files,
+        "stopped": summary.get("stopped"),
         "errors": list(summary["errors"]),
         "bytes_read": summary["bytes_read"],
         "kafka_version": summary["kafka_version"],
@@ -120,6 +138,8 @@ def judge_scan(
         with fs.open(f"{root}/_summary/broker={broker_id}.json", "rb") as handle:
             summaries[broker_id] = json.loads(handle.read())
 
+    facts["high_watermarks"] = _high_watermarks(s.get("inventory") for s in summaries.values())
+
     if spark is not None:
         verdicts, findings = _judge_on_spark(spark, scan_dir, files, summaries, facts)
     else:
@@ -142,6 +162,25 @@ def judge_scan(
     ):
         write_atomically(fs, f"{root}/{relative}", payload)
     return {"scan_dir": scan_dir, "verdicts": verdicts, "findings": len(findings), "report_text": report}
+
+
+def _high_watermarks(inventories: Iterable[str | None]) -> dict[tuple[str, int], dict[int, int]]:
+    """Each partition's ``replication-offset-checkpoint`` line per broker, from the inventory runs the
+    scans used (every broker the run inventoried, not only the scanned ones). A run that cannot be read
+    gives nothing: the verdict then says the other replicas' high watermarks are unknown."""
+    out: dict[tuple[str, int], dict[int, int]] = {}
+    for url in sorted({u for u in inventories if u}):
+        try:
+            tables = list(read_broker_tables(url, ["kind", "topic", "partition", "high_watermark"]))
+        except (OSError, InventoryLayoutError, pa.ArrowException, KeyError):
+            continue
+        for broker_id, _, table in tables:
+            for row in table.to_pylist():
+                if row["kind"] == "normal" and row["high_watermark"] is not None and row["topic"] is not None:
+                    out.setdefault((row["topic"], int(row["partition"])), {})[broker_id] = int(
+                        row["high_watermark"]
+                    )
+    return out
 
 
 def _judge_on_spark(
@@ -187,11 +226,18 @@ def render_report(verdicts: Sequence[Mapping[str, Any]], findings: Sequence[Mapp
     lines = ["Pre-restart log and index scan"]
     for v in verdicts:
         lines.append(f"  {v['describe']}  [{v['bytes_read']} bytes read; Kafka {v['kafka_version']} rules]")
+        if v.get("scenarios"):
+            lines.append(f"    predicted for: {'; '.join(v['scenarios'])}")
         lines += [f"    not scanned: {s}" for s in v["skipped"][:5]]
+        lines += [f"    not read: {s}" for s in (v.get("skipped_files") or [])[:10]]
         lines += [f"    error: {e}" for e in v["errors"][:5]]
     for f in findings:
         lines.append(f"[{f['severity'].upper()}] {f['summary']}")
         lines.append(f"    file: {f['file']}")
+        kafka_log = json.loads(f.get("kafka_log_json") or "[]")
+        if kafka_log:
+            lines.append("    Kafka will log:")
+            lines += [f"      {line}" for line in kafka_log[:8]]
         lines.append(f"    remedy: {f['remedy']}")
     if not findings:
         lines.append("No finding: every scanned segment and index is as Kafka would leave it.")

@@ -152,10 +152,16 @@ def test_a_broken_index_and_a_repeated_offset_are_found_over_ssh_with_their_reme
     assert fatal and fatal[0]["topic"] == "metrics" and fatal[0]["severity"] == "critical"
     # RF=1: no replica to copy from; cut where the offsets first go back (the first repeat)
     assert f"truncate -s {len(data)} " in fatal[0]["remedy"]
+    assert "ERROR Exiting Kafka due to fatal exception during startup." in json.loads(
+        fatal[0]["kafka_log_json"]
+    )
+    # the running broker's damaged (active) index: a crash rebuilds it, a clean restart keeps it
     index = [f for f in findings if f["kind"] == "index-damaged" and f["topic"] == "orders"]
     assert index and index[0]["file"].endswith(".index") and "remove" in index[0]["remedy"]
+    assert index[0]["severity"] == "warning" and "a clean restart keeps it" in index[0]["summary"]
     report = (scan / "report.txt").read_text()
-    assert report.index("[CRITICAL]") < report.index("[ERROR]")  # the worst first
+    assert report.index("[CRITICAL]") < report.index("[WARNING]")  # the worst first
+    assert "Kafka will log:" in report and "predicted for: a clean restart; an unclean restart" in report
 
 
 def test_the_daily_dag_runs_the_optional_scan_stage_with_its_verdicts_on_spark(live, tmp_path):
@@ -321,9 +327,15 @@ def test_every_damage_the_simulator_plants_is_found_with_its_segment_and_offset(
 
     [fatal] = found(planted["repeated_offset"], ".log")
     assert fatal["kind"] == "recovery-fails" and fatal["offset"] is not None and fatal["position"]
-    for kind in ("truncated_segment", "torn_last_batch"):
-        [f] = found(planted[kind], ".log")
-        assert f["kind"] == "recovery-truncates" and f["position"] and f["bytes_at_risk"], (kind, f)
+    # a log cut inside its last batch: recovery drops the partial batch, no offset is lost
+    [torn] = found(planted["truncated_segment"], ".log")
+    assert torn["kind"] == "recovery-truncates-tail" and torn["position"] and torn["bytes_at_risk"], torn
+    # the last batch's length intact but its bytes zeroed: its CRC fails, the whole batch goes
+    [crc] = found(planted["torn_last_batch"], ".log")
+    assert crc["kind"] == "recovery-loses-data" and crc["position"] and crc["bytes_at_risk"], crc
+    assert (
+        crc["lost_end"] - crc["lost_first"] == 20 and crc["held_elsewhere"] == "not_held"
+    )  # one batch, RF=1
     for kind in ("oversized_index", "index_not_multiple", "zero_length_index"):
         [f] = found(planted[kind], ".index")
         assert f["kind"] == "index-damaged", (kind, f)
@@ -348,8 +360,10 @@ def test_the_seeds_case_in_0_11_format_is_fatal_after_a_crash_even_with_its_inde
     findings = pq.read_table(_scan_dir(base) / "findings.parquet").to_pylist()
     critical = [f for f in findings if f["severity"] == "critical"]
     assert [(f["kind"], f["file"]) for f in critical] == [("recovery-fails", str(stem.with_suffix(".log")))]
-    # (the simulator's other partitions carry 2.0+ indexes: under 0.11 rules those are rebuilt at load)
-    assert {f["severity"] for f in findings if f not in critical} <= {"info"}
+    # (the simulator's other partitions carry 2.0+ indexes, whose entries hold last offsets: judged by
+    # 0.11 rules every entry mismatches. A crash rebuilds the zero-tailed active ones at load; the
+    # inactive ones pass 0.11's startup check -- it reads the size and the last entry only -- and stay)
+    assert {f["kind"] for f in findings if f not in critical} <= {"index-damaged"}
     # the same bytes judged by 2.0+ rules: the index's entries hold first offsets, which 2.0+ would
     # not write -- the scan says so instead of calling the broker healthy
     run = _dags_test({"broker": 2, "kafka_version": "3.3.1", "fail_on": "never"})
@@ -358,3 +372,135 @@ def test_the_seeds_case_in_0_11_format_is_fatal_after_a_crash_even_with_its_inde
     later = pq.read_table(scans[-1] / "findings.parquet").to_pylist()
     mine = [f for f in later if f["file"].startswith(str(stem.parent))]
     assert mine and "want at least its last offset" in " ".join(f["summary"] for f in mine)
+
+
+# ---------------------------------------------------------------------------------------------
+# a verdict always comes back (issue 23): regular files only, bounded in time
+# ---------------------------------------------------------------------------------------------
+
+
+def test_a_fifo_named_like_a_time_index_does_not_block_the_scan_and_is_reported(live):
+    """Before: the scan blocked in ``open()`` on the FIFO until its 1800 s bound, then no verdict."""
+    deployed, base = live
+    part = deployed.hosts[1].log_dirs[0] / "metrics-0"
+    timeindex = sorted(part.glob("*.timeindex"))[-1]
+    timeindex.unlink()
+    os.mkfifo(timeindex)
+    try:
+        run = _dags_test({"broker": 1, "walk_all": True, "fail_on": "never"})
+        assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
+    finally:
+        timeindex.unlink()
+    scan = _scan_dir(base)
+    [verdict] = json.loads((scan / "verdicts.json").read_text())
+    assert verdict["partial"] and f"{part}/{timeindex.name}: a FIFO: not read" in verdict["skipped_files"]
+    assert "(PARTIAL: some files were not read)" in verdict["describe"]
+    findings = pq.read_table(scan / "findings.parquet").to_pylist()
+    assert [f["kind"] for f in findings if f["topic"] == "metrics"] == ["not-read"]
+    assert f"not read: {part}/{timeindex.name}: a FIFO: not read" in (scan / "report.txt").read_text()
+
+
+def test_the_whole_scan_is_bounded_in_time_and_says_what_it_left(live, ssh_server):
+    """The operator's limits reach the host: past the whole-scan limit every partition left is
+    reported with the reason, and the verdict says PARTIAL instead of failing without one."""
+    from airflow_provider_kafka_zk.hooks.broker_host import BrokerHostHook
+    from airflow_provider_kafka_zk.hooks.broker_log_scan import PartitionToScan, scan_broker_logs
+
+    deployed, _ = live
+    log_dir = deployed.hosts[1].log_dirs[0]
+    partitions = [
+        PartitionToScan(str(log_dir), d.name, d.name.rsplit("-", 1)[0], int(d.name.rsplit("-", 1)[1]))
+        for d in sorted(log_dir.iterdir())
+        if d.is_dir()
+    ]
+    hook = BrokerHostHook(
+        SSH_CONN, None, broker_hosts={1: "127.0.0.2"}, connect_timeout=5, connect_attempts=1
+    )
+    results, end = scan_broker_logs(hook, 1, partitions, index_rule="last", scan_timeout=0, file_timeout=5)
+    assert [r.get("skipped") for r in results] == ["the scan's time limit was reached"] * len(partitions)
+    assert end["stopped"] == "the scan's time limit was reached"
+    results, end = scan_broker_logs(hook, 1, partitions, index_rule="last", scan_timeout=600, file_timeout=60)
+    assert all("result" in r for r in results) and end["stopped"] is None
+
+
+# ---------------------------------------------------------------------------------------------
+# the prediction against the simulated broker's start (issue 26)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_the_verdict_for_a_crashed_broker_is_what_its_start_then_does(damaged):
+    """Broker 2 killed while producing: segment 1 of an RF=1 partition holds a batch again and the
+    recovery point is still at its base. The scan says Kafka will empty that segment and delete every
+    later one, naming the offsets and bytes; the simulated start (Kafka 3.3.1's LogLoader) then does
+    exactly that, and logs what the real 3.3.1 broker logged: "Found invalid offset during recovery
+    ... Corruption found in segment 13188, truncating to offset 13188", then the later segments
+    deleted."""
+    from airflow_provider_kafka_zk.kafka.records import iter_log_entries
+    from airflow_provider_kafka_zk.testing.simulator.log_damage import LogDamage, plant
+    from airflow_provider_kafka_zk.testing.simulator.log_recovery import start_broker
+
+    deployed, base = damaged
+    deployed.cluster.stop_broker(2, clean=False)
+    deployed.sync()
+    stem = plant(deployed, LogDamage(2, DAMAGED, 6, "repeated_offset", segment=1, unflushed_from=1))
+    part = stem.parent
+    bases = sorted(int(p.name[:20]) for p in part.glob("*.log"))
+    sizes = {b: (part / f"{b:020d}.log").stat().st_size for b in bases}
+    assert len(bases) >= 3
+    run = _dags_test({"broker": 2, "fail_on": "never"})
+    assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
+    scan = _scan_dir(base)
+    [verdict] = json.loads((scan / "verdicts.json").read_text())
+    assert verdict["verdict"] == "loses_data_if_unclean" and verdict["scenarios"] == [
+        "its start after an unclean shutdown"
+    ]
+    [loss] = [
+        f
+        for f in pq.read_table(scan / "findings.parquet").to_pylist()
+        if f["kind"] == "recovery-loses-data" and f["partition"] == 6
+    ]
+    assert loss["file"] == str(stem.with_suffix(".log")) and loss["held_elsewhere"] == "not_held"
+    assert (loss["lost_first"], loss["lost_end"]) == (bases[1], 1200)
+    assert loss["bytes_at_risk"] == sum(sizes[b] for b in bases[1:])
+    predicted_log = json.loads(loss["kafka_log_json"])
+
+    starts = start_broker(deployed, 2)  # Kafka's start, on the broker's disk
+    outcome = next(p for s in starts for n, p in s.partitions.items() if n == part.name)
+    assert outcome.fatal is None and outcome.log_end_after == bases[1]
+    assert [s.action for s in outcome.segments] == ["kept", "emptied"] + ["deleted"] * (len(bases) - 2)
+    assert predicted_log == outcome.lines
+    assert f"WARN Corruption found in segment {bases[1]}, truncating to offset {bases[1]}" in outcome.lines
+    # on the disk after the start (kept across syncs, as on a real disk): the log ends where the
+    # verdict said, and the first segment holds every offset below it
+    assert sorted(int(p.name[:20]) for p in part.glob("*.log")) == bases[:2]
+    kept = [
+        e.last_offset
+        for e in iter_log_entries((part / f"{bases[0]:020d}.log").read_bytes(), "kept", verify_crc=True)
+    ]
+    assert kept[-1] == bases[1] - 1 and (part / f"{bases[1]:020d}.log").stat().st_size == 0
+    assert deployed.cluster.brokers[2].online
+
+
+def test_the_simulated_restart_loads_logs_as_kafka_does_and_a_fatal_load_keeps_the_broker_down(
+    damaged, tmp_path
+):
+    """The runtime's restart (what the repair's and the drain's restart commands call) now loads the
+    broker's logs as Kafka 3.3.1 does: a missing index with a repeated offset throws at load
+    ("Exiting Kafka due to fatal exception during startup"), so the broker does not come back; a
+    healthy broker restarts as before."""
+    import time
+
+    from airflow_provider_kafka_zk.testing.simulator.runtime import ClusterRuntime
+
+    deployed, _ = damaged
+    deployed.plant_log_damage(2, DAMAGED, 0, "repeated_offset", drop_index=True)
+    with ClusterRuntime(deployed, restart_dir=tmp_path / "restarts") as runtime:
+        for broker in (1, 2):
+            (tmp_path / "restarts" / f"{broker}.x.request").write_text("now")
+            deadline = time.monotonic() + 60
+            while not (tmp_path / "restarts" / f"{broker}.x.done").exists() and time.monotonic() < deadline:
+                time.sleep(0.1)
+        assert runtime.restarted == [1]
+    assert deployed.cluster.brokers[1].online and not deployed.cluster.brokers[2].online
+    # Kafka deleted the marker as it started: the next start is an unclean one
+    assert not any((d / ".kafka_cleanshutdown").exists() for d in deployed.hosts[2].log_dirs)

@@ -13,7 +13,18 @@ roots from the model), and an ``Incident("log_damage")`` records it in the model
 * ``zero_length_index`` -- the ``.index`` is empty (its log must exceed any single appended chunk
   for that to be visible);
 * ``oversized_index`` -- an inactive segment's ``.index`` left at its preallocated size, zero tail;
-* ``index_not_multiple`` -- a ``.index`` whose size is not a multiple of 8.
+* ``index_not_multiple`` -- a ``.index`` whose size is not a multiple of 8;
+* ``corrupt_batch`` -- a batch in the middle of the segment with one record byte flipped: its length
+  is intact, its CRC-32C fails (a bit flip on disk, a bad block);
+* ``index_not_monotonic`` -- two adjacent ``.index`` entries swapped (offsets go back), in any segment.
+
+``unflushed_from`` (a segment number) sets the partition's line in ``recovery-point-offset-checkpoint``
+to that segment's base offset: the broker was killed while producing and its last checkpoint (every
+``log.flush.offset.checkpoint.interval.ms``, 60 s) lagged, so a start recovers every segment from there
+(``LogLoader.recoverLog`` at 3.3.1).
+
+A simulated start (:func:`.log_recovery.restart_broker`) records what it left on disk as a
+:class:`RecordedPartition`, re-applied after every sync in place of the damage it recovered.
 
 ``index_rule="first"`` rewrites the planted segment's offset index as a 0.11-1.1 broker writes it
 (each entry holds the first offset of the batch at its position), for tests with those rules.
@@ -25,11 +36,15 @@ import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from airflow_provider_kafka_zk.kafka.logdir import DirKind, format_partition_dir_name
+from airflow_provider_kafka_zk.kafka.logdir import DirKind, OffsetCheckpoint, format_partition_dir_name
 from airflow_provider_kafka_zk.kafka.records import DEFAULT_MAX_INDEX_SIZE
 
 from .cluster import Incident, SimulatedCluster, SimulationError
+
+if TYPE_CHECKING:
+    from .deploy import DeployedCluster
 from .disk_writer import broker_host, first_offset_index
 
 KINDS = (
@@ -39,6 +54,8 @@ KINDS = (
     "zero_length_index",
     "oversized_index",
     "index_not_multiple",
+    "corrupt_batch",
+    "index_not_monotonic",
 )
 
 
@@ -51,6 +68,7 @@ class LogDamage:
     segment: int = -1  # which segment (0 = first, -1 = the active one)
     drop_index: bool = False
     index_rule: str = "last"
+    unflushed_from: int | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -118,9 +136,53 @@ def _batches(data: bytes) -> list[tuple[int, int, int, int]]:
     return out
 
 
-def apply(cluster: SimulatedCluster, root: Path, damage: LogDamage) -> None:
+@dataclass(frozen=True)
+class RecordedPartition:
+    """A partition directory's files as a simulated start left them (and its recovery point), put
+    back after each sync in place of the damage the start recovered: the start's truncations and
+    deletions stay, as on a real disk."""
+
+    broker_id: int
+    topic: str
+    partition: int
+    relative_dir: str  # under the host root
+    files: tuple[tuple[str, bytes], ...]
+    recovery_point: int | None = None
+
+    def restore(self, root: Path) -> None:
+        directory = root / self.relative_dir
+        if directory.exists():
+            for item in directory.iterdir():
+                if item.is_file() and item.name[:20].isdigit():
+                    item.unlink()
+        directory.mkdir(parents=True, exist_ok=True)
+        for name, data in self.files:
+            (directory / name).write_bytes(data)
+        if self.recovery_point is not None:
+            _set_recovery_point(directory.parent, self.topic, self.partition, self.recovery_point)
+
+
+def _set_recovery_point(log_dir: Path, topic: str, partition: int, offset: int) -> None:
+    """Rewrite the partition's line of ``recovery-point-offset-checkpoint`` (the rest kept)."""
+    checkpoint = log_dir / "recovery-point-offset-checkpoint"
+    offsets = (
+        OffsetCheckpoint.parse(checkpoint.read_bytes(), str(checkpoint)).offsets
+        if checkpoint.exists()
+        else {}
+    )
+    offsets[(topic, partition)] = offset
+    checkpoint.write_bytes(OffsetCheckpoint.from_offsets(offsets).encode())
+
+
+def apply(cluster: SimulatedCluster, root: Path, damage: LogDamage | RecordedPartition) -> None:
     """Put the damage on the freshly written host root (called after each sync)."""
+    if isinstance(damage, RecordedPartition):
+        damage.restore(root)
+        return
     stem = segment_stem(cluster, root, damage)
+    if damage.unflushed_from is not None:
+        bases = sorted(int(p.name[:20]) for p in stem.parent.glob("*.log"))
+        _set_recovery_point(stem.parent.parent, damage.topic, damage.partition, bases[damage.unflushed_from])
     log, index = stem.with_suffix(".log"), stem.with_suffix(".index")
     data = log.read_bytes()
     batches = _batches(data)
@@ -149,3 +211,28 @@ def apply(cluster: SimulatedCluster, root: Path, damage: LogDamage) -> None:
     elif damage.kind == "index_not_multiple":
         with open(index, "ab") as f:
             f.write(b"\x00\x00\x01")
+    elif damage.kind == "corrupt_batch":
+        middle_pos, middle_size, _, _ = batches[len(batches) // 2]
+        flipped = bytearray(data)
+        flipped[middle_pos + middle_size - 3] ^= 0xFF  # a record byte: the CRC-32C no longer matches
+        log.write_bytes(bytes(flipped))
+    elif damage.kind == "index_not_monotonic":
+        entries = index.read_bytes()
+        count = next(
+            (i for i in range(len(entries) // 8) if entries[i * 8 : i * 8 + 8] == bytes(8)), len(entries) // 8
+        )
+        if count < 2:
+            raise SimulationError(f"{index} has {count} entries: give the segment more data")
+        a = (count // 2 - 1) * 8
+        swapped = entries[:a] + entries[a + 8 : a + 16] + entries[a : a + 8] + entries[a + 16 :]
+        index.write_bytes(swapped)
+
+
+def plant(deployed: DeployedCluster, damage: LogDamage) -> Path:
+    """Record and apply ``damage`` on a deployed cluster, kept across syncs (what
+    ``DeployedCluster.plant_log_damage`` does, for every field of :class:`LogDamage`). Returns the
+    damaged segment's path without suffix."""
+    record(deployed.cluster, damage)
+    apply(deployed.cluster, deployed.root, damage)
+    deployed.log_damage.append(damage)
+    return segment_stem(deployed.cluster, deployed.root, damage)

@@ -45,6 +45,7 @@ from .cluster import ReplicaDir
 from .controller import SimulatedController
 from .deploy import DeployedCluster
 from .disk_writer import broker_host
+from .log_recovery import load_broker_logs
 from .render import topic_assignment
 
 log = logging.getLogger(__name__)
@@ -227,10 +228,22 @@ class ClusterRuntime:
             else:
                 cluster.stop_broker(broker_id, clean=True)
                 self._sync()  # the registration goes with the old session
-                cluster.start_broker(broker_id)
-                self._sync()
-                self.restarted.append(broker_id)
+                if self._load_logs(broker_id):
+                    cluster.start_broker(broker_id)
+                    self._sync()
+                    self.restarted.append(broker_id)
             done.write_text(f"broker {broker_id} at {cluster.clock_ms}\n")
+
+    def _load_logs(self, broker_id: int) -> bool:
+        """Kafka's log loading at the broker's start, on its disk (``log_recovery.load_broker_logs``:
+        ``LogLoader`` of the release); False when it throws: Kafka exits, the broker stays down."""
+        starts = load_broker_logs(self.deployed, broker_id)
+        fatal = next((s.fatal for s in starts if s.fatal), None)
+        if fatal is None:
+            return True
+        self._sync()
+        log.info("simulated broker %d did not start: %s", broker_id, fatal)
+        return False
 
     # ------------------------------------------------------------------ thread
     def _loop(self) -> None:
