@@ -450,6 +450,15 @@ def _releases(inputs: ReadinessInputs) -> dict[int, _Release]:
     return out
 
 
+def _releases_differ(releases: Iterable[_Release]) -> bool:
+    """Known releases that differ, or a release line known only from an IBP that is not theirs (a
+    broker whose release is inferred as 3.9.x runs the same release as one whose jars say 3.9.0, as
+    far as anything shows)."""
+    exact = {r.version for r in releases if r.version is not None and "IBP" not in r.how}
+    lines = {(r.version.major, r.version.minor) for r in releases if r.version is not None and "IBP" in r.how}
+    return len(exact) > 1 or len(lines) > 1 or any((v.major, v.minor) not in lines for v in exact if lines)
+
+
 def _cluster_release(releases: Mapping[int, _Release]) -> KafkaVersion | None:
     """The lowest known release (what the migration's rules must hold for)."""
     known = [r.version for r in releases.values() if r.version is not None]
@@ -486,7 +495,7 @@ def _release_check(inputs: ReadinessInputs, releases: Mapping[int, _Release]) ->
             source,
             **details,
         )
-    if len(by_release) > 1:
+    if _releases_differ(releases.values()):
         return _check(
             "release",
             title,
@@ -496,7 +505,7 @@ def _release_check(inputs: ReadinessInputs, releases: Mapping[int, _Release]) ->
             source,
             **details,
         )
-    release = next(iter(releases.values())).version if releases else None
+    release = _cluster_release(releases)
     if release is None:
         return _check(
             "release", title, Status.BLOCKER, "no broker known", "Run the inventory", source, **details
@@ -539,6 +548,9 @@ def _ibp_check(inputs: ReadinessInputs, releases: Mapping[int, _Release]) -> Che
     for b in _known_brokers(inputs):
         config = inputs.brokers.get(b)
         ibps[b] = config.inter_broker_protocol_version if config is not None else None
+        known = releases.get(b)
+        if config is not None and ibps[b] is None and known is not None and known.version is not None:
+            ibps[b] = known.version.release_line  # unset: Kafka's default is the broker's own release line
     by_ibp: dict[str, list[int]] = defaultdict(list)
     for b, ibp in sorted(ibps.items()):
         by_ibp[ibp or "unknown"].append(b)

@@ -120,6 +120,10 @@ def test_mixed_or_unknown_releases_block():
     mixed = _report(cluster, jars={0: "3.9.0", 1: "3.9.0", 2: "3.8.1", 3: "3.9.0"})
     assert _blockers(mixed) == ["release"]
     assert "3.8.1 on broker 2; 3.9.0 on brokers 0, 1 and 3" in mixed.check("release").evidence
+    # a broker without a running process beside ones whose jars say 3.9.0: IBP 3.9 says 3.9.x, the same
+    ready = kraft_ready_cluster(name=CLUSTER)
+    assert _blockers(_report(ready, jars={0: "3.9.0", 1: "3.9.0", 3: "3.9.0"})) == []
+    assert _blockers(_report(ready, jars={0: "3.9.0", 1: "3.9.1"})) == ["release"]  # two releases known
     # IBP 3.8 on a broker with no running process: its release cannot be told (3.8 or 3.9)
     cluster = kraft_ready_cluster(name=CLUSTER)
     cluster.set_broker_properties(1, {"inter.broker.protocol.version": "3.8"})
@@ -404,3 +408,12 @@ def test_the_manual_dag_reads_snapshot_inventory_and_the_audit_before_the_checks
     assert dag.get_task("audit").upstream_task_ids == {"inventory_coverage"}
     assert dag.params["controller_node_ids"] == [3000, 3001, 3002]
     assert dag.params["fail_on_blockers"] is True and dag.schedule is None
+
+
+def test_an_unset_ibp_is_the_release_line_when_the_release_is_known():
+    cluster = kraft_ready_cluster(name=CLUSTER)
+    for b in cluster.brokers:
+        cluster.set_broker_properties(b, {"inter.broker.protocol.version": None})
+    assert _report(cluster).check("inter-broker-protocol").status is Status.BLOCKER  # nothing tells it
+    check = _report(cluster, kafka_version="3.9.0").check("inter-broker-protocol")
+    assert check.status is Status.PASS and "3.9 on brokers 0, 1, 2 and 3" in check.evidence
