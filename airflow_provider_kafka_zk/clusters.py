@@ -35,6 +35,8 @@ DEFAULTS: dict[str, Any] = {
     "log_scan_fail_on": "fails_recovery",
     "deletion_check": True,
     "deletion_wait_s": 0,
+    "kraft_readiness": False,
+    "kraft_controller_node_ids": [3000, 3001, 3002],
 }
 """Per-cluster defaults; ``fail_on`` yields to ``[kafka_zk] default_fail_on``, the file's ``[defaults]`` to both."""
 
@@ -115,6 +117,13 @@ def load_clusters(path: str | os.PathLike[str] | None = None) -> dict[str, dict[
             raise ClusterFileError(f"{file}: clusters.{name}.log_scan must be true or false")
         if not isinstance(merged["deletion_check"], bool):
             raise ClusterFileError(f"{file}: clusters.{name}.deletion_check must be true or false")
+        if not isinstance(merged["kraft_readiness"], bool):
+            raise ClusterFileError(f"{file}: clusters.{name}.kraft_readiness must be true or false")
+        nodes = merged["kraft_controller_node_ids"]
+        if not isinstance(nodes, list) or not nodes or not all(type(n) is int and n >= 0 for n in nodes):
+            raise ClusterFileError(
+                f"{file}: clusters.{name}.kraft_controller_node_ids must be a list of node ids"
+            )
         wait_s = merged["deletion_wait_s"]
         if isinstance(wait_s, bool) or not isinstance(wait_s, int | float) or wait_s < 0:
             raise ClusterFileError(

@@ -207,6 +207,10 @@ def build_dag(cluster: str, settings: Mapping[str, Any]) -> DAG:
             _deletion_stage(cluster, settings, base, brokers)
         if settings["log_scan"]:
             _log_scan_stage(cluster, settings, base, brokers, coverage, snapshot, run_ts, snapshot_dir)
+        if settings.get("kraft_readiness"):
+            _kraft_readiness_stage(
+                cluster, settings, base, audit, (snapshot_dir, inventory_dir, findings_dir), run_ts
+            )
     return dag
 
 
@@ -301,6 +305,35 @@ def _log_scan_stage(
         )
     coverage >> scan >> verdict
     snapshot >> verdict
+
+
+def _kraft_readiness_stage(
+    cluster: str,
+    settings: Mapping[str, Any],
+    base: str,
+    audit: Any,
+    folders: tuple[str, str, str],
+    run_ts: str,
+) -> None:
+    """The optional KRaft migration readiness checks on the run's snapshot, inventory and findings
+    (``kafka_zk_kraft_migration_readiness``'s checks): report only, the daily run never fails on them."""
+    from airflow_provider_kafka_zk.operators.kraft_readiness import KraftReadinessOperator
+
+    snapshot_dir, inventory_dir, findings_dir = folders
+    readiness = KraftReadinessOperator(
+        task_id="kraft_readiness",
+        cluster=cluster,
+        base_path=base,
+        artefacts_conn_id=artefacts_conn_id(settings),
+        kafka_zookeeper_conn_id=settings["kafka_zookeeper_conn_id"],
+        snapshot=snapshot_dir,
+        inventory=inventory_dir,
+        findings=findings_dir,
+        controller_node_ids=list(settings["kraft_controller_node_ids"]),
+        readiness_ts=run_ts,
+        fail_on_blockers=False,
+    )
+    audit >> readiness
 
 
 def create_dags(clusters: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, DAG]:

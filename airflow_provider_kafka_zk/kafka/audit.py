@@ -27,11 +27,12 @@ from .deletion import (
 from .errors import KafkaFormatError
 from .findings import TOPIC_ID_ROOT_CHECKS, Finding, Severity, brokers_text
 from .inventory import age_reference_ms
+from .kraft_migration import MigrationPhase, migration_state
 from .leadership import blocked_reasons, imbalance_advice, leader_imbalance
 from .logdir import DirKind
 from .model import ClusterState, TopicState
 from .reassignment import BROKER_THROTTLE_KEYS
-from .uuid import KafkaUuid
+from .uuid import ONE_UUID, KafkaUuid
 from .versions import KafkaVersion, has_stray_dirs, ibp_uses_topic_ids
 from .znodes import ReassignmentEntry
 
@@ -230,6 +231,8 @@ class TopicEvidence:
 
 def audit_topic(evidence: TopicEvidence, facts: ClusterFacts) -> list[Finding]:
     """Run every topic rule; this is the one function the Spark job and in-process checks call."""
+    if is_kraft_metadata_log(evidence):
+        return []
     out: list[Finding] = []
     for rule in TOPIC_RULES:
         out.extend(rule(evidence, facts))
@@ -1559,6 +1562,97 @@ def kraft_readiness(findings: Sequence[Finding], state: ClusterState, facts: Clu
     return out
 
 
+# ---------------------------------------------------------------------------------------------
+# a ZooKeeper-to-KRaft migration in progress: its state, not incidents
+# ---------------------------------------------------------------------------------------------
+
+KRAFT_METADATA_TOPIC = "__cluster_metadata"
+"""``KafkaRaftServer.MetadataPartition``'s topic (3.9.0-rc3): the KRaft metadata log, never a ZooKeeper topic."""
+
+
+def is_kraft_metadata_log(evidence: TopicEvidence) -> bool:
+    """``__cluster_metadata-0`` directories and nothing else of that name: the KRaft metadata log.
+
+    A ZooKeeper-mode broker in migration mode runs a ``KafkaRaftManager`` whose log is
+    ``__cluster_metadata-0`` in ``metadata.log.dir`` (by default the first of ``log.dirs``), with
+    topic id ``METADATA_TOPIC_ID`` (``KafkaServer.startup``, ``KafkaMetadataLog.apply``, 3.9.0-rc3), as
+    KRaft brokers do. ZooKeeper never has such a topic, so the deletion, placement and topicId rules
+    would call it an orphan. A real topic of that name (a znode, a marker or a config) is audited.
+    """
+    return (
+        evidence.topic == KRAFT_METADATA_TOPIC
+        and evidence.state is None
+        and not evidence.delete_marker
+        and not evidence.config_znode
+        and bool(evidence.dirs)
+        and all(
+            d.partition == 0 and d.kind is DirKind.NORMAL and (d.topic_id is None or d.topic_id == ONE_UUID)
+            for d in evidence.dirs
+        )
+    )
+
+
+KRAFT_READINESS_DAG = "kafka_zk_kraft_migration_readiness"
+"""``airflow_provider_kafka_zk.dags.kraft_migration_readiness.DAG_ID`` (a test ties them)."""
+
+
+def kraft_migration_findings(state: ClusterState, facts: ClusterFacts) -> list[Finding]:
+    """While a KRaft controller migrates the cluster, one finding saying where it stands.
+
+    During the migration the persistent ``/controller`` held by a KRaft controller, the bumped
+    ``/controller_epoch`` and the KRaft epoch in partition states are how Kafka migrates (see
+    :mod:`.kraft_migration`): reported as the migration's state, not as incidents. The same signs
+    without a migration -- a persistent ``/controller`` and no ``/migration`` -- are an error: no
+    ZooKeeper-mode broker can become controller while it stays.
+    """
+    found = migration_state(state)
+    if found is None:
+        return []
+    readiness = trigger_command(KRAFT_READINESS_DAG, {"cluster": facts.cluster})
+    evidence = found.to_dict()
+    if found.phase is MigrationPhase.INCONSISTENT:
+        return [
+            _finding(
+                facts,
+                "kraft-migration-inconsistent",
+                Severity.ERROR,
+                f"{found.problem}; /controller: KRaft controller or persistent znode "
+                f"(id {found.kraft_controller_id}, kraftControllerEpoch {found.kraft_controller_epoch})",
+                "If a KRaft quorum still runs with zookeeper.metadata.migration.enable, it owns /controller: "
+                "look at its controllers first. If the migration was reverted, the documented revert deletes "
+                "/controller and /migration (docs/ops.html, 'Reverting to ZooKeeper mode During the Migration'), "
+                "so a broker is elected again. Before that deletion every topic must have its topic_id in "
+                "ZooKeeper (see the topicId findings): a new ZooKeeper-mode controller mints a NEW id for a "
+                "topic without one, and its replicas then reject it (KAFKA-14190)",
+                path="/controller",
+                evidence=evidence,
+            )
+        ]
+    severity = Severity.WARNING if found.problem else Severity.INFO
+    summary = (
+        f"KRaft migration in progress, phase {found.phase.value}: {found.description}; KRaft controller "
+        f"{found.kraft_controller_id} (KRaft epoch {found.kraft_controller_epoch}), /migration metadata offset "
+        f"{found.metadata_offset} (epoch {found.metadata_epoch}), ZooKeeper controller epoch "
+        f"{found.zk_controller_epoch}; brokers still in ZooKeeper mode: {list(found.zk_brokers)}"
+        + (f". {found.problem}" if found.problem else "")
+        + (
+            f". Marked for deletion before the takeover, not migrated (the brokers reconcile their logs, "
+            f"ZkTopicMigrationClient.iterateTopics): {', '.join(sorted(state.pending_deletions))}"
+            if found.kraft_controller_active and state.pending_deletions
+            else ""
+        )
+    )
+    action = (
+        "Nothing to repair: a persistent /controller held by the KRaft controller, its epoch in "
+        "/controller_epoch and in partition states, and its writes to topic znodes are how Kafka migrates. "
+        "This provider's ZooKeeper writes (drain, topicId repair, deletion cleanup, elections) refuse until "
+        f"the migration is finalized or reverted. Its state and blockers: {readiness}"
+    )
+    return [
+        _finding(facts, "kraft-migration", severity, summary, action, path="/migration", evidence=evidence)
+    ]
+
+
 def audit(
     state: ClusterState,
     evidence: Iterable[TopicEvidence],
@@ -1581,6 +1675,7 @@ def finish(topic_findings: list[Finding], state: ClusterState, facts: ClusterFac
         *topic_level,
         *audit_cluster(state, facts),
         *kraft_readiness(topic_findings, state, facts),
+        *kraft_migration_findings(state, facts),
     ]
 
 

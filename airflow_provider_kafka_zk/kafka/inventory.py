@@ -189,6 +189,27 @@ BROKER_SETTINGS: tuple[_Setting, ...] = (
 )
 OVERRIDE_KEYS: tuple[str, ...] = ("broker.id", "log.dirs", "log.dir", *(s.key for s in BROKER_SETTINGS))
 
+MIGRATION_KEYS: tuple[str, ...] = (
+    "zookeeper.metadata.migration.enable",
+    "controller.quorum.voters",
+    "controller.quorum.bootstrap.servers",
+    "controller.listener.names",
+    "listener.security.protocol.map",
+    "listeners",
+    "advertised.listeners",
+    "inter.broker.listener.name",
+    "control.plane.listener.name",
+    "process.roles",
+    "node.id",
+    "broker.id.generation.enable",
+    "reserved.broker.max.id",
+    "authorizer.class.name",
+    "metadata.log.dir",
+)
+"""server.properties keys a ZooKeeper-to-KRaft migration depends on, kept as written (the readiness
+rules parse them: ``kafka.kraft_readiness``); ``KafkaConfig`` validation at 3.4.0-3.9.0-rc3 and
+docs/ops.html "Enter Migration Mode on the Brokers". None holds a secret."""
+
 
 def _kafka_default(key: str, release: KafkaVersion | None) -> tuple[Any, str]:
     """Kafka's built-in default for ``key`` and a note saying where it came from."""
@@ -277,6 +298,7 @@ class BrokerFacts:
     problems: tuple[str, ...] = ()
     kafka_version: str | None = None
     pid: int | None = None
+    migration_settings: Mapping[str, str] = field(default_factory=dict)  # MIGRATION_KEYS present
 
     @classmethod
     def from_properties(
@@ -335,6 +357,7 @@ class BrokerFacts:
             problems=tuple(problems),
             kafka_version=str(release) if release else None,
             pid=pid,
+            migration_settings={k: merged[k].strip(_JAVA_TRIM) for k in MIGRATION_KEYS if k in merged},
             **values,
         )
 
@@ -363,6 +386,7 @@ class BrokerFacts:
         }
         for setting in BROKER_SETTINGS:
             out[setting.key] = getattr(self, setting.attribute)
+        out["migration_settings"] = dict(self.migration_settings)
         out["defaulted"] = self.default_notes()
         out["overridden"] = list(self.overridden)
         out["problems"] = list(self.problems)

@@ -47,6 +47,7 @@ from airflow_provider_kafka_zk.kafka.audit import BrokerSettings, ClusterFacts, 
 from airflow_provider_kafka_zk.kafka.errors import KafkaFormatError
 from airflow_provider_kafka_zk.kafka.findings import Finding, triage_order
 from airflow_provider_kafka_zk.kafka.inventory import age_reference_ms
+from airflow_provider_kafka_zk.kafka.kraft_migration import kraft_controller_active
 from airflow_provider_kafka_zk.kafka.model import ClusterState, TopicState
 from airflow_provider_kafka_zk.kafka.uuid import KafkaUuid
 from airflow_provider_kafka_zk.kafka.versions import KafkaVersion
@@ -282,8 +283,11 @@ def cluster_facts(
         live_brokers=state.live_broker_ids,
         inventoried=frozenset(int(b) for b in inventoried),
         settings=settings,
-        # a registered controller on a broker that is not registered cannot act; none at all is its own finding
-        controller_live=controller is None or controller.broker_id in state.live_broker_ids,
+        # a registered controller on a broker that is not registered cannot act; none at all is its own
+        # finding; a migrating KRaft controller is no broker and does act (kafka.kraft_migration)
+        controller_live=controller is None
+        or controller.broker_id in state.live_broker_ids
+        or kraft_controller_active(state),
         reassign_znode_partitions=frozenset((e.topic, e.partition) for e in reassign.partitions)
         if reassign is not None
         else frozenset(),

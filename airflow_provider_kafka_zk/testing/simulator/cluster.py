@@ -8,9 +8,10 @@ does I/O: ``zk_writer`` and ``disk_writer`` put the model into a real ZooKeeper 
 
 from __future__ import annotations
 
+import base64
 import random
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from airflow_provider_kafka_zk.kafka.logdir import DirKind
@@ -91,6 +92,8 @@ class BrokerModel:
     online: bool = True
     clean_shutdown: bool = False  # .kafka_cleanshutdown present (only ever on a stopped broker)
     registered_at_ms: int = 0
+    # server.properties keys set (or, with None, removed) on top of the spec's: what an operator changed
+    properties: dict[str, str | None] = field(default_factory=dict)
 
     @property
     def broker_id(self) -> int:
@@ -99,13 +102,26 @@ class BrokerModel:
 
 @dataclass(frozen=True)
 class KraftMigration:
-    """A KRaft controller migrating this cluster (3.4+): what ``/migration`` and ``/controller`` hold."""
+    """A KRaft controller quorum migrating this cluster (3.4+): what ``/migration`` and ``/controller`` hold.
+
+    The fields are what the active controller last wrote into ``/migration``
+    (``ZkMigrationLeadershipState``: -1 everywhere until it wrote its own, ``kraft_metadata_offset``
+    -1 until the initial metadata load finished). ``claimed``: the KRaft controller holds
+    ``/controller`` (persistent); before that a ZooKeeper-mode broker still does.
+    """
 
     kraft_controller_id: int
     kraft_controller_epoch: int
     kraft_metadata_offset: int
     kraft_metadata_epoch: int
     zk_version: int = 0  # each migration write is a conditional SetData on /migration
+    claimed: bool = True
+    controller_node_ids: tuple[int, ...] = ()
+
+    @property
+    def metadata_migrated(self) -> bool:
+        """``ZkMigrationLeadershipState.initialZkMigrationComplete`` (3.9.0-rc3): offset > 0."""
+        return self.kraft_metadata_offset > 0
 
     def encode(self) -> bytes:
         return MigrationZNode(
@@ -154,6 +170,16 @@ class SimulatedCluster:
         self.config_changes: list[str] = []  # entity paths, in notification order
         self.incidents: list[Incident] = []
         self.kraft_migration: KraftMigration | None = None
+        # security metadata a migration copies (or not), as Kafka's tools and authorizer keep it
+        self.acls: dict[tuple[str, str, str], list[dict[str, str]]] = {}  # (pattern, type, name) -> entries
+        self.user_configs: dict[str, dict[str, str]] = {}  # sanitized user (or <user>/clients/<id>)
+        self.client_configs: dict[str, dict[str, str]] = {}
+        self.delegation_tokens: dict[str, dict[str, object]] = {}
+        self.zk_consumer_offsets: dict[tuple[str, str, int], int] = {}  # (group, topic, partition)
+        # brokers started in migration mode: they keep the KRaft metadata log in their first log dir
+        self.metadata_log_brokers: set[int] = set()
+        self.preferred_election_request: list[tuple[str, int]] = []  # /admin/preferred_replica_election
+        self.maintenance_lease: bytes | None = None  # this provider's /kafka_zk_maintenance/lease
         self.history: list[str] = [
             f"cluster {spec.name}: Kafka {spec.kafka_version}, IBP {spec.ibp}, "
             f"brokers {sorted(self.brokers)}, controller {self.controller_id}"
@@ -224,7 +250,8 @@ class SimulatedCluster:
         partition.isr = isr
         partition.leader_epoch += 1
         partition.state_version += 1
-        partition.controller_epoch = self.controller_epoch
+        partition.controller_epoch = self._writing_controller_epoch()
+        self._dual_write()
 
     def _leader_epoch_started(self, topic: str, partition: int, leader: int, epoch: int) -> None:
         """A new leader appends (epoch, log end offset) to its leader-epoch-checkpoint."""
@@ -546,7 +573,7 @@ class SimulatedCluster:
             )
         if not clean:
             self.incidents.append(Incident("unclean_shutdown", broker_id=broker_id))
-        if self.controller_id == broker_id:
+        if self.controller_id == broker_id and not self.kraft_controller_active:
             self.controller_failover()
 
     # ------------------------------------------------------------------ leadership
@@ -811,25 +838,179 @@ class SimulatedCluster:
         raise SimulationError(f"broker {broker_id} holds no replica of {topic_name}-{partition}")
 
     # ------------------------------------------------------------------ KRaft migration
-    def begin_kraft_migration(self, kraft_controller_id: int = 3000, kraft_controller_epoch: int = 1) -> None:
-        """A KRaft quorum takes over as controller to migrate the metadata (3.4+, KIP-866).
+    # Kafka 3.9.0-rc3 sources for what follows: metadata/.../migration/KRaftMigrationDriver.java (the
+    # driver's states and each write it makes), core/src/main/scala/kafka/zk/KafkaZkClient.scala
+    # (getOrCreateMigrationState, tryRegisterKRaftControllerAsActiveController, updateMigrationState,
+    # retryMigrationRequestsUntilConnected), core/src/main/scala/kafka/zk/migration/
+    # ZkTopicMigrationClient.scala (the dual-writes of topics and partition states), docs/ops.html
+    # ("ZooKeeper to KRaft Migration": broker settings, rollback).
 
-        It writes ``/migration`` (version 0) and holds ``/controller`` as a persistent znode with its
-        epoch, so no ZK broker can win an election (``KafkaZkClient.
-        tryRegisterKRaftControllerAsActiveController``, 3.6.2); every topic must have an id by then.
-        """
+    @property
+    def kraft_controller_active(self) -> bool:
+        """A KRaft controller holds ``/controller``: it, not a ZooKeeper-mode broker, writes the metadata."""
+        return self.kraft_migration is not None and self.kraft_migration.claimed
+
+    def _writing_controller_epoch(self) -> int:
+        """The ``controller_epoch`` a partition state write carries: the ZooKeeper controller's epoch,
+        or while a KRaft controller migrates, its KRaft epoch (``ZkTopicMigrationClient.
+        partitionStatePathAndData`` passes ``state.kraftControllerEpoch()``)."""
+        migration = self.kraft_migration
+        if migration is not None and migration.claimed:
+            return migration.kraft_controller_epoch
+        return self.controller_epoch
+
+    def _dual_write(self, records: int = 1) -> None:
+        """One KRaft metadata delta written to ZooKeeper during the dual-write: the writes go as a multi
+        that sets ``/migration`` conditionally (``retryMigrationRequestsUntilConnected``), then the driver
+        records the new offset there ("Updated ZK migration state after delta"): two versions."""
+        migration = self.kraft_migration
+        if migration is None or not migration.claimed or not migration.metadata_migrated:
+            return
+        self.kraft_migration = replace(
+            migration,
+            kraft_metadata_offset=migration.kraft_metadata_offset + records,
+            zk_version=migration.zk_version + 2,
+        )
+
+    def _require_migration_support(self) -> None:
         if not supports_kraft_migration(self.spec.release):
             raise SimulationError(f"Kafka {self.spec.release} cannot migrate to KRaft (3.4+)")
         if self.spec.ibp < KafkaVersion(3, 4):
             raise SimulationError(
                 f"IBP {self.spec.ibp}: a migration needs inter.broker.protocol.version >= 3.4"
             )
+
+    def set_broker_properties(self, broker_id: int, changes: Mapping[str, str | None]) -> None:
+        """Change broker ``broker_id``'s server.properties (None removes the key), as an operator edits
+        the file before a restart."""
+        self.broker(broker_id).properties.update(changes)
+        self.history.append(f"broker {broker_id}: server.properties {sorted(changes)} changed")
+
+    def migration_properties(self, controller_node_ids: Iterable[int], port: int = 9093) -> dict[str, str]:
+        """What docs/ops.html (3.9, "Enter Migration Mode on the Brokers") adds to a ZK broker's
+        server.properties: the migration flag, the KRaft quorum and its listener (also in the
+        listener security protocol map)."""
+        voters = ",".join(f"{n}@127.0.1.{i + 1}:{port}" for i, n in enumerate(controller_node_ids))
+        return {
+            "zookeeper.metadata.migration.enable": "true",
+            "controller.quorum.voters": voters,
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        }
+
+    def provision_kraft_controllers(self, controller_node_ids: Iterable[int] = (3000, 3001, 3002)) -> None:
+        """A KRaft quorum started with ``zookeeper.metadata.migration.enable=true`` (docs/ops.html,
+        "Provisioning the KRaft controller quorum"): its migration driver creates ``/migration`` holding
+        ``ZkMigrationLeadershipState.EMPTY`` -- -1 everywhere -- (``RecoverMigrationStateFromZKEvent``
+        -> ``getOrCreateMigrationState``) and then waits for every broker to register in migration
+        mode; the ZooKeeper-mode controller keeps ``/controller`` meanwhile."""
+        self._require_migration_support()
+        if self.kraft_migration is not None:
+            raise SimulationError("a KRaft quorum already migrates this cluster")
+        ids = tuple(controller_node_ids)
+        clash = sorted(set(ids) & set(self.brokers))
+        if clash:
+            raise SimulationError(f"KRaft node ids {clash} are broker ids (docs: they must differ)")
+        self.kraft_migration = KraftMigration(
+            -1, -1, -1, -1, zk_version=0, claimed=False, controller_node_ids=ids
+        )
+        self.history.append(f"KRaft controllers {list(ids)} provisioned for migration: /migration created")
+        self.tick()
+
+    def enter_migration_mode(self, broker_ids: Iterable[int] | None = None) -> None:
+        """The rolling restart of "Enter Migration Mode on the Brokers": each broker's server.properties
+        gains :meth:`migration_properties`. (Leadership after the roll is as before: the simulator does
+        not replay each restart; ``auto.leader.rebalance.enable`` restores it on a real cluster.)"""
+        migration = self.kraft_migration
+        nodes = migration.controller_node_ids if migration is not None else (3000,)
+        for broker_id in sorted(self.brokers) if broker_ids is None else broker_ids:
+            broker = self.broker(broker_id)
+            broker.properties.update(self.migration_properties(nodes or (3000,)))
+            if broker.online:
+                # a ZK broker in migration mode runs a KafkaRaftManager (an observer of the quorum), whose
+                # log is __cluster_metadata-0 in metadata.log.dir, by default the first of log.dirs
+                # (``KafkaServer.startup``, ``KafkaConfig.metadataLogDir``, 3.9.0-rc3)
+                self.metadata_log_brokers.add(broker_id)
+        self.history.append("brokers restarted in migration mode")
+        self.tick()
+
+    def begin_kraft_migration(
+        self,
+        kraft_controller_id: int = 3000,
+        kraft_controller_epoch: int = 1,
+        *,
+        metadata_migrated: bool = True,
+    ) -> None:
+        """The active KRaft controller takes over ZooKeeper to migrate (3.4+, KIP-866).
+
+        ``BecomeZkControllerEvent``: ``tryRegisterKRaftControllerAsActiveController`` increments
+        ``/controller_epoch`` (SetData, conditional on its version), deletes the ZooKeeper controller's
+        ``/controller`` and creates a *persistent* one (v2, ``kraftControllerEpoch`` = its epoch) in one
+        multi, so no ZooKeeper broker can win an election; then an unconditional SetData of
+        ``/migration`` with its id and epoch. With ``metadata_migrated`` the initial load follows
+        (``MigrateMetadataEvent``: every topic, its id included, broker configs, quotas, producer id,
+        ACLs, tokens) and ``/migration`` gets the KRaft metadata offset and epoch, then once more after
+        the SYNC_KRAFT_TO_ZK snapshot; from then on the KRaft controller dual-writes its changes into
+        ZooKeeper (:meth:`_dual_write`). Controllers and brokers not prepared yet are prepared first.
+        """
+        self._require_migration_support()
+        if self.kraft_migration is None:
+            self.provision_kraft_controllers((kraft_controller_id,))
+        migration = self.kraft_migration
+        assert migration is not None
+        if migration.claimed:
+            raise SimulationError("a KRaft controller already holds /controller")
+        if not all(
+            b.properties.get("zookeeper.metadata.migration.enable") == "true" for b in self.brokers.values()
+        ):
+            self.enter_migration_mode()
+        missing = [t.name for t in self.topics.values() if t.zk_topic_id is None]
+        if metadata_migrated and missing:
+            # ZkTopicMigrationClient.iterateTopics: visitor.visitTopic(topic, topicIdOpt.get, ...) throws
+            raise SimulationError(f"topics {missing} have no topic_id: the metadata load would abort")
+        self.controller_epoch += 1
         self.controller_epoch_version += 1
         self.controller_elected_at_ms = self.tick()
-        self.kraft_migration = KraftMigration(kraft_controller_id, kraft_controller_epoch, 100, 1)
-        self.history.append(
-            f"KRaft controller {kraft_controller_id} (epoch {kraft_controller_epoch}) took over to migrate"
+        zk_version = migration.zk_version + 1  # "Updated migration state": unconditional SetData
+        migration = replace(
+            migration,
+            kraft_controller_id=kraft_controller_id,
+            kraft_controller_epoch=kraft_controller_epoch,
+            zk_version=zk_version,
+            claimed=True,
         )
+        self.history.append(
+            f"KRaft controller {kraft_controller_id} (epoch {kraft_controller_epoch}) took over /controller "
+            f"(ZooKeeper controller epoch now {self.controller_epoch})"
+        )
+        if metadata_migrated:
+            records = sum(1 + len(t.partitions) + len(t.config) for t in self.topics.values())
+            # "Finished initial migration of ZK metadata to KRaft", then the SYNC_KRAFT_TO_ZK state write
+            migration = replace(
+                migration,
+                kraft_metadata_offset=records + 1,
+                kraft_metadata_epoch=kraft_controller_epoch,
+                zk_version=zk_version + 2,
+            )
+            self.history.append(f"metadata migrated to KRaft: {records} records, dual-write on")
+        self.kraft_migration = migration
+
+    def kraft_controller_creates_topic(self, spec: TopicSpec) -> TopicModel:
+        """A topic created through the KRaft controller during the dual-write: ``ZkTopicMigrationClient.
+        createTopic`` writes the topic znode (v3 with the KRaft topic id), an empty
+        ``/config/topics/<t>``, and state znodes carrying the KRaft controller epoch."""
+        if not self.kraft_controller_active:
+            raise SimulationError("no KRaft controller holds /controller")
+        topic = self.create_topic(spec)
+        if topic.zk_topic_id is None:  # a migrating cluster's IBP >= 3.4 always has ids; be explicit
+            topic.zk_topic_id = topic.controller_topic_id = self._new_topic_id()
+        topic.znode_format = 3
+        for part in topic.partitions.values():
+            part.controller_epoch = self._writing_controller_epoch()
+        for d in self.replica_dirs(spec.name):
+            d.topic_id = topic.zk_topic_id
+        self._dual_write(1 + len(topic.partitions))
+        return topic
 
     def end_kraft_migration_rollback(self) -> None:
         """The documented rollback: delete ``/controller`` and ``/migration``; a ZK broker is elected."""
@@ -837,6 +1018,90 @@ class SimulatedCluster:
             raise SimulationError("no KRaft migration in progress")
         self.kraft_migration = None
         self.elect_controller()
+
+    # ------------------------------------------------------------------ what a readiness check must find
+    def request_topic_deletion(self, topic_name: str) -> None:
+        """``/admin/delete_topics/<t>`` written, not yet carried out by the controller (a snapshot taken
+        in between, or a controller that did not get to it): the topic and its replicas are all there."""
+        self.topic(topic_name)
+        self.delete_markers.add(topic_name)
+        self.history.append(f"{topic_name}: deletion requested, not carried out yet")
+        self.tick()
+
+    def request_preferred_election(self, partitions: Iterable[tuple[str, int]]) -> None:
+        """``/admin/preferred_replica_election`` written by a ZooKeeper-form tool, not processed yet
+        (the controller deletes it when it has carried it out: :meth:`preferred_replica_election`)."""
+        self.preferred_election_request = [(t, p) for t, p in partitions]
+        self.tick()
+
+    def followers_fall_behind(self, topic_name: str, partition: int, brokers: Iterable[int]) -> None:
+        """Followers on running brokers drop out of the ISR (replica.lag.time.max.ms exceeded): the leader
+        shrinks the ISR through AlterPartition and the controller writes the state znode (IBP >= 2.7-IV2)."""
+        part = self.topic(topic_name).partitions[partition]
+        behind = set(brokers)
+        if part.leader in behind:
+            raise SimulationError(
+                f"broker {part.leader} leads {topic_name}-{partition}: a leader does not fall behind"
+            )
+        self._bump_state(part, leader=part.leader, isr=[r for r in part.isr if r not in behind])
+        self.history.append(f"{topic_name}-{partition}: brokers {sorted(behind)} fell out of the ISR")
+        self.tick()
+
+    # ------------------------------------------------------------------ security metadata
+    def add_acl(
+        self,
+        resource_type: str,
+        name: str,
+        principal: str,
+        operation: str,
+        *,
+        permission: str = "Allow",
+        host: str = "*",
+        pattern: str = "LITERAL",
+    ) -> None:
+        """``kafka-acls --add`` through AclAuthorizer: an entry in ``/kafka-acl/<Type>/<name>`` (literal)
+        or ``/kafka-acl-extended/<pattern>/<Type>/<name>`` (``ZkAclStore``, ``ResourceZNode``, 3.9)."""
+        entry = {"principal": principal, "permissionType": permission, "operation": operation, "host": host}
+        self.acls.setdefault((pattern.lower(), resource_type, name), []).append(entry)
+        self.tick()
+
+    def add_scram_credential(
+        self, user: str, mechanism: str = "SCRAM-SHA-256", iterations: int = 4096
+    ) -> None:
+        """``kafka-configs --alter --add-config '<mechanism>=[iterations=N,password=...]' --entity-type
+        users``: the credential string in ``/config/users/<user>`` (``ScramCredentialUtils.
+        credentialToString``)."""
+        salt, stored, server = (self.rng.randbytes(n) for n in (16, 32, 32))
+        value = (
+            f"salt={base64.b64encode(salt).decode()},stored_key={base64.b64encode(stored).decode()},"
+            f"server_key={base64.b64encode(server).decode()},iterations={iterations}"
+        )
+        self.user_configs.setdefault(user, {})[mechanism] = value
+        self.tick()
+
+    def set_quota(self, entity_type: str, name: str, key: str, value: str) -> None:
+        """A client quota (``users``, ``clients`` or ``users`` with ``<user>/clients/<client>``)."""
+        configs = {"users": self.user_configs, "clients": self.client_configs}[entity_type]
+        configs.setdefault(name, {})[key] = value
+        self.tick()
+
+    def add_delegation_token(self, owner: str) -> str:
+        """A delegation token (``DelegationTokenManagerZk``: ``/delegation_token/tokens/<id>``)."""
+        token_id = self.rng.randbytes(11).hex()[:22]
+        now = self.tick()
+        self.delegation_tokens[token_id] = {
+            "owner": owner,
+            "issueTimestamp": now,
+            "maxTimestamp": now + 7 * 86_400_000,
+            "expiryTimestamp": now + 86_400_000,
+        }
+        return token_id
+
+    def old_consumer_commits(self, group: str, topic: str, partition: int, offset: int) -> None:
+        """A ZooKeeper-based (0.8 Scala) consumer commits its offset into
+        ``/consumers/<group>/offsets/<topic>/<partition>`` -- a client writing ZooKeeper directly."""
+        self.zk_consumer_offsets[(group, topic, partition)] = offset
+        self.tick()
 
     # ------------------------------------------------------------------ views
     def rf1_partitions_by_broker(self) -> dict[int, list[tuple[str, int]]]:

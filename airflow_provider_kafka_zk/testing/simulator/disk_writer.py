@@ -41,6 +41,7 @@ from airflow_provider_kafka_zk.kafka.records import (
     encode_record_batch,
     segment_file_name,
 )
+from airflow_provider_kafka_zk.kafka.uuid import ONE_UUID
 from airflow_provider_kafka_zk.kafka.versions import (
     caps_suffixed_dir_names,
     clean_shutdown_marker_has_json,
@@ -103,24 +104,29 @@ def server_properties(
     cluster: SimulatedCluster, broker: BrokerModel, host: BrokerHost, zookeeper_connect: str
 ) -> str:
     spec = cluster.spec
-    lines = [
-        f"# server.properties of simulated broker {broker.broker_id} ({spec.name}, Kafka {spec.kafka_version})",
-        f"broker.id={broker.broker_id}",
-        f"listeners=PLAINTEXT://{broker.spec.host}:{broker.spec.listener_port}",
-        f"log.dirs={','.join(str(d) for d in host.log_dirs)}",
-        f"zookeeper.connect={zookeeper_connect}",
-        f"inter.broker.protocol.version={spec.ibp}",
-        f"delete.topic.enable={str(spec.delete_topic_enable).lower()}",
-        "auto.leader.rebalance.enable=true",
-        "leader.imbalance.per.broker.percentage=10",
-        f"min.insync.replicas={spec.min_insync_replicas}",
-        "unclean.leader.election.enable=false",
-        f"log.segment.delete.delay.ms={spec.log_segment_delete_delay_ms}",
-        f"log.segment.bytes={spec.segment_bytes}",
-    ]
+    settings = {
+        "broker.id": str(broker.broker_id),
+        "listeners": f"PLAINTEXT://{broker.spec.host}:{broker.spec.listener_port}",
+        "log.dirs": ",".join(str(d) for d in host.log_dirs),
+        "zookeeper.connect": zookeeper_connect,
+        "inter.broker.protocol.version": str(spec.ibp),
+        "delete.topic.enable": str(spec.delete_topic_enable).lower(),
+        "auto.leader.rebalance.enable": "true",
+        "leader.imbalance.per.broker.percentage": "10",
+        "min.insync.replicas": str(spec.min_insync_replicas),
+        "unclean.leader.election.enable": "false",
+        "log.segment.delete.delay.ms": str(spec.log_segment_delete_delay_ms),
+        "log.segment.bytes": str(spec.segment_bytes),
+    }
     if broker.spec.rack:
-        lines.append(f"broker.rack={broker.spec.rack}")
-    return "\n".join(lines) + "\n"
+        settings["broker.rack"] = broker.spec.rack
+    for key, value in broker.properties.items():  # what an operator changed (None: removed)
+        if value is None:
+            settings.pop(key, None)
+        else:
+            settings[key] = value
+    header = f"# server.properties of simulated broker {broker.broker_id} ({spec.name}, Kafka {spec.kafka_version})"
+    return "\n".join([header, *(f"{k}={v}" for k, v in settings.items())]) + "\n"
 
 
 def _write_log_dir(cluster: SimulatedCluster, broker: BrokerModel, log_dir: Path, index: int) -> None:
@@ -149,6 +155,8 @@ def _write_log_dir(cluster: SimulatedCluster, broker: BrokerModel, log_dir: Path
     (log_dir / "replication-offset-checkpoint").write_bytes(
         OffsetCheckpoint.from_offsets(high_watermarks).encode()
     )
+    if index == 0 and broker.broker_id in cluster.metadata_log_brokers:
+        _write_partition_dir(cluster, broker, log_dir, metadata_log(cluster, broker.broker_id))
     (log_dir / "log-start-offset-checkpoint").write_bytes(OffsetCheckpoint.from_offsets({}).encode())
     (log_dir / "cleaner-offset-checkpoint").write_bytes(b"")
     if stopped_cleanly:
@@ -158,6 +166,30 @@ def _write_log_dir(cluster: SimulatedCluster, broker: BrokerModel, log_dir: Path
             else CleanShutdownMarker()
         )
         (log_dir / ".kafka_cleanshutdown").write_bytes(marker.encode())
+
+
+METADATA_TOPIC = "__cluster_metadata"
+"""``KafkaRaftServer.MetadataPartition``'s topic: the KRaft metadata log, never a ZooKeeper topic."""
+
+
+def metadata_log(cluster: SimulatedCluster, broker_id: int) -> ReplicaDir:
+    """A migrating ZK broker's copy of the KRaft metadata log, ``__cluster_metadata-0``: a UnifiedLog
+    with topic id ``METADATA_TOPIC_ID`` whose partition.metadata is kept (``KafkaMetadataLog.apply``,
+    3.9.0-rc3). It is not one of LogManager's logs, so no offset checkpoint lists it; its
+    ``quorum-state`` file is not simulated."""
+    return ReplicaDir(
+        broker_id=broker_id,
+        log_dir_index=0,
+        topic=METADATA_TOPIC,
+        partition=0,
+        topic_id=ONE_UUID,
+        records=40,
+        record_value_bytes=60,
+        records_per_batch=10,
+        segment_bytes=1_073_741_824,
+        leader_epochs=[(1, 0)],
+        mtime_ms=cluster.clock_ms,
+    )
 
 
 def _write_partition_dir(

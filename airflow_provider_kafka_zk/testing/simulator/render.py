@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from airflow_provider_kafka_zk.kafka import _jackson
 from airflow_provider_kafka_zk.kafka import znodes as zk
+from airflow_provider_kafka_zk.kafka.safety import LEASE_PATH, LEASE_ROOT
 from airflow_provider_kafka_zk.kafka.versions import (
     KafkaVersion,
     broker_registration_version,
@@ -82,10 +84,9 @@ def render_zookeeper(cluster: SimulatedCluster) -> list[ZnodeRecord]:
             )
         )
     migration = cluster.kraft_migration
-    if migration is not None:
-        # The KRaft controller holds /controller as a persistent znode with its epoch, and keeps its
-        # migration state in /migration (``KafkaZkClient.tryRegisterKRaftControllerAsActiveController``,
-        # ``MigrationZNode``, 3.6.2 and 3.9.0-rc3 core/src/main/scala/kafka/zk/).
+    if migration is not None and migration.claimed:
+        # The KRaft controller holds /controller as a persistent znode with its epoch
+        # (``KafkaZkClient.tryRegisterKRaftControllerAsActiveController``, 3.6.2 and 3.9.0-rc3).
         kraft = zk.ControllerRegistration(
             migration.kraft_controller_id,
             cluster.controller_elected_at_ms,
@@ -93,7 +94,6 @@ def render_zookeeper(cluster: SimulatedCluster) -> list[ZnodeRecord]:
             kraft_controller_epoch=migration.kraft_controller_epoch,
         )
         records.append(ZnodeRecord(zk.CONTROLLER, kraft.encode()))
-        records.append(ZnodeRecord(zk.MIGRATION, migration.encode(), version=migration.zk_version))
     else:
         controller = zk.ControllerRegistration(
             cluster.controller_id,
@@ -101,6 +101,9 @@ def render_zookeeper(cluster: SimulatedCluster) -> list[ZnodeRecord]:
             version=controller_znode_version(spec.release),
         )
         records.append(ZnodeRecord(zk.CONTROLLER, controller.encode(), owner_broker=cluster.controller_id))
+    if migration is not None:
+        # the migration state the KRaft controller keeps (``MigrationZNode``, ``getOrCreateMigrationState``)
+        records.append(ZnodeRecord(zk.MIGRATION, migration.encode(), version=migration.zk_version))
     records.append(
         ZnodeRecord(
             zk.CONTROLLER_EPOCH,
@@ -154,4 +157,83 @@ def render_zookeeper(cluster: SimulatedCluster) -> list[ZnodeRecord]:
     if cluster.reassignment:
         entries = tuple(zk.ReassignmentEntry(t, p, tuple(r)) for t, p, r in cluster.reassignment)
         records.append(ZnodeRecord(zk.REASSIGN_PARTITIONS, zk.ReassignPartitions(entries).encode()))
+    if cluster.preferred_election_request:
+        election = zk.PreferredReplicaElection(
+            tuple(zk.TopicPartition(t, p) for t, p in cluster.preferred_election_request)
+        )
+        records.append(ZnodeRecord(zk.PREFERRED_REPLICA_ELECTION, election.encode()))
+    if cluster.maintenance_lease is not None:
+        records += [ZnodeRecord(LEASE_ROOT, None), ZnodeRecord(LEASE_PATH, cluster.maintenance_lease)]
+    records += security_metadata(cluster)
+    return records
+
+
+# AclAuthorizer's stores and resource types (``ZkAclStore``, ``AclEntry.ResourceTypes``, 3.9.0-rc3):
+# ``createAclPaths`` creates each store's path and one child per resource type at startup.
+ACL_RESOURCE_TYPES = ("Topic", "Group", "Cluster", "TransactionalId", "DelegationToken", "User")
+LITERAL_ACL_PATH = "/kafka-acl"
+EXTENDED_ACL_PATH = "/kafka-acl-extended"
+
+
+def acl_store_path(pattern: str) -> str:
+    """``LiteralAclStore.aclPath`` or ``ExtendedAclStore.aclPath`` (``/kafka-acl-extended/<pattern>``)."""
+    return LITERAL_ACL_PATH if pattern == "literal" else f"{EXTENDED_ACL_PATH}/{pattern}"
+
+
+def security_metadata(cluster: SimulatedCluster) -> list[ZnodeRecord]:
+    """ACLs, SCRAM credentials and quotas, delegation tokens, ZooKeeper-based consumer offsets.
+
+    ACL znodes as ``ResourceZNode.encode`` (``{"version":1,"acls":[...]}``, java HashMaps:
+    ``AclEntry.toJsonCompatibleMap``/``toMap``); user and client configs as any config entity; token
+    znodes as ``DelegationTokenManagerZk.toJsonCompatibleMap`` (version 3, a Scala immutable Map); an
+    old consumer's offset as the decimal text ``ZookeeperConsumerConnector`` wrote.
+    """
+    records: list[ZnodeRecord] = []
+    if cluster.acls:
+        for pattern in ("literal", "prefixed"):
+            store = acl_store_path(pattern)
+            if pattern != "literal":
+                records.append(ZnodeRecord(EXTENDED_ACL_PATH, None))
+            records.append(ZnodeRecord(store, None))
+            records += [ZnodeRecord(f"{store}/{t}", None) for t in ACL_RESOURCE_TYPES]
+        records += [ZnodeRecord("/kafka-acl-changes", None), ZnodeRecord("/kafka-acl-extended-changes", None)]
+        for (pattern, resource_type, name), entries in sorted(cluster.acls.items()):
+            body = _jackson.java_hash_map(
+                {"version": 1, "acls": [_jackson.java_hash_map(e) for e in entries]}
+            )
+            records.append(
+                ZnodeRecord(f"{acl_store_path(pattern)}/{resource_type}/{name}", _jackson.dumps(body))
+            )
+    for entity_type, configs in (("users", cluster.user_configs), ("clients", cluster.client_configs)):
+        for name, config in sorted(configs.items()):
+            records.append(
+                ZnodeRecord(
+                    zk.config_entity_path(entity_type, name),
+                    zk.ConfigEntity(entity_type, name, config).encode(),
+                )
+            )
+    if cluster.delegation_tokens:
+        records += [ZnodeRecord("/delegation_token", None), ZnodeRecord("/delegation_token/tokens", None)]
+        for token_id, info in sorted(cluster.delegation_tokens.items()):
+            body = _jackson.scala_immutable_map(
+                {
+                    "version": 3,
+                    "owner": f"User%3A{info['owner']}",
+                    "tokenRequester": f"User%3A{info['owner']}",
+                    "renewers": [],
+                    "issueTimestamp": info["issueTimestamp"],
+                    "maxTimestamp": info["maxTimestamp"],
+                    "expiryTimestamp": info["expiryTimestamp"],
+                    "tokenId": token_id,
+                }
+            )
+            records.append(ZnodeRecord(f"/delegation_token/tokens/{token_id}", _jackson.dumps(body)))
+    containers: set[str] = set()
+    for (group, topic, partition), offset in sorted(cluster.zk_consumer_offsets.items()):
+        base = f"{zk.CONSUMERS}/{group}"
+        for path in (base, f"{base}/offsets", f"{base}/offsets/{topic}"):
+            if path not in containers:
+                containers.add(path)
+                records.append(ZnodeRecord(path, None))
+        records.append(ZnodeRecord(f"{base}/offsets/{topic}/{partition}", str(offset).encode()))
     return records

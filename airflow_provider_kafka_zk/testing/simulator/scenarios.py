@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
 from airflow_provider_kafka_zk.kafka.logdir import DirKind
+from airflow_provider_kafka_zk.kafka.safety import LeaseHolder
 from airflow_provider_kafka_zk.kafka.versions import writes_partition_metadata_on_create
 
 from .cluster import Incident, SimulatedCluster
@@ -216,4 +221,149 @@ def topic_id_repair_cluster(
     for d in cluster.replica_dirs("split", 3):
         d.metadata_file = False
     cluster.restart_broker(3)
+    return cluster
+
+
+def kraft_ready_cluster(
+    name: str = "kraft", kafka_version: str = "3.9.0", seed: int = 31
+) -> SimulatedCluster:
+    """A ZooKeeper-mode cluster a KRaft migration can start on (Kafka 3.9, IBP 3.9): four running
+    brokers (0-3 on 127.0.0.1-4, two racks), every topic replicated with its id in ZooKeeper and in
+    every replica, nothing pending, explicit broker ids; security metadata the migration copies:
+    ACLs (literal and prefixed), a SCRAM credential, user and client quotas, a delegation token."""
+    spec = ClusterSpec(
+        name=name,
+        kafka_version=kafka_version,
+        brokers=_brokers(4, racks=2, first_address=1),
+        min_insync_replicas=2,
+        seed=seed,
+        topics=(
+            TopicSpec("orders", partitions=6, replication_factor=3, records_per_partition=60),
+            TopicSpec("payments", partitions=4, replication_factor=3, records_per_partition=60),
+            replace(CONSUMER_OFFSETS, partitions=4),
+        ),
+    )
+    cluster = SimulatedCluster(spec)
+    cluster.add_acl("Topic", "orders", "User:app", "Read")
+    cluster.add_acl("Topic", "orders", "User:app", "Write")
+    cluster.add_acl("Group", "app", "User:app", "Read")
+    cluster.add_acl("Topic", "payments.", "User:billing", "Read", pattern="PREFIXED")
+    cluster.add_scram_credential("app", "SCRAM-SHA-512")
+    cluster.set_quota("users", "app", "producer_byte_rate", "1048576")
+    cluster.set_quota("clients", "reporting", "consumer_byte_rate", "2097152")
+    cluster.add_delegation_token("app")
+    return cluster
+
+
+def _reassign_one(cluster: SimulatedCluster) -> None:
+    part = cluster.topic("payments").partitions[0]
+    spare = next(b for b in sorted(cluster.brokers) if b not in part.replicas)
+    cluster.start_reassignment({("payments", 0): (*part.replicas[:-1], spare)})
+
+
+def _fall_behind(cluster: SimulatedCluster) -> None:
+    part = cluster.topic("orders").partitions[0]
+    cluster.followers_fall_behind("orders", 0, [r for r in part.replicas if r != part.leader])
+
+
+def _drop_partition_metadata(cluster: SimulatedCluster) -> None:
+    replica = cluster.replica_dirs("orders", 1)[0]
+    replica.metadata_file = False  # removed on disk; the running broker keeps the id in memory
+
+
+def _lease(cluster: SimulatedCluster) -> None:
+    holder = LeaseHolder(
+        "kafka_zk_pre_maintenance_drain",
+        "manual__2026-11-30T10:00:00",
+        "execute",
+        "airflow-worker-1",
+        cluster.clock_ms,
+        cluster.clock_ms + 12 * 3_600_000,
+        cluster.cluster_id,
+    )
+    cluster.maintenance_lease = holder.encode()
+
+
+@dataclass(frozen=True)
+class ReadinessBlocker:
+    """One migration blocker, planted alone on :func:`kraft_ready_cluster` (tests: the only one reported).
+
+    :param check: the readiness check it must trip.
+    :param plant: the step that plants it.
+    :param conf: the readiness DAG params the case needs.
+    :param kafka_version: the cluster's release.
+    """
+
+    check: str
+    plant: Callable[[SimulatedCluster], object]
+    conf: Mapping[str, Any] = field(default_factory=dict)
+    kafka_version: str = "3.9.0"
+
+
+READINESS_BLOCKERS: dict[str, ReadinessBlocker] = {
+    "release_early_access": ReadinessBlocker(
+        "release", lambda c: None, {"kafka_version": "3.7.1"}, kafka_version="3.7.1"
+    ),
+    "ibp_roll_unfinished": ReadinessBlocker(
+        "inter-broker-protocol",
+        lambda c: c.set_broker_properties(2, {"inter.broker.protocol.version": "3.8"}),
+        {"kafka_version": "3.9.0"},
+    ),
+    "broker_down": ReadinessBlocker("brokers-registered", lambda c: c.stop_broker(3, clean=True)),
+    "topic_id_precursor": ReadinessBlocker(
+        "topic-ids", lambda c: c.old_client_adds_partitions("payments", 6, client="2.7")
+    ),
+    "partition_metadata_missing": ReadinessBlocker("partition-metadata", _drop_partition_metadata),
+    "reassignment_in_flight": ReadinessBlocker("reassignment", _reassign_one),
+    "deletion_pending": ReadinessBlocker("topic-deletion", lambda c: c.request_topic_deletion("payments")),
+    "preferred_election_pending": ReadinessBlocker(
+        "preferred-election", lambda c: c.request_preferred_election([("orders", 0), ("orders", 1)])
+    ),
+    "throttle_left": ReadinessBlocker(
+        "throttles",
+        lambda c: c.broker_configs.update(
+            {
+                "1": {
+                    "leader.replication.throttled.rate": "10485760",
+                    "follower.replication.throttled.rate": "10485760",
+                }
+            }
+        ),
+    ),
+    "under_min_isr": ReadinessBlocker("partition-health", _fall_behind),
+    "maintenance_lease_held": ReadinessBlocker("maintenance-lease", _lease),
+    "generated_broker_id": ReadinessBlocker(
+        "migration-config", lambda c: c.set_broker_properties(2, {"broker.id": None})
+    ),
+    "controller_id_collision": ReadinessBlocker(
+        "controller-ids", lambda c: None, {"controller_node_ids": [2, 3000, 3001]}
+    ),
+    "quota_not_a_number": ReadinessBlocker(
+        "metadata-copy", lambda c: c.set_quota("clients", "batch", "producer_byte_rate", "unlimited")
+    ),
+}
+"""Every blocker a 3.9 cluster can have alone (JBOD without IBP >= 3.7-IV2 also breaks the IBP rule)."""
+
+
+def mid_migration_cluster(name: str = "kraft", seed: int = 31) -> SimulatedCluster:
+    """:func:`kraft_ready_cluster` during its migration: three KRaft controllers (3000-3002) provisioned,
+    every broker in migration mode, controller 3000 (KRaft epoch 5) holding /controller with the
+    metadata migrated, then dual-writes: a topic created through KRaft and a broker's controlled
+    restart whose leader and ISR changes the KRaft controller wrote into ZooKeeper."""
+    cluster = kraft_ready_cluster(name=name, seed=seed)
+    cluster.provision_kraft_controllers((3000, 3001, 3002))
+    cluster.enter_migration_mode()
+    cluster.begin_kraft_migration(3000, 5)
+    cluster.kraft_controller_creates_topic(
+        TopicSpec("events", partitions=3, replication_factor=3, records_per_partition=30)
+    )
+    cluster.restart_broker(1)
+    cluster.preferred_replica_election(
+        [
+            (t, p)
+            for t, topic in cluster.topics.items()
+            for p, part in topic.partitions.items()
+            if part.replicas[0] == 1
+        ]
+    )
     return cluster

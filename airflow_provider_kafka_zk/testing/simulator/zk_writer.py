@@ -80,6 +80,7 @@ class ZooKeeperTreeWriter:
             r.path: r for r in records if r.owner_broker is None and r.path not in ("/", "/zookeeper")
         }
         ephemeral = {r.path: r for r in records if r.owner_broker is not None}
+        self._switch_kinds(persistent, ephemeral)
         first_write = not self._persistent
         created = self._create_missing([r for p, r in persistent.items() if p not in self._persistent])
         if first_write:
@@ -121,6 +122,21 @@ class ZooKeeperTreeWriter:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+    def _switch_kinds(self, persistent: dict[str, ZnodeRecord], ephemeral: dict[str, ZnodeRecord]) -> None:
+        """A znode that changes kind is deleted first, as Kafka does it: a migrating KRaft controller
+        deletes the ZooKeeper controller's ephemeral ``/controller`` and creates a persistent one in
+        one multi (``tryRegisterKRaftControllerAsActiveController``, 3.9.0-rc3); the documented
+        rollback deletes the persistent one so a broker creates an ephemeral one again."""
+        for path in [p for p in persistent if p in self._ephemeral]:
+            owner, _ = self._ephemeral.pop(path)
+            if owner in self._sessions:
+                with contextlib.suppress(NoNodeError):
+                    self._sessions[owner].delete(path)
+        for path in [p for p in ephemeral if p in self._persistent]:
+            with contextlib.suppress(NoNodeError):
+                self.admin.delete(path)
+            del self._persistent[path]
 
     # ------------------------------------------------------------------ persistent
     def _create_missing(self, records: list[ZnodeRecord]) -> int:
