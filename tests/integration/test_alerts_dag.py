@@ -350,3 +350,34 @@ def test_nothing_outside_the_published_folder_is_served(api_server, first_run, h
         assert status == 404 and secret.read_bytes() not in body
     finally:
         link.unlink()
+
+
+def test_the_gate_and_audit_report_links_in_the_ui_open_the_report(api_server, first_run, home):
+    run_id = alert_records(home)[0]["run_id"]
+    for task_id in ("audit", "gate"):
+        status, body, _ = request(
+            home,
+            "GET",
+            f"/api/v2/dags/{DAG_ID}/dagRuns/{quote(run_id, safe='')}/taskInstances/{task_id}/links",
+            token=api_server,
+        )
+        assert status == 200, body[:300]
+        link = json.loads(body)["extra_links"]["Report"]
+        assert link.startswith(f"http://127.0.0.1:{home['port']}/kafka-zk/runs/{DAG_ID}/") and link.endswith(
+            "/report.html"
+        )
+        status, page, _ = request(home, "GET", urlsplit(link).path, token=api_server)
+        assert status == 200 and b"Kafka cluster audit: incident" in page
+
+
+def test_findings_and_report_are_published_as_assets_naming_the_run_folder(api_server, first_run, home):
+    status, body, _ = request(
+        home, "GET", f"/api/v2/assets/events?source_dag_id={DAG_ID}&limit=100", token=api_server
+    )
+    assert status == 200, body[:300]
+    events = {e["uri"]: e for e in json.loads(body)["asset_events"]}
+    findings, report = events[f"kafka-zk://{CLUSTER}/findings"], events[f"kafka-zk://{CLUSTER}/reports"]
+    folder = Path(findings["extra"]["folder"])
+    assert folder.parent == home["base"] / CLUSTER / "findings" and (folder / "summary.json").exists()
+    assert report["extra"]["report"] == str(folder / "report.html")
+    assert report["extra"]["report_url"].endswith("/report.html") and report["source_task_id"] == "audit"
