@@ -75,6 +75,10 @@ def finding_key(item: Mapping[str, Any]) -> str:
     return ":".join([str(item.get("check")), *subject])
 
 
+def _subject(item: Mapping[str, Any]) -> tuple[Any, ...]:
+    return (item.get("check"), item.get("topic"), item.get("partition"), item.get("broker_id"))
+
+
 def audit_incidents(summary: Mapping[str, Any], threshold: str | Severity) -> list[Incident]:
     """The run's audit incidents at or above ``threshold``: every "act now" item (a root cause with
     what it explains), then each top finding that no root cause explains.
@@ -84,6 +88,7 @@ def audit_incidents(summary: Mapping[str, Any], threshold: str | Severity) -> li
     """
     floor = Severity.parse(threshold)
     out: dict[str, Incident] = {}
+    carded = {_subject(item) for item in summary.get("act_now") or ()}
     for item in summary.get("act_now") or ():
         if Severity.parse(item["severity"]) < floor:
             continue
@@ -107,7 +112,7 @@ def audit_incidents(summary: Mapping[str, Any], threshold: str | Severity) -> li
             ),
         )
     for item in summary.get("top_findings") or ():
-        if Severity.parse(item["severity"]) < floor or item.get("explained_by"):
+        if Severity.parse(item["severity"]) < floor or item.get("explained_by") or _subject(item) in carded:
             continue
         key = finding_key(item)
         out.setdefault(
@@ -184,13 +189,14 @@ def task_incidents(failed: Mapping[str, Sequence[int]], log_urls: Mapping[str, s
 
 
 def merge(cluster: str, *groups: Iterable[Incident]) -> list[Incident]:
-    """Every incident once (the worst of one subject wins), fingerprinted, worst first."""
+    """Every incident once (the worst of one subject wins), fingerprinted, worst first; within a
+    severity in the order given (the audit's triage order first: its "what to do" says "card above")."""
     by_key: dict[str, Incident] = {}
     for incident in (i for group in groups for i in group):
         held = by_key.get(incident.key)
         if held is None or (incident.rank, incident.magnitude) > (held.rank, held.magnitude):
             by_key[incident.key] = incident
-    ordered = sorted(by_key.values(), key=lambda i: (-i.rank, i.source != AUDIT, i.key))
+    ordered = sorted(by_key.values(), key=lambda i: -i.rank)  # stable
     return [_with_fingerprint(cluster, i) for i in ordered]
 
 

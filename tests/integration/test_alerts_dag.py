@@ -185,6 +185,14 @@ def test_one_html_email_and_one_slack_message_per_failed_run(first_run, home):
     # root causes first, with their ids and commands
     assert "topicId mismatch on clickstream (KAFKA-14190)" in html
     assert "Broker 3" in html and "is down" in html
+    # each root cause once, in the report's triage order (its "what to do" says "card above")
+    cards = re.findall(r'<div style="font-size:16px;font-weight:bold;margin:4px 0">([^<]+)</div>', html)
+    assert cards[:3] == [
+        "topicId mismatch on clickstream (KAFKA-14190)",
+        "Broker 3 (127.0.0.5) is down",
+        "Broker 4 (127.0.0.6) is down",
+    ]
+    assert len(cards) == len(set(cards))
     assert "Deletion of topic" in html  # the deletions task's verdicts, one incident per topic
     assert "kafka_zk_topic_id_repair" in html  # the repair command of the report's card
     links = re.findall(r'href="([^"]+)"', html)
@@ -381,3 +389,43 @@ def test_findings_and_report_are_published_as_assets_naming_the_run_folder(api_s
     assert folder.parent == home["base"] / CLUSTER / "findings" and (folder / "summary.json").exists()
     assert report["extra"]["report"] == str(folder / "report.html")
     assert report["extra"]["report_url"].endswith("/report.html") and report["source_task_id"] == "audit"
+
+
+def test_the_report_and_the_email_in_a_real_browser(api_server, first_run, home):
+    """Headless Debian Chromium: the UI's session cookie opens the report through the plugin (no
+    script runs there: the page's CSP), and the alert e-mail renders as cards with its buttons.
+    Screenshots go to $KAFKA_ZK_SCREENSHOTS (docs/screenshots refreshes the README's), else tmp."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    chromium, chromedriver = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+    assert chromium.is_file() and chromedriver.is_file(), "apt-get install chromium chromium-driver"
+    shots = Path(os.environ.get("KAFKA_ZK_SCREENSHOTS") or home["work"] / "screenshots")
+    shots.mkdir(parents=True, exist_ok=True)
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(chromium)
+    for argument in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        "--window-size=1300,1400",
+    ):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(options=options, service=Service(executable_path=str(chromedriver)))
+    driver.set_page_load_timeout(180)
+    try:
+        base = f"http://127.0.0.1:{home['port']}"
+        driver.get(f"{base}/api/v2/monitor/health")  # the origin, to set the UI's cookie on
+        driver.add_cookie({"name": "_token", "value": api_server, "path": "/"})
+        driver.get(base + _report_path(first_run))
+        assert driver.title == f"Kafka audit: {CLUSTER}"
+        assert "topicId mismatch on clickstream" in driver.find_element("id", "act-now").text
+        assert driver.save_screenshot(str(shots / "kafka-zk-report-via-plugin.png"))
+        email = home["work"] / "alert-email.html"
+        email.write_text(first_run[1][0].html())
+        driver.get(email.as_uri())
+        assert "Open the Airflow run" in driver.page_source and "Open the report" in driver.page_source
+        assert driver.save_screenshot(str(shots / "kafka-zk-alert-email.png"))
+    finally:
+        driver.quit()

@@ -14,18 +14,6 @@ from airflow_provider_kafka_zk.plugins.links import artefact_url, parse_artefact
 SUMMARY = {
     "act_now": [
         {
-            "check": "broker-down",
-            "severity": "critical",
-            "broker_id": 3,
-            "incident": "broker:3",
-            "title": "Broker 3 (kafka-3) is down",
-            "summary": "broker 3 is down: not registered in /brokers/ids",
-            "action": "Start broker 3.",
-            "facts": [{"label": "broker", "value": "3"}],
-            "commands": [],
-            "explains": [{"check": "offline-partitions"}, {"check": "under-replicated"}],
-        },
-        {
             "check": "topic-id-mismatch",
             "severity": "critical",
             "topic": "click<script>",
@@ -37,8 +25,27 @@ SUMMARY = {
             "commands": [{"label": "repair", "command": "airflow dags trigger kafka_zk_topic_id_repair"}],
             "explains": [],
         },
+        {
+            "check": "broker-down",
+            "severity": "critical",
+            "broker_id": 3,
+            "incident": "broker:3",
+            "title": "Broker 3 (kafka-3) is down",
+            "summary": "broker 3 is down: not registered in /brokers/ids",
+            "action": "Start broker 3.",
+            "facts": [{"label": "broker", "value": "3"}],
+            "commands": [],
+            "explains": [{"check": "offline-partitions"}, {"check": "under-replicated"}],
+        },
     ],
     "top_findings": [
+        {
+            "check": "broker-down",
+            "severity": "critical",
+            "broker_id": 3,
+            "summary": "down",
+            "explained_by": [],
+        },
         {"check": "offline-partitions", "severity": "critical", "summary": "x", "explained_by": ["broker:3"]},
         {
             "check": "deletion-pending",
@@ -133,12 +140,10 @@ def _run(known=None, *, verdicts=VERDICTS, summary=SUMMARY, failed=None):
 def test_incidents_are_the_root_causes_and_what_no_root_cause_explains():
     incidents, _, _ = _run()
     keys = [i.key for i in incidents]
-    assert keys == [
-        "broker:3",
-        "topic-id:click<script>",
-        "deletion:old",
-    ]  # warning below "error"; explained left out
-    broker = incidents[0]
+    # the act-now cards in their triage order, each once (broker-down is its card's finding), then
+    # what no card explains; the warning is below "error", the explained finding is in its card
+    assert keys == ["topic-id:click<script>", "broker:3", "deletion:old"]
+    broker = incidents[1]
     assert broker.magnitude == 2 and ("explains", "2 other finding(s), which clear with it") in broker.facts
     # the audit's deletion-pending and the deletions task's verdict are one incident: the verdict's,
     # which names what blocks it
@@ -200,7 +205,7 @@ def _content(**kwargs):
 
 def test_the_email_is_html_with_escaped_data_root_causes_first_and_links():
     subject, html = render_email(_content())
-    assert subject.startswith("[kafka-zk] eu1: CRITICAL - 3 new or worse: Broker 3 (kafka-3) is down")
+    assert subject.startswith("[kafka-zk] eu1: CRITICAL - 3 new or worse: topicId mismatch on click<script>")
     assert "<script>" not in html and "click&lt;script&gt;" in html  # a topic name is data
     assert html.index("Broker 3 (kafka-3) is down") < html.index("Deletion of topic old is not done")
     assert 'href="https://airflow.example.com/dags/d/runs/r"' in html
