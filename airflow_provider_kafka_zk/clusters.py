@@ -129,12 +129,24 @@ def load_clusters(path: str | os.PathLike[str] | None = None) -> dict[str, dict[
             raise ClusterFileError(
                 f"{file}: clusters.{name}.deletion_wait_s must be a number of seconds >= 0"
             )
+        _check_notify(file, name, merged.get("notify"))
         if merged["log_scan_fail_on"] not in LOG_SCAN_FAIL_ON:
             raise ClusterFileError(
                 f"{file}: clusters.{name}.log_scan_fail_on must be one of {', '.join(LOG_SCAN_FAIL_ON)}"
             )
         out[name] = merged
     return out
+
+
+def _check_notify(file: Path, name: str, notify: Any) -> None:
+    """The ``notify`` table's shape (kinds, keys, addresses); whether it can deliver is checked by
+    the daily DAG file (:func:`airflow_provider_kafka_zk.alerts.check_at_parse`)."""
+    from airflow_provider_kafka_zk.alerts.settings import NotifyConfigError, parse_notify
+
+    try:
+        parse_notify(notify, f"clusters.{name}.notify")
+    except NotifyConfigError as exc:
+        raise ClusterFileError(f"{file}: {exc}") from None
 
 
 def cluster_setting(params: dict[str, Any], key: str) -> Any:

@@ -141,6 +141,20 @@ def get_provider_info() -> dict[str, Any]:
                         "example": "error",
                         "default": "critical",
                     },
+                    "notify_parse_check": {
+                        "description": (
+                            "What the daily DAG file checks of each cluster's notify channels when it is "
+                            "parsed (an unusable channel is an import error of the file): 'connections' "
+                            "(the provider importable and the connection present with what the hook needs; "
+                            "one metadata-DB or secrets-backend lookup per channel per parse, cached by "
+                            "[secrets] use_cache), 'providers' (the providers only; the run's notify_check "
+                            "task checks the connections), 'off'."
+                        ),
+                        "version_added": "0.3.0",
+                        "type": "string",
+                        "example": "providers",
+                        "default": "connections",
+                    },
                     "jute_maxbuffer": {
                         "description": (
                             "The ensemble's -Djute.maxbuffer in bytes: multi-op writes are cut into "

@@ -9,14 +9,16 @@ DAG ids: ``kafka_zk_daily_hygiene_<cluster>``. The cluster file is found as
 :func:`airflow_provider_kafka_zk.clusters.clusters_file` says (``$KAFKA_ZK_CLUSTERS_FILE``,
 ``[kafka_zk] clusters_file``, ``kafka_zk_clusters.toml`` in the DAGs folder); the example in this
 repository's ``dags/`` documents every key. No cluster named, no DAG. Every task retries with
-exponential backoff; the gate fails (and alerts through ``on_failure_callback``) when findings at or
-above ``fail_on`` (default critical) exist, naming the worst ones and the report.
+exponential backoff; the gate fails when findings at or above ``fail_on`` (default critical) exist,
+naming the worst ones and the report. The run ends with one alert (task ``alert``): the new and worse
+incidents are paged once through the cluster's ``notify`` (``notify_check`` fails the run when that
+cannot deliver); the audit and the gate link to the report ("Report").
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -37,47 +39,39 @@ def artefacts_base(settings: Mapping[str, Any]) -> str:
     return default_artefacts_base()
 
 
-def failure_callback(cluster: str, notify: Mapping[str, Any]) -> Callable[..., Any]:
-    """The configured notifier (SMTP, Slack) when its provider is installed; else a callback that logs."""
-    kind = str(notify.get("kind", "log")).lower()
-    subject = f"[kafka-zk] {cluster}: {{{{ ti.dag_id }}}}.{{{{ ti.task_id }}}} failed"
-    body = "{{ exception }}"
-    try:
-        if kind == "smtp":
-            from airflow.providers.smtp.notifications.smtp import SmtpNotifier
+def _alert_stage(dag: DAG, cluster: str, settings: Mapping[str, Any], base: str) -> None:
+    """One alert per run (:mod:`airflow_provider_kafka_zk.alerts`): ``notify_check`` fails the run when
+    the cluster's alerts cannot be delivered; ``alert`` runs last, after every task whatever its
+    outcome, as a teardown (its state is not the run's: the gate's and the others' are), and pages the
+    new and worse incidents once."""
+    from airflow_provider_kafka_zk.alerts.operators import NotifyCheckOperator, RunAlertOperator
 
-            return SmtpNotifier(
-                to=notify["to"],
-                smtp_conn_id=notify.get("smtp_conn_id", "smtp_default"),
-                subject=subject,
-                html_content=body,
-            )
-        if kind == "slack":
-            from airflow.providers.slack.notifications.slack import SlackNotifier
+    upstream = list(dag.tasks)
+    notify = dict(settings.get("notify") or {})
+    check = NotifyCheckOperator(task_id="notify_check", cluster=cluster, notify=notify, retries=0, dag=dag)
+    alert = RunAlertOperator(
+        task_id="alert",
+        cluster=cluster,
+        notify=notify,
+        base_path=base,
+        artefacts_conn_id=artefacts_conn_id(settings),
+        fail_on=settings["fail_on"],
+        trigger_rule="all_done",
+        dag=dag,
+    ).as_teardown()
+    [*upstream, check] >> alert
 
-            return SlackNotifier(
-                slack_conn_id=notify.get("slack_conn_id", "slack_default"),
-                channel=notify.get("channel", "#general"),
-                text=f"{subject}: {body}",
-            )
-    except ImportError as exc:
-        log.warning(
-            "notify kind %r for %s needs a provider that is not installed (%s): logging instead",
-            kind,
-            cluster,
-            exc,
-        )
 
-    def log_failure(context: Mapping[str, Any]) -> None:
-        ti = context.get("ti") or context.get("task_instance")
-        log.error(
-            "kafka-zk %s: task %s failed: %s",
-            cluster,
-            getattr(ti, "task_id", "?"),
-            context.get("exception"),
-        )
+def _links_and_assets(cluster: str, audit: Any, gate: Any) -> None:
+    """ "Report" on the audit and the gate (the plugin's page of the run's report.html); the audit
+    publishes the assets ``kafka-zk://<cluster>/findings`` and ``.../reports`` (extra: the folder)."""
+    from airflow_provider_kafka_zk.plugins.assets import audit_outlets, publish_audit_events
+    from airflow_provider_kafka_zk.plugins.links import ReportLink
 
-    return log_failure
+    audit.operator_extra_links = (ReportLink(cluster=cluster),)
+    gate.operator_extra_links = (ReportLink(cluster=cluster),)
+    audit.outlets = [*audit.outlets, *audit_outlets(cluster)]
+    audit._post_execute_hook = publish_audit_events(cluster)
 
 
 def artefacts_conn_id(settings: Mapping[str, Any]) -> str | None:
@@ -109,7 +103,6 @@ def build_dag(cluster: str, settings: Mapping[str, Any]) -> DAG:
         "retry_delay": timedelta(seconds=float(settings["retry_delay_s"])),
         "retry_exponential_backoff": float(settings["retry_exponential_backoff"]),
         "max_retry_delay": timedelta(seconds=float(settings["max_retry_delay_s"])),
-        "on_failure_callback": failure_callback(cluster, settings.get("notify") or {}),
     }
     run_ts = "{{ ti.xcom_pull(task_ids='coverage')['inventory_ts'] }}"
     inventory_dir = f"{base.rstrip('/')}/{cluster}/inventory/{run_ts}"
@@ -211,6 +204,8 @@ def build_dag(cluster: str, settings: Mapping[str, Any]) -> DAG:
             _kraft_readiness_stage(
                 cluster, settings, base, audit, (snapshot_dir, inventory_dir, findings_dir), run_ts
             )
+        _links_and_assets(cluster, audit, gate)
+        _alert_stage(dag, cluster, settings, base)
     return dag
 
 
@@ -341,6 +336,9 @@ def create_dags(clusters: Mapping[str, Mapping[str, Any]] | None = None) -> dict
 
     :param clusters: cluster name -> settings; default: the cluster file's (:func:`load_clusters`).
     """
+    from airflow_provider_kafka_zk.alerts import check_at_parse
+
     configured = load_clusters() if clusters is None else clusters
+    check_at_parse(configured)  # an unusable notify: an import error of this file, not lost alerts
     dags = (build_dag(cluster, settings) for cluster, settings in configured.items())
     return {dag.dag_id: dag for dag in dags}

@@ -43,6 +43,7 @@ from airflow_provider_kafka_zk.operators.post_maintenance import (
     PostMaintenanceVerifyOperator,
     PreferredLeaderElectionOperator,
 )
+from airflow_provider_kafka_zk.plugins.wiring import add_links_and_assets
 
 DAG_ID = "kafka_zk_post_maintenance"
 
@@ -182,7 +183,7 @@ def build_dag() -> DAG:
         final = report(plan.output)
         elect >> final
         verify >> final
-    return dag
+    return add_links_and_assets(dag)  # Plan/Report links, the report asset
 
 
 def create_dags() -> dict[str, DAG]:

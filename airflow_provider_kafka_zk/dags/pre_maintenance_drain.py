@@ -50,6 +50,7 @@ from airflow_provider_kafka_zk.operators.inventory import (
     BrokerInventoryOperator,
 )
 from airflow_provider_kafka_zk.operators.log_scan import BrokerLogScanOperator, LogScanVerdictOperator
+from airflow_provider_kafka_zk.plugins.wiring import add_links_and_assets
 
 DAG_ID = "kafka_zk_pre_maintenance_drain"
 
@@ -234,7 +235,7 @@ def build_dag() -> DAG:
         execute >> clear_throttles >> inventory_after >> verify
         execute >> [inventory_after, verify]  # a failed execute still clears throttles, then the run fails
         report(plan.output, verify.output)
-    return dag
+    return add_links_and_assets(dag)  # Plan/Report links, the report asset
 
 
 def create_dags() -> dict[str, DAG]:

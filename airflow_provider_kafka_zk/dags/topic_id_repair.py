@@ -45,6 +45,7 @@ from airflow_provider_kafka_zk.operators.topic_id_repair import (
     TopicIdRepairPlanOperator,
     TopicIdRepairVerifyOperator,
 )
+from airflow_provider_kafka_zk.plugins.wiring import add_links_and_assets
 
 DAG_ID = "kafka_zk_topic_id_repair"
 
@@ -193,7 +194,7 @@ def build_dag() -> DAG:
         final = report(plan.output)
         execute >> final
         verify >> final
-    return dag
+    return add_links_and_assets(dag)  # Plan/Report links, the report asset
 
 
 def create_dags() -> dict[str, DAG]:

@@ -97,7 +97,7 @@ class FindingsGateOperator(BaseOperator):
     the "act now" incidents (a stopped broker, a topicId incident) with their action and commands, then
     the worst findings no incident explains -- severities are fields there, never parsed from text.
 
-    Failing is the point: the task's ``on_failure_callback`` and Airflow's alerting fire. Findings
+    Failing is the point: the run fails and its ``alert`` task pages the findings. Findings
     do not change on a retry, so that failure skips retries (AirflowFailException); a missing or
     unreadable summary is an ordinary error and is retried.
 

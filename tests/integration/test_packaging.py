@@ -126,6 +126,7 @@ def test_one_file_with_every_factory_and_a_configured_cluster_file(installed, tm
         "kafka_zk_topic_id_repair",
         "kafka_zk_pre_restart_check",
         "kafka_zk_kraft_migration_readiness",
+        "kafka_zk_test_alert",
     }
 
 
@@ -251,3 +252,26 @@ def test_the_installed_wheel_runs_the_daily_audit_on_spark(
     assert "topic-id-mismatch" in summary["by_check"]
     assert (run / "report.html").is_file()
     assert result.returncode == 1  # the gate fails on the incident cluster, as the demo shows
+
+
+def test_the_wheel_registers_the_plugin_and_carries_the_alert_templates(installed, tmp_path):
+    (dist,) = installed.glob("airflow_provider_kafka_zk-*.dist-info")
+    entry_points = (dist / "entry_points.txt").read_text()
+    assert "[airflow.plugins]" in entry_points
+    assert "kafka_zk = airflow_provider_kafka_zk.plugins:KafkaZkPlugin" in entry_points
+    templates = installed / "airflow_provider_kafka_zk" / "templates"
+    assert {"alert.html.j2", "alert.txt.j2", "report.html.j2"} <= {p.name for p in templates.iterdir()}
+    env = {**os.environ, "PYTHONPATH": str(installed), "AIRFLOW_HOME": str(tmp_path)}
+    listed = subprocess.run(
+        [str(VENV_BIN / "airflow"), "plugins", "-o", "json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    text = listed.stdout
+    plugins = {
+        p["name"]: p for p in json.loads(text if text.startswith("[") else text[text.index("\n[") + 1 :])
+    }
+    assert "/kafka-zk" in json.dumps(plugins["kafka_zk"]["fastapi_apps"])

@@ -1,0 +1,174 @@
+"""An alert as an e-mail (HTML from ``templates/alert.html.j2``, autoescaped), as plain text
+(``templates/alert.txt.j2``: the task log, the Slack fallback) and as a Slack Block Kit message, all
+from one :func:`alert_content`: the same incidents, links and words in each. No Airflow, no I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import cache
+from typing import Any
+
+import jinja2
+
+from airflow_provider_kafka_zk.alerts.incidents import NEW, WORSE, Classified
+
+_COLOURS = {"critical": "#b00020", "error": "#d35400", "warning": "#b7950b", "info": "#2e86c1"}
+SLACK_MAX_INCIDENTS = 20
+"""Incidents a Slack message shows one by one (Slack takes at most 50 blocks); the rest are counted."""
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("airflow_provider_kafka_zk", "templates"),
+        autoescape=jinja2.select_autoescape(enabled_extensions=("html.j2",), default_for_string=False),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+
+
+def _item(c: Classified) -> dict[str, Any]:
+    i = c.incident
+    return {
+        **i.to_dict(),
+        "status": c.status,
+        "since": c.since,
+        "colour": _COLOURS.get(i.severity, "#555"),
+        "severity_label": i.severity.upper(),
+    }
+
+
+def alert_content(
+    *,
+    cluster: str,
+    dag_id: str,
+    run_id: str,
+    run_url: str | None,
+    report_url: str | None,
+    classified: Sequence[Classified],
+    resolved: Sequence[Mapping[str, Any]] = (),
+    coverage_text: str | None = None,
+    failed_tasks: Sequence[str] = (),
+    test_by: str | None = None,
+) -> dict[str, Any]:
+    """Everything an alert says, as data (also stored in ``alert.json``).
+
+    :param cluster: the cluster's name.
+    :param dag_id: the DAG that ran.
+    :param run_id: the run.
+    :param run_url: the run's page in Airflow (``[api] base_url``).
+    :param report_url: the report's page (the provider's plugin), or None when there is no report.
+    :param classified: the run's incidents with their status (:func:`~.incidents.classify`).
+    :param resolved: incidents told before that this run no longer has.
+    :param coverage_text: what the audit covered (its ``summary.json``), if it ran.
+    :param failed_tasks: the ids of the run's failed tasks.
+    :param test_by: set for a test alert: who asked for it.
+    """
+    items = [_item(c) for c in classified]
+    paged = [i for i in items if i["status"] in (NEW, WORSE)]
+    worst = items[0]["severity_label"] if items else None
+    if test_by is not None:
+        subject = f"[kafka-zk] {cluster}: TEST alert (the on-call path works)"
+    elif paged:
+        head = "; ".join(i["title"] for i in paged[:2]) + (
+            f" (+{len(paged) - 2} more)" if len(paged) > 2 else ""
+        )
+        subject = f"[kafka-zk] {cluster}: {worst} - {len(paged)} new or worse: {head}"
+    else:
+        subject = f"[kafka-zk] {cluster}: {len(items)} incident(s), none new"
+    return {
+        "subject": subject[:250],
+        "cluster": cluster,
+        "dag_id": dag_id,
+        "run_id": run_id,
+        "run_url": run_url,
+        "report_url": report_url,
+        "coverage_text": coverage_text,
+        "failed_tasks": list(failed_tasks),
+        "incidents": items,
+        "paged": len(paged),
+        "unchanged": len(items) - len(paged),
+        "resolved": [dict(r) for r in resolved],
+        "worst": worst,
+        "test_by": test_by,
+    }
+
+
+def render_email(content: Mapping[str, Any]) -> tuple[str, str]:
+    """(subject, HTML body) of the alert e-mail."""
+    return content["subject"], _environment().get_template("alert.html.j2").render(**content)
+
+
+def render_text(content: Mapping[str, Any]) -> str:
+    """The alert as plain text (the task log; Slack's notification text)."""
+    return _environment().get_template("alert.txt.j2").render(**content)
+
+
+def _slack_escape(text: Any) -> str:
+    """Slack's three control characters (https://api.slack.com/reference/surfaces/formatting#escaping)."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _slack_link(url: str | None, label: str) -> str:
+    return f"<{_slack_escape(url)}|{_slack_escape(label)}>" if url else ""
+
+
+def _section(text: str) -> dict[str, Any]:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": text[:3000]}}
+
+
+def slack_message(content: Mapping[str, Any]) -> dict[str, Any]:
+    """The Slack incoming-webhook body (``text`` + ``blocks``) with the e-mail's content."""
+    links = " | ".join(
+        link
+        for link in (
+            _slack_link(content.get("run_url"), "Airflow run"),
+            _slack_link(content.get("report_url"), "Report"),
+        )
+        if link
+    )
+    blocks: list[dict[str, Any]] = [
+        {"type": "header", "text": {"type": "plain_text", "text": content["subject"][:150]}},
+    ]
+    intro = []
+    if content.get("test_by") is not None:
+        intro.append(f"Test alert asked for by {_slack_escape(content['test_by'])}: nothing is wrong.")
+    else:
+        intro.append(
+            f"*{content['paged']} new or worse*, {content['unchanged']} unchanged "
+            f"(told before; still in the report) - DAG `{_slack_escape(content['dag_id'])}`"
+        )
+    if content.get("coverage_text"):
+        intro.append(f"Coverage: {_slack_escape(content['coverage_text'])}")
+    if links:
+        intro.append(links)
+    blocks.append(_section("\n".join(intro)))
+    shown = content["incidents"][:SLACK_MAX_INCIDENTS]
+    for item in shown:
+        lines = [
+            f"*[{item['severity_label']}] {item['status'].upper()}* {_slack_escape(item['title'])}",
+            _slack_escape(item["summary"]),
+        ]
+        lines += [f"• {_slack_escape(f['label'])}: `{_slack_escape(f['value'])}`" for f in item["facts"]]
+        if item.get("action"):
+            lines.append(f"*What to do:* {_slack_escape(item['action'])}")
+        for command in item["commands"]:
+            lines.append(f"{_slack_escape(command['label'])}:\n```{_slack_escape(command['command'])}```")
+        if item.get("link"):
+            lines.append(_slack_link(item["link"], "task log"))
+        blocks.append({"type": "divider"})
+        blocks.append(_section("\n".join(lines)))
+    more = len(content["incidents"]) - len(shown)
+    tail = []
+    if more > 0:
+        tail.append(f"+{more} more incident(s) in the report")
+    if content.get("resolved"):
+        tail.append(
+            "Resolved since the last alert: "
+            + "; ".join(_slack_escape(r["title"]) for r in content["resolved"])
+        )
+    if tail:
+        blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": t[:3000]} for t in tail]})
+    return {"text": render_text(content)[:3000], "blocks": blocks}
