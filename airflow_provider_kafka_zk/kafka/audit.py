@@ -16,13 +16,17 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from .broker_config import LOG_SEGMENT_DELETE_DELAY_MS, effective_setting
 from .deletion import (
+    DEFAULT_DELETE_MARGIN_MS,
     BrokerDeletionFacts,
     Cause,
     TopicDirectory,
     TopicInZooKeeper,
     Verdict,
+    delete_dir_schedule,
     deletion_verdict,
+    running_for_ms,
 )
 from .errors import KafkaFormatError
 from .findings import TOPIC_ID_ROOT_CHECKS, Finding, Severity, brokers_text
@@ -144,6 +148,7 @@ class BrokerInfo:
     registered_since_ms: int | None = None
     clean_shutdown: bool | None = None
     kafka_version: str | None = None  # from its jars (inventory), for the log lines it writes
+    registered_ctime_ms: int | None = None  # its registration znode's ctime (ZooKeeper's clock), live only
 
 
 def broker_infos(
@@ -175,6 +180,7 @@ def broker_infos(
             registered_since_ms=(registration.timestamp_ms or None) if registration is not None else None,
             clean_shutdown=all(bool(d.get("clean_shutdown")) for d in log_dirs) if log_dirs else None,
             kafka_version=(summary.get("facts") or {}).get("kafka_version"),
+            registered_ctime_ms=live.ctime_ms if live is not None else None,
         )
     return out
 
@@ -192,6 +198,8 @@ class ClusterFacts:
     reassign_znode_partitions: frozenset[tuple[str, int]] = frozenset()
     ibp: str | None = None  # lowest inter.broker.protocol.version seen on the brokers
     brokers: Mapping[int, BrokerInfo] = field(default_factory=dict)  # host, last seen (broker_infos)
+    broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # /config/brokers/<entity>
+    delete_margin_ms: int = DEFAULT_DELETE_MARGIN_MS  # deletion.deletion_verdict's margin
 
     @property
     def uses_topic_ids(self) -> bool:
@@ -203,16 +211,33 @@ class ClusterFacts:
         return max(values) if values else 1
 
     def deletion_facts(self) -> dict[int, BrokerDeletionFacts]:
-        brokers = set(self.settings) | set(self.live_brokers)
-        return {
-            b: BrokerDeletionFacts(
-                b,
-                live=b in self.live_brokers,
-                delete_topic_enable=self.settings.get(b, BrokerSettings(b)).delete_topic_enable,
-                delete_delay_ms=self.settings.get(b, BrokerSettings(b)).log_segment_delete_delay_ms,
+        """What decides each broker's deletions: delete.topic.enable, the log.segment.delete.delay.ms it
+        runs with (server.properties or a dynamic broker config) and how long it has been running."""
+        out = {}
+        for b in set(self.settings) | set(self.live_brokers):
+            settings = self.settings.get(b, BrokerSettings(b))
+            info = self.brokers.get(b, BrokerInfo(b))
+            live = b in self.live_brokers
+            delay = effective_setting(
+                LOG_SEGMENT_DELETE_DELAY_MS,
+                broker_id=b,
+                static_value=settings.log_segment_delete_delay_ms,
+                dynamic_broker=self.broker_configs.get(str(b)),
+                dynamic_default=self.broker_configs.get("<default>"),
+                release=info.kafka_version,
             )
-            for b in brokers
-        }
+            out[b] = BrokerDeletionFacts(
+                b,
+                live=live,
+                delete_topic_enable=settings.delete_topic_enable,
+                delete_delay_ms=int(delay.value),
+                running_for_ms=(
+                    running_for_ms(self.now_ms, info.registered_since_ms, info.registered_ctime_ms)
+                    if live
+                    else None
+                ),
+            )
+        return out
 
 
 @dataclass(frozen=True)
@@ -716,10 +741,11 @@ def check_deletion(evidence: TopicEvidence, facts: ClusterFacts) -> list[Finding
         facts.deletion_facts(),
         inventoried=facts.inventoried,
         controller_live=facts.controller_live,
+        margin_ms=facts.delete_margin_ms,
     )
     if verdict.verdict is Verdict.DELETED:
         return []
-    if verdict.verdict in (Verdict.BLOCKED, Verdict.IN_PROGRESS):
+    if verdict.verdict in (Verdict.BLOCKED, Verdict.IN_PROGRESS, Verdict.PENDING_DELETE_DELAY):
         blocked = verdict.verdict is Verdict.BLOCKED
         down = sorted(b for b in verdict.blocking_brokers if b not in facts.live_brokers)
         return [
@@ -785,14 +811,26 @@ def _knows_stray_dirs(release: str) -> bool:
 
 
 def check_dir_kinds(evidence: TopicEvidence, facts: ClusterFacts) -> list[Finding]:
-    """-delete directories past the delay and -stray directories, whatever the topic's state."""
+    """-delete directories Kafka should have removed by now, and -stray directories, whatever the topic's state.
+
+    A ``-delete`` directory is left over only once its broker's own ``kafka-delete-logs`` schedule
+    plus the margin has passed (:func:`~.deletion.delete_dir_schedule`, the rule the deletion
+    verdict uses): until then Kafka removes it by itself, and a stopped broker does when it starts.
+    """
     out = []
+    deletion = facts.deletion_facts()
     for broker_id in sorted({d.broker_id for d in evidence.dirs}):
         on_broker = [d for d in evidence.dirs if d.broker_id == broker_id]
-        delay = facts.settings.get(broker_id, BrokerSettings(broker_id)).log_segment_delete_delay_ms
+        broker = deletion.get(broker_id, BrokerDeletionFacts(broker_id, live=broker_id in facts.live_brokers))
+        delay = broker.delete_delay_ms
         # a -delete directory's age counts from its rename (ctime): a rename keeps the mtime, so a
         # directory renamed seconds ago with week-old segments is not past the delay
-        old = [d for d in on_broker if d.kind is DirKind.DELETE and d.age_ms(facts.now_ms) > delay]
+        old = [
+            d
+            for d in on_broker
+            if d.kind is DirKind.DELETE
+            and delete_dir_schedule(d.age_ms(facts.now_ms), broker, facts.delete_margin_ms).overdue
+        ]
         if old:
             oldest_h = max(d.age_ms(facts.now_ms) for d in old) / 3_600_000
             out.append(
@@ -800,23 +838,22 @@ def check_dir_kinds(evidence: TopicEvidence, facts: ClusterFacts) -> list[Findin
                     facts,
                     "delete-dirs-past-delay",
                     Severity.WARNING,
-                    f"broker {broker_id} holds {len(old)} -delete director(ies) of {evidence.topic} renamed longer "
-                    f"ago than its log.segment.delete.delay.ms ({delay} ms; oldest {oldest_h:.1f} h): "
+                    f"broker {broker_id} holds {len(old)} -delete director(ies) of {evidence.topic} that its "
+                    f"kafka-delete-logs task should have removed (log.segment.delete.delay.ms={delay} ms after the "
+                    f"rename, + {facts.delete_margin_ms} ms; oldest {oldest_h:.1f} h since its rename): "
                     + ", ".join(d.path for d in old[:3])
                     + (" ..." if len(old) > 3 else ""),
-                    (
-                        f"Broker {broker_id} is down: it removes them {delay} ms after it starts; nothing to do now"
-                        if broker_id not in facts.live_brokers
-                        else f"Broker {broker_id} should have removed them: look for the error deleting "
-                        f"{old[0].path} in its server.log (read-only or failing disk, permissions). They hold no "
-                        "live replica any more: once the cause is fixed, removing them by hand frees the space"
-                    ),
+                    f'Broker {broker_id} should have removed them: look for "Exception while deleting" and '
+                    f"{old[0].path} in its server.log (read-only or failing disk, permissions). They hold no live "
+                    "replica any more: once the cause is fixed, removing them by hand frees the space (a restart "
+                    "also queues them again)",
                     topic=evidence.topic,
                     broker_id=broker_id,
                     path=old[0].path,
                     evidence={
                         "paths": [d.path for d in old],
                         "delay_ms": delay,
+                        "margin_ms": facts.delete_margin_ms,
                         "dirs": [
                             {
                                 "path": d.path,

@@ -289,6 +289,7 @@ def cluster_facts(
         else frozenset(),
         ibp=lowest_ibp(settings.values()),
         brokers=rules.broker_infos(state, previous, summaries, expected),
+        broker_configs={e: dict(c) for e, c in state.configs.brokers.items()},
     )
 
 
