@@ -55,7 +55,7 @@ class ReplicaDir:
     topic_id: KafkaUuid | None
     metadata_present: bool = False
     metadata_error: str | None = None
-    size_bytes: int = 0
+    size_bytes: int = 0  # the .log files only (an empty partition's preallocated indexes are not data)
     mtime_ms: int | None = None
     ctime_ms: int | None = None  # inode change time: a -delete directory's rename
 
@@ -102,7 +102,7 @@ class ReplicaDir:
             topic_id=topic_id,
             metadata_present=bool(row.get("partition_metadata_present")),
             metadata_error=metadata_error,
-            size_bytes=int(row.get("log_bytes") or row.get("total_bytes") or 0),
+            size_bytes=int(row.get("log_bytes") or 0),  # never the sparse preallocated indexes
             mtime_ms=row.get("mtime_ms"),
             ctime_ms=row.get("ctime_ms"),
         )

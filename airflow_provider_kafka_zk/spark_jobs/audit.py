@@ -78,8 +78,7 @@ INVENTORY_COLUMNS = (
     "topic_id",
     "partition_metadata_present",
     "errors",
-    "log_bytes",
-    "total_bytes",
+    "log_bytes",  # RF=1 exposure: .log bytes only, as the drain plan counts them
 )
 
 FINDINGS_SCHEMA = pa.schema(
