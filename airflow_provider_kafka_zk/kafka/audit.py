@@ -8,8 +8,6 @@ the disk side is one :class:`ReplicaDir` per partition directory found by the br
 
 from __future__ import annotations
 
-import json
-import shlex
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -29,9 +27,9 @@ from .deletion import (
     running_for_ms,
 )
 from .errors import KafkaFormatError
-from .findings import TOPIC_ID_ROOT_CHECKS, Finding, Severity, brokers_text
+from .findings import TOPIC_ID_ROOT_CHECKS, Finding, Severity, brokers_text, trigger_command
 from .inventory import age_reference_ms
-from .leadership import blocked_reasons, imbalance_advice, leader_imbalance
+from .leadership import AutoRebalance, auto_rebalance, blocked_reasons, imbalance_advice, leader_imbalance
 from .logdir import DirKind
 from .model import ClusterState, TopicState
 from .reassignment import BROKER_THROTTLE_KEYS
@@ -128,6 +126,8 @@ class BrokerSettings:
     leader_imbalance_per_broker_percentage: int = 10
     auto_leader_rebalance_enable: bool = True
     log_segment_delete_delay_ms: int = 60_000
+    leader_imbalance_check_interval_seconds: int = 300
+    defaulted: tuple[str, ...] = ()  # keys its server.properties does not set (Kafka's default applies)
 
 
 @dataclass(frozen=True)
@@ -284,11 +284,6 @@ def _count(items: Sequence[Any], noun: str) -> str:
 def _partitions_text(topic: str, partitions: Sequence[int], limit: int = 6) -> str:
     shown = ", ".join(f"{topic}-{p}" for p in partitions[:limit])
     return shown + (f" and {len(partitions) - limit} more" if len(partitions) > limit else "")
-
-
-def trigger_command(dag_id: str, conf: Mapping[str, Any]) -> str:
-    """The ``airflow dags trigger`` command line for one of this provider's manual DAGs (conf shell-quoted)."""
-    return f"airflow dags trigger {dag_id} --conf {shlex.quote(json.dumps(dict(conf)))}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1432,17 +1427,33 @@ def audit_cluster(state: ClusterState, facts: ClusterFacts) -> list[Finding]:
     return out
 
 
+def controller_rebalance_rule(state: ClusterState, facts: ClusterFacts) -> AutoRebalance:
+    """The controller's auto leader rebalance settings (it is the controller that rebalances), from its
+    server.properties as the inventory read them (:func:`~.leadership.auto_rebalance`)."""
+    controller = None if state.controller is None else state.controller.broker_id
+    settings = facts.settings.get(controller) if controller is not None else None
+    info = facts.brokers.get(controller) if controller is not None else None
+    return auto_rebalance(
+        controller,
+        None
+        if settings is None
+        else {
+            "auto.leader.rebalance.enable": settings.auto_leader_rebalance_enable,
+            "leader.imbalance.per.broker.percentage": settings.leader_imbalance_per_broker_percentage,
+            "leader.imbalance.check.interval.seconds": settings.leader_imbalance_check_interval_seconds,
+        },
+        defaulted=settings.defaulted if settings is not None else (),
+        broker_configs=facts.broker_configs,
+        release=info.kafka_version if info is not None else None,
+    )
+
+
 def _leader_imbalance(state: ClusterState, facts: ClusterFacts) -> list[Finding]:
     """Kafka's own rule and the controller's settings (it is the controller that rebalances)."""
-    controller = None if state.controller is None else state.controller.broker_id
-    settings = (
-        facts.settings.get(controller, BrokerSettings(-1)) if controller is not None else BrokerSettings(-1)
-    )
+    rule = controller_rebalance_rule(state, facts)
     reassigning = bool(state.reassign_partitions or state.reassigning_partitions)
     out = []
-    for broker_id, imbalance in leader_imbalance(
-        state, threshold_percent=settings.leader_imbalance_per_broker_percentage
-    ).items():
+    for broker_id, imbalance in leader_imbalance(state, threshold_percent=rule.imbalance_percent).items():
         if broker_id not in facts.live_brokers or not imbalance.over_threshold:
             continue  # a stopped broker's partitions are reported as offline / under-replicated
         blocked = blocked_reasons(state, imbalance.not_leading)
@@ -1459,9 +1470,11 @@ def _leader_imbalance(state: ClusterState, facts: ClusterFacts) -> list[Finding]
                 f"{shown}{f' and {more} more' if more > 0 else ''}",
                 imbalance_advice(
                     imbalance,
-                    auto_rebalance=settings.auto_leader_rebalance_enable,
+                    auto_rebalance=rule.enabled,
                     blocked=blocked,
                     reassigning=reassigning,
+                    check_interval_s=rule.check_interval_s,
+                    cluster=facts.cluster,
                 ),
                 broker_id=broker_id,
                 evidence={
@@ -1469,8 +1482,12 @@ def _leader_imbalance(state: ClusterState, facts: ClusterFacts) -> list[Finding]
                     "not_leading": len(imbalance.not_leading),
                     "partitions": [f"{t}-{p}" for t, p in imbalance.not_leading],
                     "threshold_percent": imbalance.threshold_percent,
-                    "auto_leader_rebalance_enable": settings.auto_leader_rebalance_enable,
-                    "settings_from": "controller" if controller in facts.settings else "Kafka defaults",
+                    "auto_leader_rebalance_enable": rule.enabled,
+                    "leader_imbalance_check_interval_seconds": rule.check_interval_s,
+                    "settings_from": "controller"
+                    if rule.source == "its server.properties"
+                    else "Kafka defaults",
+                    "auto_rebalance": rule.describe(),
                     "not_electable": {f"{t}-{p}": r for (t, p), r in blocked.items()},
                 },
             )

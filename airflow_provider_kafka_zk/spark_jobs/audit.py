@@ -243,6 +243,10 @@ def broker_settings(broker_id: int, summary: Mapping[str, Any]) -> BrokerSetting
         log_segment_delete_delay_ms=int(
             pick("log.segment.delete.delay.ms", defaults.log_segment_delete_delay_ms)
         ),
+        leader_imbalance_check_interval_seconds=int(
+            pick("leader.imbalance.check.interval.seconds", defaults.leader_imbalance_check_interval_seconds)
+        ),
+        defaulted=tuple(sorted(facts.get("defaulted") or ())),
     )
 
 

@@ -157,6 +157,7 @@ class SimulatedCluster:
         self.broker_configs: dict[str, dict[str, str]] = {}
         self.config_changes: list[str] = []  # entity paths, in notification order
         self.incidents: list[Incident] = []
+        self.controller_log: list[str] = []  # lines the controller's controller.log shows (some steps)
         self.kraft_migration: KraftMigration | None = None
         self.history: list[str] = [
             f"cluster {spec.name}: Kafka {spec.kafka_version}, IBP {spec.ibp}, "
@@ -593,6 +594,58 @@ class SimulatedCluster:
         self.history.append(f"preferred replica election: {elected} of {len(outcome)} partition(s) moved")
         self.tick()
         return outcome
+
+    def auto_leader_rebalance(self, imbalance_percent: int = 10) -> list[tuple[str, int]]:
+        """One run of the controller's automatic rebalance (``KafkaController.
+        checkAndTriggerAutoLeaderRebalance``, 3.3.1; every ``leader.imbalance.check.interval.seconds``
+        while ``auto.leader.rebalance.enable`` is on -- the caller decides when it runs).
+
+        Partitions of topics not queued for deletion are grouped by their preferred (first) replica;
+        for a broker whose share not led by it is above ``imbalance_percent``/100, the partitions with
+        no reassignment in flight anywhere and whose preferred replica is alive and in the ISR
+        (``canPreferredReplicaBeLeader``) get it as leader (epoch +1, ISR unchanged). Returns the
+        partitions elected; ``controller_log`` gets the lines Kafka's controller.log shows.
+        """
+        self.controller_log.append("Processing automatic preferred replica leader election")
+        groups: dict[int, list[tuple[str, int]]] = {}
+        for topic in self.topics.values():
+            if topic.name in self.delete_markers:
+                continue
+            for p, part in topic.partitions.items():
+                if part.replicas:
+                    groups.setdefault(part.replicas[0], []).append((topic.name, p))
+        reassigning = bool(self.reassignment) or any(
+            part.adding or part.removing for t in self.topics.values() for part in t.partitions.values()
+        )
+        elected: list[tuple[str, int]] = []
+        for broker_id, keys in sorted(groups.items()):
+            not_leading = [(t, p) for t, p in keys if self.topics[t].partitions[p].leader != broker_id]
+            if not len(not_leading) / len(keys) > imbalance_percent / 100:
+                continue
+            candidates = [
+                (t, p)
+                for t, p in not_leading
+                if not reassigning
+                and self.brokers[broker_id].online
+                and broker_id in self.topics[t].partitions[p].isr
+            ]
+            self.controller_log.append(
+                "Starting replica leader election (PREFERRED) for partitions "
+                f"{','.join(f'{t}-{p}' for t, p in candidates)} triggered by AutoTriggered"
+            )
+            for t, p in candidates:
+                part = self.topics[t].partitions[p]
+                self._bump_state(part, leader=broker_id, isr=part.isr)
+                self._leader_epoch_started(t, p, broker_id, part.leader_epoch)
+                elected.append((t, p))
+        self.incidents = [
+            i
+            for i in self.incidents
+            if not (i.kind == "leader_imbalance" and self._leads_its_preferred(i.broker_id))
+        ]
+        self.history.append(f"automatic preferred leader election: {len(elected)} partition(s) moved")
+        self.tick()
+        return elected
 
     def _leads_its_preferred(self, broker_id: int | None) -> bool:
         return all(
