@@ -788,7 +788,14 @@ def check_deletion(evidence: TopicEvidence, facts: ClusterFacts) -> list[Finding
                 f"broker {broker_id} holds {len(dirs)} partition director(ies) of {evidence.topic}, a topic ZooKeeper "
                 "no longer knows",
                 "Move them to a quarantine directory on the broker (a topic re-created with that name would "
-                "collide with them), after checking nobody restored them on purpose",
+                "collide with them), after checking nobody restored them on purpose, "
+                + (
+                    f"while broker {broker_id} is stopped: it loaded them as logs at its start and holds their "
+                    "files open, so moving them under it takes the whole log dir offline "
+                    "(TopicDeletionVerifyOperator's cleanup refuses while it runs)"
+                    if broker_id in facts.live_brokers
+                    else f"before broker {broker_id} starts again"
+                ),
                 topic=evidence.topic,
                 broker_id=broker_id,
                 path=dirs[0].path,
@@ -916,7 +923,13 @@ def check_placement(evidence: TopicEvidence, facts: ClusterFacts) -> list[Findin
                 Severity.WARNING,
                 f"broker {d.broker_id} holds {d.name} but is not in that partition's replica set",
                 "A leftover of an old reassignment or a restored disk: it takes space and a re-assignment back to "
-                "this broker would reuse stale data; quarantine it",
+                "this broker would reuse stale data; quarantine it "
+                + (
+                    f"while broker {d.broker_id} is stopped (it holds the files of every log it loaded open: moving "
+                    "one under it takes the whole log dir offline)"
+                    if d.broker_id in facts.live_brokers
+                    else f"before broker {d.broker_id} starts again"
+                ),
                 topic=evidence.topic,
                 partition=d.partition,
                 broker_id=d.broker_id,
@@ -1579,27 +1592,111 @@ def _throttles_left(state: ClusterState, facts: ClusterFacts) -> list[Finding]:
 
 
 def kraft_readiness(findings: Sequence[Finding], state: ClusterState, facts: ClusterFacts) -> list[Finding]:
-    """Info facts for a KRaft migration that follow from the other findings (3.4+ migration rules)."""
+    """Info facts for a KRaft migration that follow from the other findings (3.4+ migration rules).
+
+    A migration needs every topic to have a ``topic_id``. How a topic gets one decides whether the
+    advice is safe: a controller failover makes the new controller mint ids for topics without one
+    (``KafkaController.initializeControllerContext`` -> ``processTopicIds`` -> ``zkClient.setTopicIds``,
+    3.3.1) -- harmless when no replica holds an id, but exactly KAFKA-14190 when replicas already
+    hold one (they keep theirs and reject the controller). So topics whose replicas hold an id get the
+    topicId repair DAG's write-back (or file_reset when they disagree), never a controller failover.
+    """
     # below IBP 2.8 no topic has an id yet: the IBP 3.4 a migration needs gives every topic one
     # at the first controller failover (``KafkaController.processTopicIds``, 3.4.0), nothing to flag
     no_id = (
         sorted(t.name for t in state.topics.values() if t.topic_id is None) if facts.uses_topic_ids else []
     )
-    no_meta = sum(
-        len(f.evidence.get("replicas", [])) for f in findings if f.check == "partition-metadata-missing"
-    )
+    precursors = {f.topic: f for f in findings if f.check == "topic-id-missing-in-zookeeper" and f.topic}
+    write_back = [t for t in no_id if t in precursors and precursors[t].evidence.get("write_back_id")]
+    file_reset = [t for t in no_id if t in precursors and not precursors[t].evidence.get("write_back_id")]
+    unread: dict[str, list[int]] = {}
+    fresh = []
+    for name in (t for t in no_id if t not in precursors):
+        topic = state.topic(name)
+        assigned = {b for info in topic.partitions.values() for b in info.replicas} if topic else set()
+        missing_brokers = sorted(assigned - set(facts.inventoried))
+        if missing_brokers:
+            unread[name] = missing_brokers
+        else:
+            fresh.append(name)
     out = []
-    if no_id:
+    if write_back:
+        conf = dict(precursors[write_back[0]].evidence.get("repair_conf") or {})
+        if not set(write_back) <= set(conf.get("topics") or ()):
+            conf = {"cluster": facts.cluster, "topics": write_back, "strategy": "write_back"}
+        commands = repair_commands(conf)
         out.append(
             _finding(
                 facts,
                 "kraft-readiness",
                 Severity.INFO,
-                f"{len(no_id)} topic(s) lack a topic_id: a KRaft migration cannot read them",
-                "Give them ids (IBP >= 2.8 controller failover) before migrating",
-                evidence={"topics": no_id[:100]},
+                f"{_count(write_back, 'topic')} {_lack(write_back)} a topic_id that their replicas hold "
+                f"({_names(write_back)}): a KRaft migration cannot read them",
+                f"Write the ids the replicas hold back before migrating, and before any controller move: dry run "
+                f"{commands['dry_run']}, then {commands['run']} ({TOPIC_ID_REPAIR_DAG}, strategy write_back: each "
+                "topic znode gets the id its replicas hold). Do not give them ids by a controller failover: the new "
+                "controller would mint new ids, which every replica rejects (KAFKA-14190)",
+                evidence={
+                    "topics": write_back[:100],
+                    "write_back_ids": {t: precursors[t].evidence["write_back_id"] for t in write_back[:100]},
+                    "repair_conf": conf,
+                    "commands": _command_list(commands),
+                },
             )
         )
+    if file_reset:
+        out.append(
+            _finding(
+                facts,
+                "kraft-readiness",
+                Severity.INFO,
+                f"{_count(file_reset, 'topic')} {_lack(file_reset)} a topic_id while their replicas hold different ids "
+                f"({_names(file_reset)}): a KRaft migration cannot read them",
+                f"Repair each with {TOPIC_ID_REPAIR_DAG}'s file_reset and the id to keep, as its "
+                "topic-id-missing-in-zookeeper finding says (it writes that id into the topic znode first), before "
+                "migrating and before any controller move: a failover would mint yet another id (KAFKA-14190)",
+                evidence={
+                    "topics": file_reset[:100],
+                    "commands": {t: precursors[t].evidence.get("repair_run") for t in file_reset[:100]},
+                },
+            )
+        )
+    if unread:
+        brokers = sorted({b for bs in unread.values() for b in bs})
+        out.append(
+            _finding(
+                facts,
+                "kraft-readiness",
+                Severity.INFO,
+                f"{_count(list(unread), 'topic')} {_lack(list(unread))} a topic_id ({_names(list(unread))}) and replicas of them on "
+                f"{brokers_text(brokers)} were not read: a KRaft migration cannot read these topics",
+                f"Inventory {brokers_text(brokers)} first: a replica there may hold an id, and then a controller move "
+                "would mint a different one (KAFKA-14190); the audit then says how to give each its id",
+                evidence={"topics": list(unread)[:100], "unread_brokers": brokers},
+            )
+        )
+    if fresh:
+        after = (
+            f" -- only after the {len(write_back) + len(file_reset)} topic(s) above are repaired: a controller move "
+            "before that mints new ids for them (KAFKA-14190)"
+            if write_back or file_reset
+            else ""
+        )
+        out.append(
+            _finding(
+                facts,
+                "kraft-readiness",
+                Severity.INFO,
+                f"{_count(fresh, 'topic')} {_lack(fresh)} a topic_id and no replica holds one ({_names(fresh)}): a KRaft "
+                "migration cannot read them",
+                "The next controller move gives each a new id that its replicas adopt (nothing to disagree with)"
+                + after,
+                evidence={"topics": fresh[:100]},
+            )
+        )
+    no_meta = sum(
+        len(f.evidence.get("replicas", [])) for f in findings if f.check == "partition-metadata-missing"
+    )
     if no_meta:
         out.append(
             _finding(
@@ -1607,9 +1704,70 @@ def kraft_readiness(findings: Sequence[Finding], state: ClusterState, facts: Clu
                 "kraft-readiness",
                 Severity.INFO,
                 f"{no_meta} replica(s) lack partition.metadata: KRaft brokers refuse or set aside such logs",
-                "Let a LeaderAndIsr write them (controller move) before migrating",
+                "Let a LeaderAndIsr write them before migrating (any leader change or controller move sends one)"
+                + (
+                    f" -- but no controller move before {_names(write_back + file_reset)} "
+                    f"{'has' if len(write_back + file_reset) == 1 else 'have'} its topic_id back (above): the new "
+                    "controller would mint new ids for them (KAFKA-14190)"
+                    if write_back or file_reset
+                    else ""
+                ),
             )
         )
+    return out
+
+
+def _lack(topics: Sequence[str]) -> str:
+    return "lacks" if len(topics) == 1 else "lack"
+
+
+def _names(topics: Sequence[str], limit: int = 6) -> str:
+    shown = ", ".join(topics[:limit])
+    return shown + (f" and {len(topics) - limit} more" if len(topics) > limit else "")
+
+
+# Findings whose advice changes leaders or moves partitions: on a topic whose replicas disagree with
+# ZooKeeper's topic_id, any leader/ISR change is what the brokers reject (the 3.3.1 incident: produce
+# failed after the next leader change), so they wait for the topicId repair.
+_LEADER_CHANGING_CHECKS = ("preferred-leader-imbalance", "rf1-exposure", "rf1-exposure-broker")
+
+
+def _topics_of(finding: Finding) -> set[str]:
+    evidence = finding.evidence
+    if finding.check == "preferred-leader-imbalance":
+        return {str(p).rsplit("-", 1)[0] for p in evidence.get("partitions") or ()}
+    if finding.check == "rf1-exposure-broker":
+        return {str(t) for t in evidence.get("topics") or {}}
+    return {finding.topic} if finding.topic else set()
+
+
+def after_topic_id_repair(findings: Sequence[Finding]) -> list[Finding]:
+    """Advice that would move leaders of a topic with a topicId mismatch says to repair it first."""
+    mismatched = {f.topic for f in findings if f.check == "topic-id-mismatch" and f.topic}
+    if not mismatched:
+        return list(findings)
+    out = []
+    for f in findings:
+        affected = sorted(_topics_of(f) & mismatched) if f.check in _LEADER_CHANGING_CHECKS else []
+        if not affected:
+            out.append(f)
+            continue
+        names = ", ".join(affected)
+        auto = (
+            " -- soon: with auto.leader.rebalance.enable on, the controller elects them itself at its next check"
+            if f.check == "preferred-leader-imbalance" and f.evidence.get("auto_leader_rebalance_enable")
+            else ""
+        )
+        action = (
+            f"First repair the topicId of {names} (its topic-id-mismatch card){auto}: a leader change on "
+            f"{names} -- an election or a partition move -- is what its brokers reject (KAFKA-14190), leaving "
+            f"those partitions without a working leader. Then: {f.action}"
+        )
+        evidence = {
+            **f.evidence,
+            "act_after": sorted({*f.evidence.get("act_after", ()), *(f"topic-id:{t}" for t in affected)}),
+        }
+        out.append(replace(f, action=action, evidence=evidence))
     return out
 
 
@@ -1630,12 +1788,14 @@ def finish(topic_findings: list[Finding], state: ClusterState, facts: ClusterFac
     topic_level = combine_write_backs(
         [*topic_findings, *summarize_rf1_exposure(topic_findings, facts)], facts
     )
-    return [
-        *broker_down_root_causes(topic_level, state, facts),
-        *topic_level,
-        *audit_cluster(state, facts),
-        *kraft_readiness(topic_findings, state, facts),
-    ]
+    return after_topic_id_repair(
+        [
+            *broker_down_root_causes(topic_level, state, facts),
+            *topic_level,
+            *audit_cluster(state, facts),
+            *kraft_readiness(topic_level, state, facts),
+        ]
+    )
 
 
 def gather_evidence(
