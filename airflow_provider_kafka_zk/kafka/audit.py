@@ -12,6 +12,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any
 
 from .broker_config import LOG_SEGMENT_DELETE_DELAY_MS, effective_setting
@@ -213,6 +214,10 @@ class ClusterFacts:
     def deletion_facts(self) -> dict[int, BrokerDeletionFacts]:
         """What decides each broker's deletions: delete.topic.enable, the log.segment.delete.delay.ms it
         runs with (server.properties or a dynamic broker config) and how long it has been running."""
+        return dict(self._deletion_facts)
+
+    @cached_property
+    def _deletion_facts(self) -> dict[int, BrokerDeletionFacts]:  # once per facts, not per topic
         out = {}
         for b in set(self.settings) | set(self.live_brokers):
             settings = self.settings.get(b, BrokerSettings(b))
