@@ -81,7 +81,8 @@ def validate_topics(topics: Iterable[Any] | str) -> list[str]:
 
 
 class TopicDeletionVerifyOperator(BaseOperator):
-    """Verdict per topic (DELETED / IN_PROGRESS / BLOCKED / IGNORED / NOT_REQUESTED / INCOMPLETE + why).
+    """Verdict per topic (DELETED / IN_PROGRESS / PENDING_DELETE_DELAY / BLOCKED / IGNORED / NOT_REQUESTED /
+    INCOMPLETE + why).
 
     Waits (in the triggerer when ``deferrable``, every ``poll_interval`` s) until each topic is deleted everywhere
     or has a finished non-success verdict, for at most ``wait_timeout``. Brokers whose disks could
@@ -91,7 +92,11 @@ class TopicDeletionVerifyOperator(BaseOperator):
     * every topic deleted everywhere: success, XCom = the verdicts;
     * settled, but some topic IGNORED / NOT_REQUESTED / INCOMPLETE: fails without retry
       (``fail_when_unsuccessful``), after the optional cleanup;
-    * still BLOCKED / IN_PROGRESS (or coverage partial) at the timeout: fails, retryable.
+    * still BLOCKED / IN_PROGRESS / PENDING_DELETE_DELAY (``-delete`` directories the brokers have not
+      reached on their own deletion schedule yet) or coverage partial at the timeout: fails, retryable.
+
+    The connection must lead to a Kafka cluster (``/brokers/ids`` and ``/cluster/id``, as every
+    mutation pins it): a chroot without one refuses (ClusterIdentityError) before any verdict.
 
     ``cleanup=True`` handles INCOMPLETE topics' leftovers: directories are moved into a quarantine
     on the same broker host, ``/config/topics/<t>`` is removed when the topic and its marker are
