@@ -8,27 +8,30 @@ the disk side is one :class:`ReplicaDir` per partition directory found by the br
 
 from __future__ import annotations
 
-import json
-import shlex
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any
 
+from .broker_config import LOG_SEGMENT_DELETE_DELAY_MS, effective_setting
 from .deletion import (
+    DEFAULT_DELETE_MARGIN_MS,
     BrokerDeletionFacts,
     Cause,
     TopicDirectory,
     TopicInZooKeeper,
     Verdict,
+    delete_dir_schedule,
     deletion_verdict,
+    running_for_ms,
 )
 from .errors import KafkaFormatError
-from .findings import TOPIC_ID_ROOT_CHECKS, Finding, Severity, brokers_text
+from .findings import TOPIC_ID_ROOT_CHECKS, Finding, Severity, brokers_text, trigger_command
 from .inventory import age_reference_ms
 from .kraft_migration import MigrationPhase, migration_state
-from .leadership import blocked_reasons, imbalance_advice, leader_imbalance
+from .leadership import AutoRebalance, auto_rebalance, blocked_reasons, imbalance_advice, leader_imbalance
 from .logdir import DirKind
 from .model import ClusterState, TopicState
 from .reassignment import BROKER_THROTTLE_KEYS
@@ -52,7 +55,7 @@ class ReplicaDir:
     topic_id: KafkaUuid | None
     metadata_present: bool = False
     metadata_error: str | None = None
-    size_bytes: int = 0
+    size_bytes: int = 0  # the .log files only (an empty partition's preallocated indexes are not data)
     mtime_ms: int | None = None
     ctime_ms: int | None = None  # inode change time: a -delete directory's rename
 
@@ -99,7 +102,7 @@ class ReplicaDir:
             topic_id=topic_id,
             metadata_present=bool(row.get("partition_metadata_present")),
             metadata_error=metadata_error,
-            size_bytes=int(row.get("log_bytes") or row.get("total_bytes") or 0),
+            size_bytes=int(row.get("log_bytes") or 0),  # never the sparse preallocated indexes
             mtime_ms=row.get("mtime_ms"),
             ctime_ms=row.get("ctime_ms"),
         )
@@ -125,6 +128,8 @@ class BrokerSettings:
     leader_imbalance_per_broker_percentage: int = 10
     auto_leader_rebalance_enable: bool = True
     log_segment_delete_delay_ms: int = 60_000
+    leader_imbalance_check_interval_seconds: int = 300
+    defaulted: tuple[str, ...] = ()  # keys its server.properties does not set (Kafka's default applies)
 
 
 @dataclass(frozen=True)
@@ -145,6 +150,7 @@ class BrokerInfo:
     registered_since_ms: int | None = None
     clean_shutdown: bool | None = None
     kafka_version: str | None = None  # from its jars (inventory), for the log lines it writes
+    registered_ctime_ms: int | None = None  # its registration znode's ctime (ZooKeeper's clock), live only
 
 
 def broker_infos(
@@ -176,6 +182,7 @@ def broker_infos(
             registered_since_ms=(registration.timestamp_ms or None) if registration is not None else None,
             clean_shutdown=all(bool(d.get("clean_shutdown")) for d in log_dirs) if log_dirs else None,
             kafka_version=(summary.get("facts") or {}).get("kafka_version"),
+            registered_ctime_ms=live.ctime_ms if live is not None else None,
         )
     return out
 
@@ -193,6 +200,8 @@ class ClusterFacts:
     reassign_znode_partitions: frozenset[tuple[str, int]] = frozenset()
     ibp: str | None = None  # lowest inter.broker.protocol.version seen on the brokers
     brokers: Mapping[int, BrokerInfo] = field(default_factory=dict)  # host, last seen (broker_infos)
+    broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # /config/brokers/<entity>
+    delete_margin_ms: int = DEFAULT_DELETE_MARGIN_MS  # deletion.deletion_verdict's margin
 
     @property
     def uses_topic_ids(self) -> bool:
@@ -204,16 +213,37 @@ class ClusterFacts:
         return max(values) if values else 1
 
     def deletion_facts(self) -> dict[int, BrokerDeletionFacts]:
-        brokers = set(self.settings) | set(self.live_brokers)
-        return {
-            b: BrokerDeletionFacts(
-                b,
-                live=b in self.live_brokers,
-                delete_topic_enable=self.settings.get(b, BrokerSettings(b)).delete_topic_enable,
-                delete_delay_ms=self.settings.get(b, BrokerSettings(b)).log_segment_delete_delay_ms,
+        """What decides each broker's deletions: delete.topic.enable, the log.segment.delete.delay.ms it
+        runs with (server.properties or a dynamic broker config) and how long it has been running."""
+        return dict(self._deletion_facts)
+
+    @cached_property
+    def _deletion_facts(self) -> dict[int, BrokerDeletionFacts]:  # once per facts, not per topic
+        out = {}
+        for b in set(self.settings) | set(self.live_brokers):
+            settings = self.settings.get(b, BrokerSettings(b))
+            info = self.brokers.get(b, BrokerInfo(b))
+            live = b in self.live_brokers
+            delay = effective_setting(
+                LOG_SEGMENT_DELETE_DELAY_MS,
+                broker_id=b,
+                static_value=settings.log_segment_delete_delay_ms,
+                dynamic_broker=self.broker_configs.get(str(b)),
+                dynamic_default=self.broker_configs.get("<default>"),
+                release=info.kafka_version,
             )
-            for b in brokers
-        }
+            out[b] = BrokerDeletionFacts(
+                b,
+                live=live,
+                delete_topic_enable=settings.delete_topic_enable,
+                delete_delay_ms=int(delay.value),
+                running_for_ms=(
+                    running_for_ms(self.now_ms, info.registered_since_ms, info.registered_ctime_ms)
+                    if live
+                    else None
+                ),
+            )
+        return out
 
 
 @dataclass(frozen=True)
@@ -262,11 +292,6 @@ def _count(items: Sequence[Any], noun: str) -> str:
 def _partitions_text(topic: str, partitions: Sequence[int], limit: int = 6) -> str:
     shown = ", ".join(f"{topic}-{p}" for p in partitions[:limit])
     return shown + (f" and {len(partitions) - limit} more" if len(partitions) > limit else "")
-
-
-def trigger_command(dag_id: str, conf: Mapping[str, Any]) -> str:
-    """The ``airflow dags trigger`` command line for one of this provider's manual DAGs (conf shell-quoted)."""
-    return f"airflow dags trigger {dag_id} --conf {shlex.quote(json.dumps(dict(conf)))}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -719,10 +744,11 @@ def check_deletion(evidence: TopicEvidence, facts: ClusterFacts) -> list[Finding
         facts.deletion_facts(),
         inventoried=facts.inventoried,
         controller_live=facts.controller_live,
+        margin_ms=facts.delete_margin_ms,
     )
     if verdict.verdict is Verdict.DELETED:
         return []
-    if verdict.verdict in (Verdict.BLOCKED, Verdict.IN_PROGRESS):
+    if verdict.verdict in (Verdict.BLOCKED, Verdict.IN_PROGRESS, Verdict.PENDING_DELETE_DELAY):
         blocked = verdict.verdict is Verdict.BLOCKED
         down = sorted(b for b in verdict.blocking_brokers if b not in facts.live_brokers)
         return [
@@ -770,7 +796,14 @@ def check_deletion(evidence: TopicEvidence, facts: ClusterFacts) -> list[Finding
                 f"broker {broker_id} holds {len(dirs)} partition director(ies) of {evidence.topic}, a topic ZooKeeper "
                 "no longer knows",
                 "Move them to a quarantine directory on the broker (a topic re-created with that name would "
-                "collide with them), after checking nobody restored them on purpose",
+                "collide with them), after checking nobody restored them on purpose, "
+                + (
+                    f"while broker {broker_id} is stopped: it loaded them as logs at its start and holds their "
+                    "files open, so moving them under it takes the whole log dir offline "
+                    "(TopicDeletionVerifyOperator's cleanup refuses while it runs)"
+                    if broker_id in facts.live_brokers
+                    else f"before broker {broker_id} starts again"
+                ),
                 topic=evidence.topic,
                 broker_id=broker_id,
                 path=dirs[0].path,
@@ -788,14 +821,26 @@ def _knows_stray_dirs(release: str) -> bool:
 
 
 def check_dir_kinds(evidence: TopicEvidence, facts: ClusterFacts) -> list[Finding]:
-    """-delete directories past the delay and -stray directories, whatever the topic's state."""
+    """-delete directories Kafka should have removed by now, and -stray directories, whatever the topic's state.
+
+    A ``-delete`` directory is left over only once its broker's own ``kafka-delete-logs`` schedule
+    plus the margin has passed (:func:`~.deletion.delete_dir_schedule`, the rule the deletion
+    verdict uses): until then Kafka removes it by itself, and a stopped broker does when it starts.
+    """
     out = []
+    deletion = facts.deletion_facts()
     for broker_id in sorted({d.broker_id for d in evidence.dirs}):
         on_broker = [d for d in evidence.dirs if d.broker_id == broker_id]
-        delay = facts.settings.get(broker_id, BrokerSettings(broker_id)).log_segment_delete_delay_ms
+        broker = deletion.get(broker_id, BrokerDeletionFacts(broker_id, live=broker_id in facts.live_brokers))
+        delay = broker.delete_delay_ms
         # a -delete directory's age counts from its rename (ctime): a rename keeps the mtime, so a
         # directory renamed seconds ago with week-old segments is not past the delay
-        old = [d for d in on_broker if d.kind is DirKind.DELETE and d.age_ms(facts.now_ms) > delay]
+        old = [
+            d
+            for d in on_broker
+            if d.kind is DirKind.DELETE
+            and delete_dir_schedule(d.age_ms(facts.now_ms), broker, facts.delete_margin_ms).overdue
+        ]
         if old:
             oldest_h = max(d.age_ms(facts.now_ms) for d in old) / 3_600_000
             out.append(
@@ -803,23 +848,22 @@ def check_dir_kinds(evidence: TopicEvidence, facts: ClusterFacts) -> list[Findin
                     facts,
                     "delete-dirs-past-delay",
                     Severity.WARNING,
-                    f"broker {broker_id} holds {len(old)} -delete director(ies) of {evidence.topic} renamed longer "
-                    f"ago than its log.segment.delete.delay.ms ({delay} ms; oldest {oldest_h:.1f} h): "
+                    f"broker {broker_id} holds {len(old)} -delete director(ies) of {evidence.topic} that its "
+                    f"kafka-delete-logs task should have removed (log.segment.delete.delay.ms={delay} ms after the "
+                    f"rename, + {facts.delete_margin_ms} ms; oldest {oldest_h:.1f} h since its rename): "
                     + ", ".join(d.path for d in old[:3])
                     + (" ..." if len(old) > 3 else ""),
-                    (
-                        f"Broker {broker_id} is down: it removes them {delay} ms after it starts; nothing to do now"
-                        if broker_id not in facts.live_brokers
-                        else f"Broker {broker_id} should have removed them: look for the error deleting "
-                        f"{old[0].path} in its server.log (read-only or failing disk, permissions). They hold no "
-                        "live replica any more: once the cause is fixed, removing them by hand frees the space"
-                    ),
+                    f'Broker {broker_id} should have removed them: look for "Exception while deleting" and '
+                    f"{old[0].path} in its server.log (read-only or failing disk, permissions). They hold no live "
+                    "replica any more: once the cause is fixed, removing them by hand frees the space (a restart "
+                    "also queues them again)",
                     topic=evidence.topic,
                     broker_id=broker_id,
                     path=old[0].path,
                     evidence={
                         "paths": [d.path for d in old],
                         "delay_ms": delay,
+                        "margin_ms": facts.delete_margin_ms,
                         "dirs": [
                             {
                                 "path": d.path,
@@ -887,7 +931,13 @@ def check_placement(evidence: TopicEvidence, facts: ClusterFacts) -> list[Findin
                 Severity.WARNING,
                 f"broker {d.broker_id} holds {d.name} but is not in that partition's replica set",
                 "A leftover of an old reassignment or a restored disk: it takes space and a re-assignment back to "
-                "this broker would reuse stale data; quarantine it",
+                "this broker would reuse stale data; quarantine it "
+                + (
+                    f"while broker {d.broker_id} is stopped (it holds the files of every log it loaded open: moving "
+                    "one under it takes the whole log dir offline)"
+                    if d.broker_id in facts.live_brokers
+                    else f"before broker {d.broker_id} starts again"
+                ),
                 topic=evidence.topic,
                 partition=d.partition,
                 broker_id=d.broker_id,
@@ -1398,17 +1448,33 @@ def audit_cluster(state: ClusterState, facts: ClusterFacts) -> list[Finding]:
     return out
 
 
+def controller_rebalance_rule(state: ClusterState, facts: ClusterFacts) -> AutoRebalance:
+    """The controller's auto leader rebalance settings (it is the controller that rebalances), from its
+    server.properties as the inventory read them (:func:`~.leadership.auto_rebalance`)."""
+    controller = None if state.controller is None else state.controller.broker_id
+    settings = facts.settings.get(controller) if controller is not None else None
+    info = facts.brokers.get(controller) if controller is not None else None
+    return auto_rebalance(
+        controller,
+        None
+        if settings is None
+        else {
+            "auto.leader.rebalance.enable": settings.auto_leader_rebalance_enable,
+            "leader.imbalance.per.broker.percentage": settings.leader_imbalance_per_broker_percentage,
+            "leader.imbalance.check.interval.seconds": settings.leader_imbalance_check_interval_seconds,
+        },
+        defaulted=settings.defaulted if settings is not None else (),
+        broker_configs=facts.broker_configs,
+        release=info.kafka_version if info is not None else None,
+    )
+
+
 def _leader_imbalance(state: ClusterState, facts: ClusterFacts) -> list[Finding]:
     """Kafka's own rule and the controller's settings (it is the controller that rebalances)."""
-    controller = None if state.controller is None else state.controller.broker_id
-    settings = (
-        facts.settings.get(controller, BrokerSettings(-1)) if controller is not None else BrokerSettings(-1)
-    )
+    rule = controller_rebalance_rule(state, facts)
     reassigning = bool(state.reassign_partitions or state.reassigning_partitions)
     out = []
-    for broker_id, imbalance in leader_imbalance(
-        state, threshold_percent=settings.leader_imbalance_per_broker_percentage
-    ).items():
+    for broker_id, imbalance in leader_imbalance(state, threshold_percent=rule.imbalance_percent).items():
         if broker_id not in facts.live_brokers or not imbalance.over_threshold:
             continue  # a stopped broker's partitions are reported as offline / under-replicated
         blocked = blocked_reasons(state, imbalance.not_leading)
@@ -1425,9 +1491,11 @@ def _leader_imbalance(state: ClusterState, facts: ClusterFacts) -> list[Finding]
                 f"{shown}{f' and {more} more' if more > 0 else ''}",
                 imbalance_advice(
                     imbalance,
-                    auto_rebalance=settings.auto_leader_rebalance_enable,
+                    auto_rebalance=rule.enabled,
                     blocked=blocked,
                     reassigning=reassigning,
+                    check_interval_s=rule.check_interval_s,
+                    cluster=facts.cluster,
                 ),
                 broker_id=broker_id,
                 evidence={
@@ -1435,8 +1503,12 @@ def _leader_imbalance(state: ClusterState, facts: ClusterFacts) -> list[Finding]
                     "not_leading": len(imbalance.not_leading),
                     "partitions": [f"{t}-{p}" for t, p in imbalance.not_leading],
                     "threshold_percent": imbalance.threshold_percent,
-                    "auto_leader_rebalance_enable": settings.auto_leader_rebalance_enable,
-                    "settings_from": "controller" if controller in facts.settings else "Kafka defaults",
+                    "auto_leader_rebalance_enable": rule.enabled,
+                    "leader_imbalance_check_interval_seconds": rule.check_interval_s,
+                    "settings_from": "controller"
+                    if rule.source == "its server.properties"
+                    else "Kafka defaults",
+                    "auto_rebalance": rule.describe(),
                     "not_electable": {f"{t}-{p}": r for (t, p), r in blocked.items()},
                 },
             )
@@ -1528,27 +1600,111 @@ def _throttles_left(state: ClusterState, facts: ClusterFacts) -> list[Finding]:
 
 
 def kraft_readiness(findings: Sequence[Finding], state: ClusterState, facts: ClusterFacts) -> list[Finding]:
-    """Info facts for a KRaft migration that follow from the other findings (3.4+ migration rules)."""
+    """Info facts for a KRaft migration that follow from the other findings (3.4+ migration rules).
+
+    A migration needs every topic to have a ``topic_id``. How a topic gets one decides whether the
+    advice is safe: a controller failover makes the new controller mint ids for topics without one
+    (``KafkaController.initializeControllerContext`` -> ``processTopicIds`` -> ``zkClient.setTopicIds``,
+    3.3.1) -- harmless when no replica holds an id, but exactly KAFKA-14190 when replicas already
+    hold one (they keep theirs and reject the controller). So topics whose replicas hold an id get the
+    topicId repair DAG's write-back (or file_reset when they disagree), never a controller failover.
+    """
     # below IBP 2.8 no topic has an id yet: the IBP 3.4 a migration needs gives every topic one
     # at the first controller failover (``KafkaController.processTopicIds``, 3.4.0), nothing to flag
     no_id = (
         sorted(t.name for t in state.topics.values() if t.topic_id is None) if facts.uses_topic_ids else []
     )
-    no_meta = sum(
-        len(f.evidence.get("replicas", [])) for f in findings if f.check == "partition-metadata-missing"
-    )
+    precursors = {f.topic: f for f in findings if f.check == "topic-id-missing-in-zookeeper" and f.topic}
+    write_back = [t for t in no_id if t in precursors and precursors[t].evidence.get("write_back_id")]
+    file_reset = [t for t in no_id if t in precursors and not precursors[t].evidence.get("write_back_id")]
+    unread: dict[str, list[int]] = {}
+    fresh = []
+    for name in (t for t in no_id if t not in precursors):
+        topic = state.topic(name)
+        assigned = {b for info in topic.partitions.values() for b in info.replicas} if topic else set()
+        missing_brokers = sorted(assigned - set(facts.inventoried))
+        if missing_brokers:
+            unread[name] = missing_brokers
+        else:
+            fresh.append(name)
     out = []
-    if no_id:
+    if write_back:
+        conf = dict(precursors[write_back[0]].evidence.get("repair_conf") or {})
+        if not set(write_back) <= set(conf.get("topics") or ()):
+            conf = {"cluster": facts.cluster, "topics": write_back, "strategy": "write_back"}
+        commands = repair_commands(conf)
         out.append(
             _finding(
                 facts,
                 "kraft-readiness",
                 Severity.INFO,
-                f"{len(no_id)} topic(s) lack a topic_id: a KRaft migration cannot read them",
-                "Give them ids (IBP >= 2.8 controller failover) before migrating",
-                evidence={"topics": no_id[:100]},
+                f"{_count(write_back, 'topic')} {_lack(write_back)} a topic_id that their replicas hold "
+                f"({_names(write_back)}): a KRaft migration cannot read them",
+                f"Write the ids the replicas hold back before migrating, and before any controller move: dry run "
+                f"{commands['dry_run']}, then {commands['run']} ({TOPIC_ID_REPAIR_DAG}, strategy write_back: each "
+                "topic znode gets the id its replicas hold). Do not give them ids by a controller failover: the new "
+                "controller would mint new ids, which every replica rejects (KAFKA-14190)",
+                evidence={
+                    "topics": write_back[:100],
+                    "write_back_ids": {t: precursors[t].evidence["write_back_id"] for t in write_back[:100]},
+                    "repair_conf": conf,
+                    "commands": _command_list(commands),
+                },
             )
         )
+    if file_reset:
+        out.append(
+            _finding(
+                facts,
+                "kraft-readiness",
+                Severity.INFO,
+                f"{_count(file_reset, 'topic')} {_lack(file_reset)} a topic_id while their replicas hold different ids "
+                f"({_names(file_reset)}): a KRaft migration cannot read them",
+                f"Repair each with {TOPIC_ID_REPAIR_DAG}'s file_reset and the id to keep, as its "
+                "topic-id-missing-in-zookeeper finding says (it writes that id into the topic znode first), before "
+                "migrating and before any controller move: a failover would mint yet another id (KAFKA-14190)",
+                evidence={
+                    "topics": file_reset[:100],
+                    "commands": {t: precursors[t].evidence.get("repair_run") for t in file_reset[:100]},
+                },
+            )
+        )
+    if unread:
+        brokers = sorted({b for bs in unread.values() for b in bs})
+        out.append(
+            _finding(
+                facts,
+                "kraft-readiness",
+                Severity.INFO,
+                f"{_count(list(unread), 'topic')} {_lack(list(unread))} a topic_id ({_names(list(unread))}) and replicas of them on "
+                f"{brokers_text(brokers)} were not read: a KRaft migration cannot read these topics",
+                f"Inventory {brokers_text(brokers)} first: a replica there may hold an id, and then a controller move "
+                "would mint a different one (KAFKA-14190); the audit then says how to give each its id",
+                evidence={"topics": list(unread)[:100], "unread_brokers": brokers},
+            )
+        )
+    if fresh:
+        after = (
+            f" -- only after the {len(write_back) + len(file_reset)} topic(s) above are repaired: a controller move "
+            "before that mints new ids for them (KAFKA-14190)"
+            if write_back or file_reset
+            else ""
+        )
+        out.append(
+            _finding(
+                facts,
+                "kraft-readiness",
+                Severity.INFO,
+                f"{_count(fresh, 'topic')} {_lack(fresh)} a topic_id and no replica holds one ({_names(fresh)}): a KRaft "
+                "migration cannot read them",
+                "The next controller move gives each a new id that its replicas adopt (nothing to disagree with)"
+                + after,
+                evidence={"topics": fresh[:100]},
+            )
+        )
+    no_meta = sum(
+        len(f.evidence.get("replicas", [])) for f in findings if f.check == "partition-metadata-missing"
+    )
     if no_meta:
         out.append(
             _finding(
@@ -1556,7 +1712,14 @@ def kraft_readiness(findings: Sequence[Finding], state: ClusterState, facts: Clu
                 "kraft-readiness",
                 Severity.INFO,
                 f"{no_meta} replica(s) lack partition.metadata: KRaft brokers refuse or set aside such logs",
-                "Let a LeaderAndIsr write them (controller move) before migrating",
+                "Let a LeaderAndIsr write them before migrating (any leader change or controller move sends one)"
+                + (
+                    f" -- but no controller move before {_names(write_back + file_reset)} "
+                    f"{'has' if len(write_back + file_reset) == 1 else 'have'} its topic_id back (above): the new "
+                    "controller would mint new ids for them (KAFKA-14190)"
+                    if write_back or file_reset
+                    else ""
+                ),
             )
         )
     return out
@@ -1653,6 +1816,60 @@ def kraft_migration_findings(state: ClusterState, facts: ClusterFacts) -> list[F
     ]
 
 
+def _lack(topics: Sequence[str]) -> str:
+    return "lacks" if len(topics) == 1 else "lack"
+
+
+def _names(topics: Sequence[str], limit: int = 6) -> str:
+    shown = ", ".join(topics[:limit])
+    return shown + (f" and {len(topics) - limit} more" if len(topics) > limit else "")
+
+
+# Findings whose advice changes leaders or moves partitions: on a topic whose replicas disagree with
+# ZooKeeper's topic_id, any leader/ISR change is what the brokers reject (the 3.3.1 incident: produce
+# failed after the next leader change), so they wait for the topicId repair.
+_LEADER_CHANGING_CHECKS = ("preferred-leader-imbalance", "rf1-exposure", "rf1-exposure-broker")
+
+
+def _topics_of(finding: Finding) -> set[str]:
+    evidence = finding.evidence
+    if finding.check == "preferred-leader-imbalance":
+        return {str(p).rsplit("-", 1)[0] for p in evidence.get("partitions") or ()}
+    if finding.check == "rf1-exposure-broker":
+        return {str(t) for t in evidence.get("topics") or {}}
+    return {finding.topic} if finding.topic else set()
+
+
+def after_topic_id_repair(findings: Sequence[Finding]) -> list[Finding]:
+    """Advice that would move leaders of a topic with a topicId mismatch says to repair it first."""
+    mismatched = {f.topic for f in findings if f.check == "topic-id-mismatch" and f.topic}
+    if not mismatched:
+        return list(findings)
+    out = []
+    for f in findings:
+        affected = sorted(_topics_of(f) & mismatched) if f.check in _LEADER_CHANGING_CHECKS else []
+        if not affected:
+            out.append(f)
+            continue
+        names = ", ".join(affected)
+        auto = (
+            " -- soon: with auto.leader.rebalance.enable on, the controller elects them itself at its next check"
+            if f.check == "preferred-leader-imbalance" and f.evidence.get("auto_leader_rebalance_enable")
+            else ""
+        )
+        action = (
+            f"First repair the topicId of {names} (its topic-id-mismatch card){auto}: a leader change on "
+            f"{names} -- an election or a partition move -- is what its brokers reject (KAFKA-14190), leaving "
+            f"those partitions without a working leader. Then: {f.action}"
+        )
+        evidence = {
+            **f.evidence,
+            "act_after": sorted({*f.evidence.get("act_after", ()), *(f"topic-id:{t}" for t in affected)}),
+        }
+        out.append(replace(f, action=action, evidence=evidence))
+    return out
+
+
 def audit(
     state: ClusterState,
     evidence: Iterable[TopicEvidence],
@@ -1670,13 +1887,15 @@ def finish(topic_findings: list[Finding], state: ClusterState, facts: ClusterFac
     topic_level = combine_write_backs(
         [*topic_findings, *summarize_rf1_exposure(topic_findings, facts)], facts
     )
-    return [
-        *broker_down_root_causes(topic_level, state, facts),
-        *topic_level,
-        *audit_cluster(state, facts),
-        *kraft_readiness(topic_findings, state, facts),
-        *kraft_migration_findings(state, facts),
-    ]
+    return after_topic_id_repair(
+        [
+            *broker_down_root_causes(topic_level, state, facts),
+            *topic_level,
+            *audit_cluster(state, facts),
+            *kraft_readiness(topic_level, state, facts),
+            *kraft_migration_findings(state, facts),
+        ]
+    )
 
 
 def gather_evidence(

@@ -11,7 +11,8 @@ It reads what ZooKeeper says about one topic name and what the inventoried broke
 and names the cause the way Kafka's controller decides it: deletion is *paused* (not failed) while
 a replica's broker is offline or a reassignment of the topic runs; with delete.topic.enable=false
 the controller drops the request and the topic stays; ZooKeeper is cleaned before the disks, and
-``-delete`` directories go only after the broker's log.segment.delete.delay.ms.
+``-delete`` directories go when the broker's ``kafka-delete-logs`` task gets to them
+(:func:`delete_dir_schedule`): until then the verdict is PENDING_DELETE_DELAY, not INCOMPLETE.
 """
 
 from __future__ import annotations
@@ -23,11 +24,20 @@ from dataclasses import dataclass, field
 from .logdir import DirKind
 
 DEFAULT_DELETE_DELAY_MS = 60_000
+"""``log.segment.delete.delay.ms`` (``KafkaConfig.Defaults.LogDeleteDelayMs``, 0.11 .. 3.9)."""
+INITIAL_TASK_DELAY_MS = 30_000
+"""``LogManager.InitialTaskDelayMs`` (0.11.0.0 .. 3.7): the first ``kafka-delete-logs`` run after a
+broker starts; 3.8+ reads it from the internal ``log.initial.task.delay.ms`` (same default)."""
+DEFAULT_DELETE_MARGIN_MS = 30_000
+"""How late past Kafka's own schedule a ``-delete`` directory may still go before it is INCOMPLETE:
+thread scheduling, a long queue of logs deleted one after another, and the clocks of the broker
+host (the directory's ctime), ZooKeeper (the registration) and the checker differing."""
 
 
 class Verdict(enum.Enum):
     DELETED = "deleted"
     IN_PROGRESS = "in_progress"
+    PENDING_DELETE_DELAY = "pending_delete_delay"
     BLOCKED = "blocked"
     IGNORED = "ignored"
     NOT_REQUESTED = "not_requested"
@@ -78,12 +88,80 @@ class TopicDirectory:
 
 @dataclass(frozen=True)
 class BrokerDeletionFacts:
-    """Per-broker settings that decide deletion (from server.properties), and liveness."""
+    """Per-broker settings that decide deletion, and liveness.
+
+    ``delete_delay_ms`` is the ``log.segment.delete.delay.ms`` the broker runs with (server.properties,
+    or a dynamic broker config: :func:`kafka.broker_config.effective_setting`); ``running_for_ms`` is
+    how long ago it registered in ``/brokers/ids`` (its start; None: unknown).
+    """
 
     broker_id: int
     live: bool
     delete_topic_enable: bool = True
     delete_delay_ms: int = DEFAULT_DELETE_DELAY_MS
+    running_for_ms: int | None = None
+    initial_task_delay_ms: int = INITIAL_TASK_DELAY_MS
+
+
+def running_for_ms(now_ms: int, registered_ms: int | None, znode_ctime_ms: int | None = None) -> int | None:
+    """Milliseconds since a broker registered (its start), None when unknown.
+
+    ``registered_ms`` is the registration's ``timestamp``, written by the broker from its own clock
+    (``BrokerIdZNode.encode``: ``Time.SYSTEM.milliseconds``, 3.3.1) -- the clock its directories'
+    ctimes come from, so it is preferred; ``znode_ctime_ms`` (ZooKeeper's clock) stands in without it.
+    """
+    started = registered_ms or znode_ctime_ms
+    return None if not started else now_ms - started
+
+
+@dataclass(frozen=True)
+class DeleteDirSchedule:
+    """When a broker's ``kafka-delete-logs`` task removes one ``-delete`` directory.
+
+    ``due_in_ms``: until Kafka deletes it (negative: that long ago); None while its broker is not
+    running. ``overdue``: later than that by more than the margin -- Kafka will not remove it now.
+    """
+
+    broker_id: int
+    due_in_ms: int | None
+    overdue: bool
+    delay_ms: int
+    initial_task_delay_ms: int
+
+
+def delete_dir_schedule(
+    age_ms: int, broker: BrokerDeletionFacts, margin_ms: int = DEFAULT_DELETE_MARGIN_MS
+) -> DeleteDirSchedule:
+    """When Kafka removes a ``-delete`` directory renamed ``age_ms`` ago on ``broker``.
+
+    ``LogManager`` (``core/src/main/scala/kafka/log/LogManager.scala``):
+
+    * 1.1.0 .. 3.9: ``asyncDelete`` renames the directory and queues the log with the time
+      (``addLogToBeDeleted``); ``deleteLogs`` deletes every queued log whose time +
+      ``currentDefaultConfig.fileDeleteDelayMs`` has passed and schedules itself again for the
+      remaining time of the next one (``fileDeleteDelayMs`` when the queue is empty; 1.1 sleeps
+      for it instead), first ``InitialTaskDelayMs`` (30 s) after the broker's start. So a log goes
+      at max(queued + delay, start + 30 s), give or take the scheduler thread (a real 3.3.1 broker:
+      20 ms after the delay).
+    * 0.11.0 / 1.0.0: ``deleteLogs`` runs at a fixed rate of ``fileDeleteDelayMs`` from 30 s after
+      the start and deletes *everything* queued, so a log goes at the first run after it was
+      queued: never later than the same bound.
+    * ``loadLogs`` queues every ``-delete`` directory found at start (``loadLog``:
+      ``if (logDir.getName.endsWith(DeleteDirSuffix)) addLogToBeDeleted(log)``): one renamed before
+      the broker's current start is queued then, not at its rename (its ctime). A stopped broker
+      deletes nothing until it starts.
+
+    With ``r`` = time since the broker's start (its registration, which follows ``LogManager.startup``)
+    and ``a`` = age since the rename, the directory is due at max(delay - min(a, r), 30 s - r) from
+    now, and overdue once that is more than ``margin_ms`` in the past. An unknown start counts as
+    the rename (the latest start that leaves it queued at the rename).
+    """
+    delay, initial = broker.delete_delay_ms, broker.initial_task_delay_ms
+    if not broker.live:
+        return DeleteDirSchedule(broker.broker_id, None, False, delay, initial)
+    running = age_ms if broker.running_for_ms is None else broker.running_for_ms
+    due_in = max(delay - min(age_ms, running), initial - running)
+    return DeleteDirSchedule(broker.broker_id, due_in, due_in < -margin_ms, delay, initial)
 
 
 @dataclass(frozen=True)
@@ -95,6 +173,7 @@ class DeletionVerdict:
     blocking_brokers: tuple[int, ...] = ()
     leftover_dirs: tuple[TopicDirectory, ...] = ()
     uninventoried_brokers: tuple[int, ...] = ()
+    pending_dirs: tuple[TopicDirectory, ...] = ()  # -delete dirs Kafka removes by itself, not yet due
 
     @property
     def coverage_partial(self) -> bool:
@@ -118,12 +197,14 @@ def deletion_verdict(
     inventoried: Iterable[int],
     controller_live: bool = True,
     requested: bool = False,
+    margin_ms: int = DEFAULT_DELETE_MARGIN_MS,
 ) -> DeletionVerdict:
     """The verdict for one topic name; ``inventoried`` names the brokers whose disks were read.
 
     ``requested``: someone asked for this deletion (the operator was given the topic). Only then can
     a topic that still exists without a marker be IGNORED (Kafka dropped the request) rather than
-    NOT_REQUESTED.
+    NOT_REQUESTED. ``margin_ms``: how far past Kafka's own schedule (:func:`delete_dir_schedule`) a
+    ``-delete`` directory may still be before it is left over (INCOMPLETE) rather than pending.
     """
     dirs = tuple(dirs)
     inventoried = frozenset(inventoried)
@@ -213,18 +294,26 @@ def deletion_verdict(
     if zk.partition_state_znodes:
         causes.append(Cause.PARTITIONS_LEFT)
         evidence.append(f"{zk.partition_state_znodes} partition state znode(s) left without a topic znode")
-    pending = []
+    pending: list[tuple[TopicDirectory, DeleteDirSchedule]] = []
     for d in dirs:
         if d.broker_id not in inventoried:
             continue
-        delay = brokers.get(d.broker_id, BrokerDeletionFacts(d.broker_id, live=True)).delete_delay_ms
-        if d.kind is DirKind.DELETE and d.age_ms <= delay:
-            pending.append(d)
-            continue
+        if d.kind is DirKind.DELETE:
+            schedule = delete_dir_schedule(
+                d.age_ms, brokers.get(d.broker_id, BrokerDeletionFacts(d.broker_id, live=True)), margin_ms
+            )
+            if not schedule.overdue:
+                pending.append((d, schedule))
+                continue
         leftovers.append(d)
     for kind, cause, what in (
         (DirKind.NORMAL, Cause.PARTITION_DIRS_LEFT, "partition directories"),
-        (DirKind.DELETE, Cause.DELETE_DIRS_PAST_DELAY, "-delete directories past the broker's delete delay"),
+        (
+            DirKind.DELETE,
+            Cause.DELETE_DIRS_PAST_DELAY,
+            "-delete directories that the broker's kafka-delete-logs task should have removed "
+            f"(log.segment.delete.delay.ms after the rename, or after its start, + {margin_ms} ms)",
+        ),
         (DirKind.STRAY, Cause.STRAY_DIRS_LEFT, "-stray directories (never deleted automatically)"),
         (
             DirKind.FUTURE,
@@ -237,19 +326,49 @@ def deletion_verdict(
             causes.append(cause)
             where = sorted({d.broker_id for d in found})
             evidence.append(f"{len(found)} {what} left on broker(s) {where}")
+    waiting = tuple(d for d, _ in pending)
     if causes:
-        return verdict(Verdict.INCOMPLETE, causes, evidence, leftover_dirs=tuple(leftovers))
+        if pending:
+            evidence.append(_pending_text(pending))
+        return verdict(
+            Verdict.INCOMPLETE, causes, evidence, leftover_dirs=tuple(leftovers), pending_dirs=waiting
+        )
     if pending:
         return verdict(
-            Verdict.IN_PROGRESS,
+            Verdict.PENDING_DELETE_DELAY,
             [],
-            [
-                f"{len(pending)} -delete directorie(s) waiting for the broker's delete delay on brokers "
-                f"{sorted({d.broker_id for d in pending})}"
-            ],
+            ["no znodes left; " + _pending_text(pending)],
+            blocking_brokers=tuple(sorted({s.broker_id for _, s in pending if s.due_in_ms is None})),
+            pending_dirs=waiting,
         )
     return verdict(
         Verdict.DELETED,
         [],
         [f"no znodes left and no directories on the {len(inventoried)} inventoried broker(s)"],
     )
+
+
+def _pending_text(pending: Iterable[tuple[TopicDirectory, DeleteDirSchedule]]) -> str:
+    """Per broker: how many ``-delete`` directories its kafka-delete-logs task removes, and when."""
+    by_broker: dict[int, list[DeleteDirSchedule]] = {}
+    for _, schedule in pending:
+        by_broker.setdefault(schedule.broker_id, []).append(schedule)
+    parts = []
+    for broker_id, schedules in sorted(by_broker.items()):
+        first = schedules[0]
+        count = f"{len(schedules)} -delete director{'y' if len(schedules) == 1 else 'ies'}"
+        if first.due_in_ms is None:
+            parts.append(
+                f"broker {broker_id} is not running: it deletes its {count} itself once it starts (queued as "
+                f"its logs load, removed max(log.segment.delete.delay.ms={first.delay_ms}, "
+                f"{first.initial_task_delay_ms}) ms later)"
+            )
+            continue
+        latest = max(s.due_in_ms or 0 for s in schedules)
+        when = f"due in {latest / 1000:.1f} s" if latest > 0 else f"due {-latest / 1000:.1f} s ago"
+        parts.append(
+            f"broker {broker_id}: {count} waiting for its kafka-delete-logs task ({when}: "
+            f"log.segment.delete.delay.ms={first.delay_ms} after the rename, not before "
+            f"{first.initial_task_delay_ms} ms after the broker's start)"
+        )
+    return "; ".join(parts)

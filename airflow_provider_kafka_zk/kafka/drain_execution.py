@@ -305,7 +305,7 @@ def next_step(batches: Sequence[Batch], position: int, observed: Observed | None
             Action.REFUSE,
             position,
             f"{where} holds a reassignment that is not this plan's {label} ({in_flight.describe()}): "
-            "refusing to start; wait for it to finish (or cancel it) and run again",
+            "refusing to start; wait for whoever owns it to finish, then run again",
             Refusal.FOREIGN_REASSIGNMENT,
         )
     ours_moving = [

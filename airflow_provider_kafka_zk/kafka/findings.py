@@ -4,8 +4,10 @@ and what to do. Plain data, so Spark executors, Parquet files, reports and Airfl
 from __future__ import annotations
 
 import enum
+import json
+import shlex
 from collections import Counter
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -66,6 +68,11 @@ def brokers_text(brokers: Iterable[int]) -> str:
     if len(ids) == 1:
         return f"broker {ids[0]}"
     return f"brokers {', '.join(ids[:-1])} and {ids[-1]}" if ids else "no broker"
+
+
+def trigger_command(dag_id: str, conf: Mapping[str, Any]) -> str:
+    """The ``airflow dags trigger`` command line for one of this provider's manual DAGs (conf shell-quoted)."""
+    return f"airflow dags trigger {dag_id} --conf {shlex.quote(json.dumps(dict(conf)))}"
 
 
 def count_by_check_and_severity(findings: Iterable[Finding]) -> dict[str, dict[str, int]]:

@@ -183,6 +183,7 @@ BROKER_SETTINGS: tuple[_Setting, ...] = (
     _Setting("inter.broker.protocol.version", "string", "inter_broker_protocol_version"),
     _Setting("auto.leader.rebalance.enable", "bool", "auto_leader_rebalance_enable"),
     _Setting("leader.imbalance.per.broker.percentage", "int", "leader_imbalance_per_broker_percentage"),
+    _Setting("leader.imbalance.check.interval.seconds", "long", "leader_imbalance_check_interval_seconds"),
     _Setting("min.insync.replicas", "int", "min_insync_replicas"),
     _Setting("unclean.leader.election.enable", "bool", "unclean_leader_election_enable"),
     _Setting("log.segment.delete.delay.ms", "long", "log_segment_delete_delay_ms"),
@@ -224,6 +225,7 @@ def _kafka_default(key: str, release: KafkaVersion | None) -> tuple[Any, str]:
     defaults: dict[str, Any] = {
         "auto.leader.rebalance.enable": True,
         "leader.imbalance.per.broker.percentage": 10,
+        "leader.imbalance.check.interval.seconds": 300,
         "min.insync.replicas": 1,
         "unclean.leader.election.enable": False,  # true before 0.11
         "log.segment.delete.delay.ms": 60_000,
@@ -290,6 +292,7 @@ class BrokerFacts:
     inter_broker_protocol_version: str | None = None
     auto_leader_rebalance_enable: bool | None = None
     leader_imbalance_per_broker_percentage: int | None = None
+    leader_imbalance_check_interval_seconds: int | None = None
     min_insync_replicas: int | None = None
     unclean_leader_election_enable: bool | None = None
     log_segment_delete_delay_ms: int | None = None

@@ -13,6 +13,14 @@ Kafka's rules (``KafkaController.scala``, 3.3.1):
   when that replica is alive and in the ISR; the leader epoch goes up by one, the ISR is unchanged.
 * A ZooKeeper-triggered election (``/admin/preferred_replica_election``) skips unknown partitions
   and topics being deleted, and the controller deletes the whole znode when done, moved or not.
+* The automatic rebalance runs on the controller: ``onControllerFailover`` schedules the first
+  check 5 s after it became controller (``if (config.autoLeaderRebalanceEnable)``), and
+  ``processAutoPreferredReplicaLeaderElection`` the next one ``leader.imbalance.check.interval.seconds``
+  later; its controller.log says "Processing automatic preferred replica leader election", then
+  "Starting replica leader election (PREFERRED) for partitions <tp,...> triggered by AutoTriggered".
+  The three settings are static ``KafkaConfig`` vals (defaults true / 10 / 300; none is in
+  ``DynamicBrokerConfig.AllDynamicConfigs`` at 1.1 .. 3.9), read from the controller's server.properties
+  (:func:`auto_rebalance`; a value for them under ``/config/brokers`` is ignored by Kafka).
 """
 
 from __future__ import annotations
@@ -21,7 +29,15 @@ import json
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from .broker_config import (
+    AUTO_LEADER_REBALANCE_ENABLE,
+    LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS,
+    LEADER_IMBALANCE_PER_BROKER_PERCENTAGE,
+    effective_setting,
+)
+from .findings import trigger_command
 from .model import ClusterState, PartitionInfo
 from .znodes import PreferredReplicaElection, TopicPartition
 
@@ -229,22 +245,25 @@ def imbalance_advice(
     auto_rebalance: bool,
     blocked: Mapping[TopicPartition, str],
     reassigning: bool,
+    check_interval_s: int = DEFAULT_CHECK_INTERVAL_S,
+    cluster: str | None = None,
 ) -> str:
     """What fixes one broker's imbalance: Kafka itself (auto rebalance), an election, or the cause first."""
     electable = [tp for tp in imbalance.not_leading if tp not in blocked]
     broker = imbalance.broker_id
+    conf = {"cluster": cluster or "<cluster>", "brokers": [broker]}
     trigger = (
-        f'trigger kafka_zk_post_maintenance with {{"brokers": [{broker}]}} (or kafka-leader-election.sh '
-        "--election-type PREFERRED --all-topic-partitions)"
+        f"run kafka_zk_post_maintenance's election: dry run {trigger_command('kafka_zk_post_maintenance', conf)}, "
+        f"then {trigger_command('kafka_zk_post_maintenance', {**conf, 'dry_run': False})} (or "
+        "kafka-leader-election.sh --election-type PREFERRED --all-topic-partitions)"
     )
     if not electable:
         reasons = sorted(set(blocked.values()))
         return f"No election can move them now: {'; '.join(reasons[:3])}. Fix that first"
     if auto_rebalance and not reassigning:
         return (
-            f"auto.leader.rebalance.enable is on: the controller elects them within "
-            f"leader.imbalance.check.interval.seconds ({DEFAULT_CHECK_INTERVAL_S} s by default); if this "
-            f"persists, {trigger}"
+            f"auto.leader.rebalance.enable is on: the controller elects them at its next check (every "
+            f"leader.imbalance.check.interval.seconds={check_interval_s} s); if this persists, {trigger}"
         )
     why = (
         "a reassignment is in flight, which holds back Kafka's automatic rebalance"
@@ -269,3 +288,134 @@ def blocked_reasons(state: ClusterState, partitions: Iterable[TopicPartition]) -
         if reason is not None:
             out[tp] = reason
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Kafka's own automatic rebalance: its settings, and what it elected before a tool did
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AutoRebalance:
+    """The controller's automatic preferred-leader election as it runs (``KafkaController``, 3.3.1)."""
+
+    controller_id: int | None
+    enabled: bool
+    imbalance_percent: int
+    check_interval_s: int
+    source: str  # where the values came from
+    notes: tuple[str, ...] = ()  # values in ZooKeeper Kafka ignores for these keys
+
+    def describe(self) -> str:
+        where = f"controller {self.controller_id}" if self.controller_id is not None else "the controller"
+        if not self.enabled:
+            text = f"auto.leader.rebalance.enable=false on {where} ({self.source}): Kafka never moves leaders back by itself"
+        else:
+            text = (
+                f"auto.leader.rebalance.enable=true on {where} ({self.source}): every "
+                f"leader.imbalance.check.interval.seconds={self.check_interval_s} s (the first 5 s after it became "
+                f"controller) it elects the preferred leaders of each broker whose imbalance is above "
+                f"leader.imbalance.per.broker.percentage={self.imbalance_percent}%"
+            )
+        return text + "".join(f"; {n}" for n in self.notes)
+
+
+def auto_rebalance(
+    controller_id: int | None,
+    server_properties: Mapping[str, Any] | None,
+    *,
+    defaulted: Collection[str] = (),
+    broker_configs: Mapping[str, Mapping[str, str]] | None = None,
+    release: str | None = None,
+) -> AutoRebalance:
+    """The controller's rule from its server.properties (``server_properties``: key -> value as the
+    inventory parsed it; None: not read, Kafka's defaults) -- one implementation for the audit and
+    post-maintenance. Values under ``/config/brokers/<id>`` or ``<default>`` are named as ignored."""
+    configs = broker_configs or {}
+    known = server_properties is not None
+    values = {}
+    notes: list[str] = []
+    for key in (
+        AUTO_LEADER_REBALANCE_ENABLE,
+        LEADER_IMBALANCE_PER_BROKER_PERCENTAGE,
+        LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS,
+    ):
+        set_there = known and key not in defaulted and (server_properties or {}).get(key) is not None
+        setting = effective_setting(
+            key,
+            broker_id=controller_id if controller_id is not None else -1,
+            static_value=(server_properties or {}).get(key) if set_there else None,
+            dynamic_broker=configs.get(str(controller_id)) if controller_id is not None else None,
+            dynamic_default=configs.get("<default>"),
+            release=release,
+        )
+        values[key] = setting.value
+        notes += setting.ignored
+    if controller_id is None:
+        source = "no controller registered: Kafka's defaults"
+    elif not known:
+        source = "its server.properties was not read: Kafka's defaults"
+    else:
+        source = "its server.properties"
+    return AutoRebalance(
+        controller_id,
+        bool(values[AUTO_LEADER_REBALANCE_ENABLE]),
+        int(values[LEADER_IMBALANCE_PER_BROKER_PERCENTAGE]),
+        int(values[LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS]),
+        source,
+        tuple(notes),
+    )
+
+
+@dataclass(frozen=True)
+class ElectedBeforeUs:
+    """Partitions in an election's scope that were not led by their preferred replica when the run
+    planned, are now, and were neither requested nor moved by the run: someone else elected them."""
+
+    partitions: tuple[TopicPartition, ...]
+    rule: AutoRebalance
+
+    @property
+    def by(self) -> str:
+        if self.rule.enabled:
+            return "Kafka's auto leader rebalance"
+        return "another election (not Kafka's own: auto.leader.rebalance.enable=false)"
+
+
+def elected_before_us(
+    before: ClusterState,
+    now: ClusterState,
+    scope: ElectionScope,
+    rule: AutoRebalance,
+    *,
+    requested: Collection[TopicPartition] = (),
+    moved: Collection[TopicPartition] = (),
+) -> ElectedBeforeUs:
+    """What was elected between the plan's snapshot (``before``) and ``now`` without this run."""
+    asked = {tuple(tp) for tp in requested} | {tuple(tp) for tp in moved}
+    found = []
+    for info in before.partitions():
+        key = (info.topic, info.partition)
+        if not scope.covers(info) or key in asked:
+            continue
+        if info.leader is not None and info.leader == info.preferred_leader:
+            continue
+        topic = now.topic(info.topic)
+        current = None if topic is None else topic.partitions.get(info.partition)
+        if current is not None and current.leader is not None and current.leader == current.preferred_leader:
+            found.append(TopicPartition(*key))
+    return ElectedBeforeUs(tuple(sorted(found)), rule)
+
+
+def election_report_line(elected: int, before_us: ElectedBeforeUs) -> str:
+    """The report's line about preferred leaders: how many this run elected, and -- when someone else
+    already did -- who ("elected: 0, because Kafka's auto leader rebalance already did")."""
+    if not before_us.partitions:
+        return f"preferred leaders elected: {elected}"
+    shown = ", ".join(f"{t}-{p}" for t, p in before_us.partitions[:10])
+    more = f" and {len(before_us.partitions) - 10} more" if len(before_us.partitions) > 10 else ""
+    why = "because" if elected == 0 else "and"
+    return (
+        f"preferred leaders elected: {elected}, {why} {before_us.by} already elected "
+        f"{len(before_us.partitions)} ({shown}{more}) before this run's election; {before_us.rule.describe()}"
+    )

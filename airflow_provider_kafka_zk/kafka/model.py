@@ -87,6 +87,9 @@ class LiveBroker:
     registration: zk.BrokerRegistration
     epoch: int
     session_id: int
+    ctime_ms: int | None = (
+        None  # the registration znode's ctime: ZooKeeper's clock when the broker registered
+    )
 
     @property
     def broker_id(self) -> int:
@@ -477,7 +480,7 @@ class _Builder:
 
     # ------------------------------------------------------------------ one handler per codec
     def _broker(self, row: ZnodeRow, reg: zk.BrokerRegistration) -> None:
-        self.brokers[reg.broker_id] = LiveBroker(reg, row.czxid, row.ephemeral_owner)
+        self.brokers[reg.broker_id] = LiveBroker(reg, row.czxid, row.ephemeral_owner, row.ctime)
 
     def _topic(self, row: ZnodeRow, assignment: zk.TopicAssignment) -> None:
         self.assignments[assignment.topic] = (assignment, row)

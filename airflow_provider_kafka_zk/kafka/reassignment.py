@@ -15,6 +15,7 @@ import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from .safety import LeaseHolder
 from .znodes import PartitionState, ReassignPartitions, TopicAssignment
 
 TopicPartition = tuple[str, int]
@@ -62,6 +63,122 @@ def reassignments_in_flight(
         )
     )
     return InFlight(znode, moving)
+
+
+def in_flight_targets(
+    topics: Iterable[TopicAssignment], reassign_znode: ReassignPartitions | None
+) -> dict[TopicPartition, tuple[int, ...]]:
+    """Where each partition in flight is going: the znode's replicas, else (2.4+, the znode gone or
+    an Admin API request) the topic znode's target (replicas minus removing)."""
+    out = {
+        (t.topic, p): t.target_replicas(p)
+        for t in topics
+        for p in t.partitions
+        if t.adding_replicas.get(p) or t.removing_replicas.get(p)
+    }
+    if reassign_znode is not None:
+        out.update({(e.topic, e.partition): tuple(e.replicas) for e in reassign_znode.partitions})
+    return out
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """A run of this provider that planned moves (a drain or post-maintenance ``plan.json``)."""
+
+    plan_dir: str
+    run_id: str | None
+    kind: str
+    batches: tuple[Mapping[TopicPartition, tuple[int, ...]], ...]
+
+    def batch_of(self, moving: Mapping[TopicPartition, Sequence[int]]) -> int | None:
+        """The 0-based batch whose targets include every moving partition's target, None if none does."""
+        for index, batch in enumerate(self.batches):
+            if moving and all(tuple(batch.get(tp, ())) == tuple(target) for tp, target in moving.items()):
+                return index
+        return None
+
+
+def owning_runs(
+    moving: Mapping[TopicPartition, Sequence[int]], runs: Iterable[PlannedRun]
+) -> list[PlannedRun]:
+    """The runs whose plan holds exactly these moves (partition and target replicas) in one batch."""
+    return [r for r in runs if r.batch_of(moving) is not None]
+
+
+def owner_advice(
+    moving: Mapping[TopicPartition, Sequence[int]],
+    runs: Sequence[PlannedRun],
+    lease: LeaseHolder | None,
+    *,
+    lease_read: bool = True,
+    searched: str | None = None,
+    own_run_id: str | None = None,
+) -> str:
+    """Who a reassignment in flight belongs to, from the maintenance lease and the runs' plans, and
+    what to do: wait for its owner. Never "cancel it": another run is moving data under its own
+    throttles, and whoever started it is the one to decide about it.
+
+    :param moving: the partitions in flight and their targets (:func:`in_flight_targets`).
+    :param runs: this provider's runs that planned moves (their ``plan.json``).
+    :param lease: the cluster's maintenance lease holder (None: no lease, or not read).
+    :param lease_read: whether the lease could be read at all.
+    :param searched: where the plans were looked for (named when none matched).
+    :param own_run_id: the run asking (its own lease says nothing about someone else's reassignment).
+    """
+    owners = owning_runs(moving, runs)
+    own_lease = lease is not None and own_run_id is not None and lease.run_id == own_run_id
+    if own_lease:
+        lease = None
+    holder = (
+        f"{lease.describe()}"
+        if lease is not None
+        else (
+            "nobody (no maintenance lease is held)"
+            if lease_read
+            else "unknown (the maintenance lease was not read)"
+        )
+    )
+    if owners:
+        owner = owners[-1]  # the latest plan listing these moves
+        batch = owner.batch_of(moving)
+        if lease is not None:
+            lease_text = (
+                "; it holds the cluster's maintenance lease"
+                if lease.run_id == owner.run_id
+                else f"; the maintenance lease is held by {holder}"
+            )
+        elif own_lease:
+            lease_text = "; this run holds the maintenance lease"
+        elif lease_read:
+            lease_text = (
+                "; it holds no maintenance lease any more (expired, or the run stopped: look at it first)"
+            )
+        else:
+            lease_text = ""
+        return (
+            f"It belongs to {owner.kind} run {owner.run_id!r} ({owner.plan_dir}/plan.json lists these moves, "
+            f"batch {(batch or 0) + 1} of {len(owner.batches)}){lease_text}. That run is moving data: wait for "
+            "it to finish (it clears its throttles and releases the lease), then run again. Do not cancel its "
+            "reassignment: that leaves its partitions half-moved under its throttles."
+        )
+    where = f" and no plan under {searched} lists these moves" if searched else ""
+    if lease is not None:
+        return (
+            f"The cluster's maintenance lease is held by {holder}, the run most likely carrying it out{where}. "
+            "Wait for that run to finish and release the lease, then run again; do not cancel a reassignment "
+            "another run is carrying out."
+        )
+    if not lease_read:
+        return (
+            f"Its owner is unknown (the maintenance lease was not read{where}). Find out who started it and wait "
+            "for it to finish (kafka-reassign-partitions --verify, or ReassignmentSensor), then run again."
+        )
+    nobody = "only this run holds the maintenance lease" if own_lease else "no maintenance lease is held"
+    return (
+        f"No run of this provider owns it ({nobody}{where}): another tool or a person "
+        "started it (kafka-reassign-partitions, Cruise Control, the Admin API). Find out who, and wait for it "
+        "to finish (kafka-reassign-partitions --verify, or ReassignmentSensor), then run again."
+    )
 
 
 @dataclass(frozen=True)

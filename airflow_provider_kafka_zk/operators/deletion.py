@@ -36,11 +36,12 @@ from airflow_provider_kafka_zk.artefacts.files import write_url_atomically
 from airflow_provider_kafka_zk.artefacts.object_storage import artefacts_url
 from airflow_provider_kafka_zk.hooks.broker_host import DEFAULT_PYTHON_INTERPRETERS
 from airflow_provider_kafka_zk.kafka import znodes
-from airflow_provider_kafka_zk.kafka.deletion import Cause, Verdict
+from airflow_provider_kafka_zk.kafka.deletion import DEFAULT_DELETE_MARGIN_MS, Cause, Verdict
 from airflow_provider_kafka_zk.maintenance import (
     ClusterIdentityError,
     MaintenanceRefusedError,
     parse_safety_flags,
+    pin_zookeeper_identity,
 )
 from airflow_provider_kafka_zk.triggers.deletion import (
     DeletionCheck,
@@ -80,7 +81,8 @@ def validate_topics(topics: Iterable[Any] | str) -> list[str]:
 
 
 class TopicDeletionVerifyOperator(BaseOperator):
-    """Verdict per topic (DELETED / IN_PROGRESS / BLOCKED / IGNORED / NOT_REQUESTED / INCOMPLETE + why).
+    """Verdict per topic (DELETED / IN_PROGRESS / PENDING_DELETE_DELAY / BLOCKED / IGNORED / NOT_REQUESTED /
+    INCOMPLETE + why).
 
     Waits (in the triggerer when ``deferrable``, every ``poll_interval`` s) until each topic is deleted everywhere
     or has a finished non-success verdict, for at most ``wait_timeout``. Brokers whose disks could
@@ -90,7 +92,11 @@ class TopicDeletionVerifyOperator(BaseOperator):
     * every topic deleted everywhere: success, XCom = the verdicts;
     * settled, but some topic IGNORED / NOT_REQUESTED / INCOMPLETE: fails without retry
       (``fail_when_unsuccessful``), after the optional cleanup;
-    * still BLOCKED / IN_PROGRESS (or coverage partial) at the timeout: fails, retryable.
+    * still BLOCKED / IN_PROGRESS / PENDING_DELETE_DELAY (``-delete`` directories the brokers have not
+      reached on their own deletion schedule yet) or coverage partial at the timeout: fails, retryable.
+
+    The connection must lead to a Kafka cluster (``/brokers/ids`` and ``/cluster/id``, as every
+    mutation pins it): a chroot without one refuses (ClusterIdentityError) before any verdict.
 
     ``cleanup=True`` handles INCOMPLETE topics' leftovers: directories are moved into a quarantine
     on the same broker host, ``/config/topics/<t>`` is removed when the topic and its marker are
@@ -122,6 +128,9 @@ class TopicDeletionVerifyOperator(BaseOperator):
     :param python_interpreters: interpreters tried on the hosts, in order.
     :param poll_interval: seconds between checks while waiting.
     :param wait_timeout: how long to wait for settled verdicts (seconds or a timedelta).
+    :param delete_dir_margin: how far past its broker's own deletion schedule (``log.segment.delete.delay.ms``
+        after the rename, not before 30 s after the broker's start) a ``-delete`` directory is still
+        PENDING_DELETE_DELAY rather than left over (INCOMPLETE); seconds or a timedelta.
     :param deferrable: wait in the triggerer (default ``[operators] default_deferrable``).
     :param cleanup: quarantine INCOMPLETE topics' leftovers (needs ``dry_run=False`` to act).
     :param dry_run: plan the cleanup and log it, change nothing (default).
@@ -167,6 +176,7 @@ class TopicDeletionVerifyOperator(BaseOperator):
         python_interpreters: Sequence[str] = DEFAULT_PYTHON_INTERPRETERS,
         poll_interval: float = 30.0,
         wait_timeout: float | timedelta = timedelta(hours=1),
+        delete_dir_margin: float | timedelta = timedelta(milliseconds=DEFAULT_DELETE_MARGIN_MS),
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         cleanup: bool | str = False,
         dry_run: bool | str = True,
@@ -193,6 +203,7 @@ class TopicDeletionVerifyOperator(BaseOperator):
         self.python_interpreters = python_interpreters
         self.poll_interval = float(poll_interval)
         self.wait_timeout = wait_timeout
+        self.delete_dir_margin = delete_dir_margin
         self.deferrable = deferrable
         self.cleanup = cleanup
         self.dry_run = dry_run
@@ -216,7 +227,15 @@ class TopicDeletionVerifyOperator(BaseOperator):
             "python_interpreters": list(self.python_interpreters),
             "expected_broker_ids": sorted({int(b) for b in (self.expected_broker_ids or ())}),
             "requested": requested,
+            "delete_margin_ms": self._margin_ms(),
         }
+
+    def _margin_ms(self) -> int:
+        margin = self.delete_dir_margin
+        seconds = margin.total_seconds() if isinstance(margin, timedelta) else float(margin)
+        if not seconds >= 0:
+            raise ValueError(f"delete_dir_margin must be >= 0 seconds, not {margin!r}")
+        return int(seconds * 1000)
 
     def _ts(self, context: Context) -> str:
         value = self.run_ts or context.get("ts_nodash")
@@ -244,6 +263,8 @@ class TopicDeletionVerifyOperator(BaseOperator):
         from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook
 
         with KafkaZooKeeperHook(self.kafka_zookeeper_conn_id) as hook:
+            # a chroot without a Kafka cluster has no markers either: refuse it, never "nothing to verify"
+            pin_zookeeper_identity(hook)
             return pending_deletion_topics(hook)
 
     def _flag(self, name: str) -> bool:
@@ -273,6 +294,8 @@ class TopicDeletionVerifyOperator(BaseOperator):
         self._log_check(check)
         if check.all_settled:
             return self._conclude(context, topics, settings, check, completed_by="first_check")
+        # every later look must be at the cluster this one pinned (a re-pointed connection refuses)
+        settings["cluster_id"] = check.cluster_id
         if self.deferrable:
             self.defer(
                 trigger=TopicDeletionTrigger(
@@ -289,11 +312,14 @@ class TopicDeletionVerifyOperator(BaseOperator):
     def execute_complete(self, context: Context, event: dict[str, Any]) -> list[dict[str, Any]]:
         self._flags = self._parsed_flags()
         if event.get("status") == "error":
+            if event.get("refused"):  # the cluster behind the connection is not the one pinned
+                raise ClusterIdentityError(str(event.get("message")))
             raise TopicDeletionNotSettledError(f"could not check the deletions: {event.get('message')}")
         topics = [v["topic"] for v in event.get("verdicts", ())]
         self.log.info("Trigger fired (%s): %s", event.get("status"), event.get("message"))
         # Conclude on a fresh look: a cleanup must act on the state as it is now.
         settings = self._settings(requested=True)
+        settings["cluster_id"] = event.get("cluster_id")
         check = run_check(settings, topics)
         self._log_check(check)
         return self._conclude(context, topics, settings, check, completed_by=f"trigger:{event.get('status')}")

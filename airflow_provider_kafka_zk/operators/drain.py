@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+import fsspec
 from airflow.sdk import BaseOperator, TriggerRule
 
 from airflow_provider_kafka_zk.artefacts.object_storage import artefacts_url
@@ -38,6 +40,7 @@ from airflow_provider_kafka_zk.kafka.drain_execution import (
     Action,
     Batch,
     Observed,
+    Refusal,
     Step,
     Submission,
     after_lost_create,
@@ -53,7 +56,14 @@ from airflow_provider_kafka_zk.kafka.drain_execution import (
     verify_outcome,
 )
 from airflow_provider_kafka_zk.kafka.model import ClusterState
-from airflow_provider_kafka_zk.kafka.reassignment import ThrottlePlan, reassignments_in_flight
+from airflow_provider_kafka_zk.kafka.reassignment import (
+    PlannedRun,
+    ThrottlePlan,
+    in_flight_targets,
+    owner_advice,
+    reassignments_in_flight,
+)
+from airflow_provider_kafka_zk.kafka.znodes import ReassignPartitions, TopicAssignment
 from airflow_provider_kafka_zk.maintenance import (
     MaintenanceRefusedError,
     MaintenanceSession,
@@ -61,6 +71,7 @@ from airflow_provider_kafka_zk.maintenance import (
     lease_held_by,
     parse_safety_flags,
 )
+from airflow_provider_kafka_zk.maintenance.session import read_lease
 from airflow_provider_kafka_zk.operators.drain_artefacts import (
     PLAN_FILE,
     REASSIGNMENT_FILE,
@@ -112,6 +123,63 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_provider_kafka_zk.kafka.safety import ClusterIdentity
+
+
+# ---------------------------------------------------------------------------------------------
+# Who owns a reassignment in flight (the refusals name it; nobody is told to cancel it)
+# ---------------------------------------------------------------------------------------------
+
+
+def planned_runs(cluster_root: str) -> list[PlannedRun]:
+    """This provider's runs that planned moves on the cluster: the ``plan.json`` of every
+    ``<cluster_root>/drain/*`` and ``<cluster_root>/post-maintenance/*`` folder (unreadable ones skipped)."""
+    fs, root = fsspec.core.url_to_fs(cluster_root)
+    runs = []
+    for kind in ("drain", "post-maintenance"):
+        folder = f"{root.rstrip('/')}/{kind}"
+        if not fs.isdir(folder):
+            continue
+        for entry in sorted(fs.ls(folder, detail=False)):
+            location = DrainLocation(
+                f"{cluster_root.rstrip('/')}/{kind}/{entry.rstrip('/').rsplit('/', 1)[-1]}"
+            )
+            try:
+                plan = location.read_json(PLAN_FILE)
+                batches = tuple(
+                    {
+                        (str(m["topic"]), int(m["partition"])): tuple(int(b) for b in m["target"])
+                        for m in batch
+                    }
+                    for batch in plan["batches"]
+                )
+            except (DrainError, KeyError, TypeError, ValueError):
+                continue  # not a plan this search can read: it names no owner
+            runs.append(PlannedRun(location.url, plan.get("run_id"), kind, batches))
+    return runs
+
+
+def reassignment_owner(
+    cluster_root: str,
+    topics: Iterable[TopicAssignment],
+    reassign: ReassignPartitions | None,
+    hook: KafkaZooKeeperHook | None,
+    own_run_id: str | None = None,
+) -> str:
+    """:func:`~airflow_provider_kafka_zk.kafka.reassignment.owner_advice` for what ZooKeeper shows in
+    flight, from the cluster's maintenance lease (read through ``hook``; None: not read) and the plans
+    under ``cluster_root``."""
+    lease, lease_read = None, False
+    if hook is not None:
+        lease, stat = read_lease(hook)
+        lease_read = stat is None or lease is not None  # a znode that is no record of ours: unknown
+    return owner_advice(
+        in_flight_targets(topics, reassign),
+        planned_runs(cluster_root),
+        lease,
+        lease_read=lease_read,
+        searched=cluster_root,
+        own_run_id=own_run_id,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -244,9 +312,16 @@ class DrainPlanOperator(BaseOperator):
             (t.assignment for t in state.topics.values()), state.reassign_partitions
         )
         if in_flight.any:
+            topics = [t.assignment for t in state.topics.values()]
+            cluster_root = "/".join([base.rstrip("/"), self.cluster])
+            if is_unset(self.kafka_zookeeper_conn_id):
+                owner = reassignment_owner(cluster_root, topics, state.reassign_partitions, None)
+            else:
+                with KafkaZooKeeperHook(str(self.kafka_zookeeper_conn_id)) as hook:
+                    owner = reassignment_owner(cluster_root, topics, state.reassign_partitions, hook)
             raise ReassignmentInFlightError(
-                f"{source} shows a reassignment in flight ({in_flight.describe()}): "
-                "refusing to plan a drain now; wait for it to finish (or cancel it) and run again"
+                f"{source} shows a reassignment in flight ({in_flight.describe()}): refusing to plan a drain "
+                f"now. {owner}"
             )
         sizes, inventory_url = inventory_sizes(base, self.cluster, _resolve_ts(self.inventory_ts, context))
         if inventory_url is None:
@@ -453,7 +528,17 @@ class DrainExecuteOperator(BaseOperator):
                 try:
                     for index in range(start, len(batches)):
                         session.recheck()
-                        step = next_step(batches, index, observe(hook, batches[index]), rate=rate)
+                        seen = observe(hook, batches[index])
+                        step = next_step(batches, index, seen, rate=rate)
+                        if step.refusal is Refusal.FOREIGN_REASSIGNMENT:  # say whose it is
+                            owner = reassignment_owner(
+                                str(self.plan_dir).rstrip("/").rsplit("/", 2)[0],
+                                seen.topics.values(),
+                                seen.reassign,
+                                hook,
+                                own_run_id=session.run.run_id,
+                            )
+                            step = replace(step, message=f"{step.message}. {owner}")
                         if step.submission is not None and dry_run:  # Action.SUBMIT
                             self._describe(hook, batches, index, step.submission)
                             continue

@@ -29,14 +29,19 @@ from airflow_provider_kafka_zk.artefacts.snapshots import (
 )
 from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook
 from airflow_provider_kafka_zk.kafka import znodes
+from airflow_provider_kafka_zk.kafka.audit import controller_rebalance_rule
 from airflow_provider_kafka_zk.kafka.drain import batches_json, dumps_tool_json
 from airflow_provider_kafka_zk.kafka.leadership import (
     DEFAULT_MAX_ELECTION_BYTES,
     DEFAULT_MAX_ELECTION_PARTITIONS,
+    AutoRebalance,
+    ElectedBeforeUs,
     ElectionScope,
     choose_election,
+    elected_before_us,
     election_batches,
     election_outcome,
+    election_report_line,
 )
 from airflow_provider_kafka_zk.kafka.model import ClusterState
 from airflow_provider_kafka_zk.kafka.post_maintenance import (
@@ -800,6 +805,8 @@ class PostMaintenanceVerifyOperator(RunVerifyOperator):
         problems += [f"{f.summary}. {f.action}" for f in imbalance]
         problems += [f"{f.summary}. {f.action}" for f in throttles]
         election = location.read_json(ELECTION_FILE) if location.exists(ELECTION_FILE) else {}
+        rule = controller_rebalance_rule(state, inputs.facts)
+        before_us = self._elected_before_us(plan, state, returning, election, rule)
         result = {
             "plan_dir": location.url,
             "restores": plan.get("restores"),
@@ -809,6 +816,10 @@ class PostMaintenanceVerifyOperator(RunVerifyOperator):
             "not_back": not_back,
             "untouched": plan.get("move_back", {}).get("untouched", []),
             "elected": election.get("elected", []),
+            "elected_before_this_run": [f"{t}-{p}" for t, p in before_us.partitions],
+            "elected_before_this_run_by": before_us.by if before_us.partitions else None,
+            "auto_leader_rebalance": rule.describe(),
+            "election_line": election_report_line(len(election.get("elected", [])), before_us),
             "not_moved": election.get("not_moved", []),
             "imbalance": [f.to_row() for f in imbalance],
             "throttles_left": [f.to_row() for f in throttles],
@@ -828,6 +839,36 @@ class PostMaintenanceVerifyOperator(RunVerifyOperator):
             )
         return result
 
+    def _elected_before_us(
+        self,
+        plan: Mapping[str, Any],
+        state: ClusterState,
+        returning: set[int],
+        election: Mapping[str, Any],
+        rule: AutoRebalance,
+    ) -> ElectedBeforeUs:
+        """Preferred leaders of the returning brokers that someone else -- Kafka's auto leader rebalance,
+        when the controller runs it -- elected between the plan's snapshot and now."""
+        nothing = ElectedBeforeUs((), rule)
+        if not plan.get("snapshot"):
+            return nothing
+        try:
+            _, rows = read_snapshot(str(plan["snapshot"]))
+        except Exception as exc:  # the line is advisory: say why it is missing, never fail on it
+            self.log.warning(
+                "The plan's snapshot %s is unreadable (%s): not said who elected", plan["snapshot"], exc
+            )
+            return nothing
+        moved = [(m["topic"], int(m["partition"])) for batch in plan["batches"] for m in batch]
+        return elected_before_us(
+            ClusterState.from_snapshot(rows),
+            state,
+            ElectionScope(brokers=frozenset(returning)),
+            rule,
+            requested=[(t, int(p)) for t, p in election.get("requested", [])],
+            moved=moved,
+        )
+
 
 def _report(result: Mapping[str, Any]) -> str:
     lines = [f"Post-maintenance of {result['plan_dir']}"]
@@ -841,7 +882,7 @@ def _report(result: Mapping[str, Any]) -> str:
     if result["untouched"]:
         lines.append("left alone (moved since the drain, gone or moving):")
         lines += [f"  - {u}" for u in result["untouched"]]
-    lines.append(f"preferred leaders elected: {len(result['elected'])}")
+    lines.append(result.get("election_line") or f"preferred leaders elected: {len(result['elected'])}")
     lines += [f"  - not moved: {n}" for n in result["not_moved"]]
     if result["problems"]:
         lines.append("NOT DONE:")

@@ -79,8 +79,7 @@ INVENTORY_COLUMNS = (
     "topic_id",
     "partition_metadata_present",
     "errors",
-    "log_bytes",
-    "total_bytes",
+    "log_bytes",  # RF=1 exposure: .log bytes only, as the drain plan counts them
 )
 
 FINDINGS_SCHEMA = pa.schema(
@@ -245,6 +244,10 @@ def broker_settings(broker_id: int, summary: Mapping[str, Any]) -> BrokerSetting
         log_segment_delete_delay_ms=int(
             pick("log.segment.delete.delay.ms", defaults.log_segment_delete_delay_ms)
         ),
+        leader_imbalance_check_interval_seconds=int(
+            pick("leader.imbalance.check.interval.seconds", defaults.leader_imbalance_check_interval_seconds)
+        ),
+        defaulted=tuple(sorted(facts.get("defaulted") or ())),
     )
 
 
@@ -293,6 +296,7 @@ def cluster_facts(
         else frozenset(),
         ibp=lowest_ibp(settings.values()),
         brokers=rules.broker_infos(state, previous, summaries, expected),
+        broker_configs={e: dict(c) for e, c in state.configs.brokers.items()},
     )
 
 

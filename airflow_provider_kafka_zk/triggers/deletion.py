@@ -19,13 +19,16 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_kafka_zk.kafka import znodes
+from airflow_provider_kafka_zk.kafka.broker_config import LOG_SEGMENT_DELETE_DELAY_MS, effective_setting
 from airflow_provider_kafka_zk.kafka.deletion import (
+    DEFAULT_DELETE_MARGIN_MS,
     BrokerDeletionFacts,
     DeletionVerdict,
     TopicDirectory,
     TopicInZooKeeper,
     Verdict,
     deletion_verdict,
+    running_for_ms,
 )
 from airflow_provider_kafka_zk.kafka.inventory import effective_broker_id
 from airflow_provider_kafka_zk.kafka.logdir import DirKind
@@ -84,6 +87,7 @@ class DeletionCheck:
     checked_at_ms: int
     dirs: dict[tuple[int, str], LeftoverDirectory] = field(default_factory=dict)  # (broker, path)
     disks: dict[int, BrokerDisk] = field(default_factory=dict)  # inventoried brokers only
+    cluster_id: str | None = None  # ZooKeeper's /cluster/id, pinned before any verdict
 
     def coverage(self) -> dict[str, Any]:
         status = "complete" if not self.not_inventoried else ("partial" if self.inventoried else "empty")
@@ -130,6 +134,9 @@ class DeletionCheck:
                 }
                 for d in self.leftovers(verdict)
             ],
+            "pending_dirs": [
+                {"broker_id": d.broker_id, "path": d.path, "age_ms": d.age_ms} for d in verdict.pending_dirs
+            ],
             "uninventoried_brokers": sorted({*verdict.uninventoried_brokers, *self.not_inventoried}),
             "coverage": self.coverage()["status"],
             "deleted_everywhere": self.deleted_everywhere(verdict),
@@ -148,8 +155,22 @@ class DeletionCheck:
         return [self.verdict_dict(v) for v in self.verdicts]
 
 
-def _read_topics(zk_hook: Any, topics: Sequence[str]) -> tuple[dict[str, TopicInZooKeeper], bool, set[int]]:
-    """Pipelined reads of what ZooKeeper holds for ``topics``; also controller presence and live brokers.
+@dataclass(frozen=True)
+class _ClusterReads:
+    """What one check reads from ZooKeeper besides the topics."""
+
+    controller_live: bool
+    live: set[int]
+    registered: dict[int, tuple[int | None, int | None]]  # broker -> (registration timestamp, znode ctime)
+    broker_configs: dict[str, dict[str, str]]  # /config/brokers/<entity> -> config
+
+
+def _read_topics(
+    zk_hook: Any, topics: Sequence[str], brokers: Iterable[int] = ()
+) -> tuple[dict[str, TopicInZooKeeper], _ClusterReads]:
+    """Pipelined reads of what ZooKeeper holds for ``topics``; also controller presence, live brokers
+    with when each registered, and the dynamic broker configs (``/config/brokers/<id>`` and
+    ``<default>``) of ``brokers`` and of every registered broker.
 
     An ACL refusal names the znode it happened on (ZooKeeperAuthError), never a bare kazoo error.
     """
@@ -210,7 +231,34 @@ def _read_topics(zk_hook: Any, topics: Sequence[str]) -> tuple[dict[str, TopicIn
         live = {int(b) for b in brokers_read()}
     except NoNodeError:
         live = set()
-    return found, controller_read() is not None, live
+    registrations = {b: read(znodes.broker_path(b), client.get_async) for b in sorted(live)}
+    entities = ["<default>", *(str(b) for b in sorted(live | {int(b) for b in brokers}))]
+    config_reads = {
+        e: read(znodes.config_entity_path("brokers", e), client.get_async) for e in dict.fromkeys(entities)
+    }
+    registered: dict[int, tuple[int | None, int | None]] = {}
+    for broker_id, get in registrations.items():
+        try:
+            data, stat = get()
+        except NoNodeError:  # gone between the two reads: not live any more
+            live.discard(broker_id)
+            continue
+        try:
+            stamp = znodes.BrokerRegistration.decode(data, znodes.broker_path(broker_id)).timestamp_ms
+        except znodes.ZnodeFormatError:
+            stamp = None
+        registered[broker_id] = (stamp, stat.ctime)
+    configs: dict[str, dict[str, str]] = {}
+    for entity, get in config_reads.items():
+        path = znodes.config_entity_path("brokers", entity)
+        try:
+            data, _ = get()
+            configs[entity] = dict(znodes.ConfigEntity.decode(data, path).config)
+        except NoNodeError:
+            continue
+        except znodes.ZnodeFormatError:
+            continue  # Kafka cannot read it either: the broker runs without it
+    return found, _ClusterReads(controller_read() is not None, live, registered, configs)
 
 
 def pending_deletion_topics(zk_hook: Any) -> list[str]:
@@ -233,11 +281,29 @@ def check_deletions(
     requested: bool = True,
     now_ms: int | None = None,
     max_parallel: int = 8,
+    margin_ms: int = DEFAULT_DELETE_MARGIN_MS,
+    expected_cluster_id: str | None = None,
 ) -> DeletionCheck:
-    """ZooKeeper first, then one inventory per expected broker, then the shared verdict per topic."""
-    zk_topics, controller_live, live = _read_topics(zk_hook, topics)
+    """ZooKeeper first, then one inventory per expected broker, then the shared verdict per topic.
+
+    The connection must lead to a Kafka cluster (``/brokers/ids`` and ``/cluster/id``, the rule every
+    mutation pins: :func:`maintenance.pin_zookeeper_identity`), and to ``expected_cluster_id`` when
+    given (the cluster an earlier check of the same wait saw): a chroot without a cluster has no
+    topics to find, which would read as "deleted". ``margin_ms``: see :func:`deletion_verdict`.
+    """
+    from airflow_provider_kafka_zk.maintenance import ClusterIdentityError, pin_zookeeper_identity
+
+    identity = pin_zookeeper_identity(zk_hook)
+    if expected_cluster_id is not None and identity.cluster_id != expected_cluster_id:
+        raise ClusterIdentityError(
+            f"{zk_hook.describe_path('/')} now holds cluster {identity.cluster_id}, not {expected_cluster_id} "
+            "that this verification started on: refusing to give verdicts about another cluster"
+        )
+    expected_ids = {int(b) for b in expected_broker_ids} | {int(b) for b in host_hook.broker_hosts}
+    zk_topics, reads = _read_topics(zk_hook, topics, expected_ids)
+    controller_live, live = reads.controller_live, reads.live
     assigned = {b for t in zk_topics.values() for r in t.replicas.values() for b in r}
-    expected = sorted(live | assigned | set(host_hook.broker_hosts) | {int(b) for b in expected_broker_ids})
+    expected = sorted(live | assigned | expected_ids)
     # Connections are resolved here, on the task's own thread: inside the pool's threads an Airflow
     # task cannot reach the metadata DB, so a connection stored there (not in an env var) would fail
     # every broker and make coverage falsely partial.
@@ -277,9 +343,21 @@ def check_deletions(
         kwargs: dict[str, Any] = {}
         if inv.facts.delete_topic_enable is not None:
             kwargs["delete_topic_enable"] = inv.facts.delete_topic_enable
-        if inv.facts.log_segment_delete_delay_ms is not None:
-            kwargs["delete_delay_ms"] = inv.facts.log_segment_delete_delay_ms
-        facts[broker_id] = BrokerDeletionFacts(broker_id, live=broker_id in live, **kwargs)
+        delay = effective_setting(
+            LOG_SEGMENT_DELETE_DELAY_MS,
+            broker_id=broker_id,
+            static_value=inv.facts.log_segment_delete_delay_ms,
+            dynamic_broker=reads.broker_configs.get(str(broker_id)),
+            dynamic_default=reads.broker_configs.get("<default>"),
+            release=inv.facts.kafka_version,
+        )
+        facts[broker_id] = BrokerDeletionFacts(
+            broker_id,
+            live=broker_id in live,
+            delete_delay_ms=int(delay.value),
+            running_for_ms=running_for_ms(now_ms, *reads.registered.get(broker_id, (None, None))),
+            **kwargs,
+        )
         for p in inv.partitions:
             kind = _KINDS.get(p.kind)
             if p.topic not in dirs_by_topic or kind is None or p.partition is None:
@@ -302,6 +380,7 @@ def check_deletions(
                 inventoried=inventoried,
                 controller_live=controller_live,
                 requested=requested,
+                margin_ms=margin_ms,
             )
         )
     return DeletionCheck(
@@ -313,6 +392,7 @@ def check_deletions(
         checked_at_ms=now_ms,
         dirs=located,
         disks=disks,
+        cluster_id=identity.cluster_id,
     )
 
 
@@ -344,6 +424,8 @@ def run_check(settings: Mapping[str, Any], topics: Sequence[str]) -> DeletionChe
             topics,
             expected_broker_ids=settings.get("expected_broker_ids") or (),
             requested=bool(settings.get("requested", True)),
+            margin_ms=int(settings.get("delete_margin_ms", DEFAULT_DELETE_MARGIN_MS)),
+            expected_cluster_id=settings.get("cluster_id"),
         )
 
 
@@ -391,13 +473,26 @@ class TopicDeletionTrigger(BaseTrigger):
             try:
                 check = await asyncio.to_thread(run_check, self.settings, self.topics)
             except Exception as exc:
-                yield TriggerEvent({"status": "error", "message": f"{type(exc).__name__}: {exc}"})
+                from airflow_provider_kafka_zk.maintenance import ClusterIdentityError
+
+                yield TriggerEvent(
+                    {
+                        "status": "error",
+                        "message": f"{type(exc).__name__}: {exc}",
+                        "refused": isinstance(exc, ClusterIdentityError),
+                    }
+                )
                 return
             described = " | ".join(check.describe(v) for v in check.verdicts)
             if described != last:
                 self.log.info("Deletions: %s", described)
                 last = described
-            payload = {"verdicts": check.to_dicts(), "coverage": check.coverage(), "message": described}
+            payload = {
+                "verdicts": check.to_dicts(),
+                "coverage": check.coverage(),
+                "message": described,
+                "cluster_id": check.cluster_id,
+            }
             if check.all_settled:
                 yield TriggerEvent({"status": "settled", **payload})
                 return

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import textwrap
 import threading
 import time
@@ -570,3 +571,164 @@ def test_deletion_completing_during_a_deferred_wait_ends_deleted(
     assert "reassignment_in_progress" in logs  # what the first check found, before the deferral
     key = Path(json.loads(os.environ["AIRFLOW_CONN_DELETION_SSH"])["extra"]["key_file"]).read_text()
     assert key.splitlines()[1] not in logs
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 26: the broker that held a replica comes back; Kafka removes its -delete dirs on its own
+# schedule, and the verifier waits for that instead of calling them left over
+# ---------------------------------------------------------------------------------------------
+
+RETURNING_DELAY_MS = 3_000  # log.segment.delete.delay.ms of the test cluster (Kafka's default: 60 s)
+
+
+def _returning_broker_cluster() -> SimulatedCluster:
+    """Three brokers; ``retired`` deleted while broker 2, which holds a replica of each partition, is down."""
+    spec = ClusterSpec(
+        name="returning",
+        brokers=tuple(BrokerSpec(broker_id=i, host=ADDRESSES[i]) for i in range(3)),
+        topics=(
+            TopicSpec("retired", partitions=2, replication_factor=2, assignment={0: (1, 2), 1: (2, 0)}),
+            TopicSpec("stays", partitions=1, replication_factor=2, assignment={0: (0, 1)}),
+        ),
+        log_segment_delete_delay_ms=RETURNING_DELAY_MS,
+        seed=5,
+    )
+    cluster = SimulatedCluster(spec)
+    cluster.stop_broker(2, clean=True)
+    cluster.delete_topic("retired", leave_delete_dirs=True)
+    return cluster
+
+
+def _synced_without(deployed: DeployedCluster, brokers, prefix: str) -> bool:
+    """The brokers' host roots are written (``stays`` is there) and hold no directory named ``prefix``*."""
+    try:
+        names = {b: [p.name for d in deployed.hosts[b].log_dirs for p in d.iterdir()] for b in brokers}
+    except OSError:  # being rewritten right now
+        return False
+    return all(
+        "stays-0" in listed and not any(n.startswith(prefix) for n in listed) for listed in names.values()
+    )
+
+
+def test_deletion_settles_deleted_after_the_offline_broker_returns_and_kafka_removes_its_dirs(
+    deploy, tmp_path, capfd, caplog
+):
+    """What a real 3.3.1 cluster did (KAFKA_FORMATS.md §8, §10): the deletion is BLOCKED while broker 2
+    is down; when it returns the controller resumes it ("Some replicas ... for topics scheduled for
+    deletion ... are on the newly restarted brokers 2. Signaling restart of topic deletion"), ZooKeeper
+    is clean within seconds, broker 2 renames its replicas ("Log for partition retired-0 is renamed to
+    .../retired-0.<uuid>-delete and is scheduled for deletion") and its kafka-delete-logs task removes
+    them -- not before its first run 30 s after the start ("Deleted log for partition retired-0 in
+    .../retired-0.<uuid>-delete."). The old rule (age > log.segment.delete.delay.ms: INCOMPLETE, final)
+    ended the verification 3 s after the rename; the verifier now waits and settles DELETED."""
+    from airflow_provider_kafka_zk.testing.simulator.runtime import ClusterRuntime
+
+    cluster = _returning_broker_cluster()
+    deployed, conn_id = deploy(cluster)
+    [blocked] = _check(deployed, conn_id, ["retired"], broker_hosts={2: ADDRESSES[2]}).verdicts
+    assert (blocked.verdict, blocked.causes, blocked.blocking_brokers) == (
+        Verdict.BLOCKED,
+        (Cause.REPLICA_BROKER_OFFLINE,),
+        (2,),
+    )
+
+    cluster.start_broker(2)  # the controller resumes the deletion as broker 2 registers
+    deployed.sync()
+    started = time.monotonic()
+    on_broker_2 = [
+        p for d in deployed.hosts[2].log_dirs for p in d.iterdir() if p.name.startswith("retired-")
+    ]
+    assert len(on_broker_2) == 2 and all(p.name.endswith("-delete") for p in on_broker_2)
+
+    with ClusterRuntime(deployed, restart_dir=tmp_path / "restarts", delete_logs=True) as runtime:
+        # brokers 0 and 1, up for an hour, delete theirs 3 s after the rename; broker 2 waits for its
+        # first kafka-delete-logs run, 30 s after its start
+        deadline = time.monotonic() + 60
+        while not (
+            sum(line.startswith("Deleted log") for line in runtime.delete_logs.log) == 2
+            and _synced_without(deployed, (0, 1), "retired-")
+        ):
+            assert time.monotonic() < deadline, runtime.delete_logs.log
+            time.sleep(0.1)
+        early = _check(deployed, conn_id, ["retired"], broker_hosts={}, margin_ms=0)
+        if time.monotonic() - started < 20:  # a very slow machine could be near the first run already
+            [pending] = early.verdicts
+            assert pending.verdict is Verdict.PENDING_DELETE_DELAY and not early.settled(pending)
+            assert {d.broker_id for d in pending.pending_dirs} == {2}
+            due = re.search(
+                r"broker 2: 2 -delete directories waiting for its kafka-delete-logs task \(due in ([0-9.]+) s",
+                pending.describe(),
+            )
+            assert due and float(due[1]) > 10  # only the 30 s after the start makes it wait that long
+            assert "not before 30000 ms after the broker's start" in pending.describe()
+        operator = _operator(
+            deployed,
+            conn_id,
+            tmp_path,
+            topics=["retired"],
+            broker_hosts={},
+            wait_timeout=180,
+            poll_interval=1,
+            delete_dir_margin=10,
+        )
+        result = operator.execute({"ts_nodash": "20260101T000000"})
+        kafka_log = list(runtime.delete_logs.log)
+    assert [(v["topic"], v["verdict"], v["deleted_everywhere"]) for v in result] == [
+        ("retired", "deleted", True)
+    ]
+    record = json.loads((tmp_path / "test/deletions/20260101T000000/verdicts.json").read_text())
+    assert record["completed_by"] == "poll" and record["coverage"]["status"] == "complete"
+    output = capfd.readouterr()
+    logs = output.out + output.err + caplog.text
+    assert "retired: PENDING_DELETE_DELAY" in logs and "INCOMPLETE" not in logs
+    for path in on_broker_2:
+        partition = path.name.split(".", 1)[0]
+        assert f"Deleted log for partition {partition} in {path}." in kafka_log
+        assert not path.exists()
+    assert not [
+        p for b in (0, 1, 2) for d in deployed.hosts[b].log_dirs for p in d.iterdir() if "retired" in p.name
+    ]
+
+
+def test_read_only_verification_refuses_a_chroot_without_a_kafka_cluster(
+    zookeeper_server, tmp_path, monkeypatch
+):
+    """Issue 26: verification against a chroot holding no Kafka cluster said "DELETED" (nothing there to
+    find). It now refuses the identity as every mutation does (``pin_zookeeper_identity``)."""
+    from airflow_provider_kafka_zk.maintenance import ClusterIdentityError
+
+    chroot = zookeeper_server.new_chroot("/not_kafka_")
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_DELETION_EMPTY_ZK",
+        json.dumps(
+            {
+                "conn_type": "kafka_zookeeper",
+                "host": zookeeper_server.connect_string,
+                "extra": {"chroot": chroot},
+            }
+        ),
+    )
+    for topics in (["old-logs"], None):  # given topics, or every marker (there are none either)
+        operator = TopicDeletionVerifyOperator(
+            task_id="verify",
+            cluster="test",
+            base_path=str(tmp_path),
+            kafka_zookeeper_conn_id="deletion_empty_zk",
+            ssh_conn_id="deletion_ssh",
+            topics=topics,
+            wait_timeout=0,
+            deferrable=False,
+        )
+        with pytest.raises(ClusterIdentityError, match=r"holds no Kafka cluster \(/brokers/ids is missing\)"):
+            operator.execute({"ts_nodash": "20260101T000000"})
+    assert not (tmp_path / "test").exists()  # no verdicts written: there was nothing to judge
+    # a chroot with brokers but no /cluster/id cannot prove which cluster it is either
+    client = KazooClient(hosts=zookeeper_server.connect_string + chroot)
+    client.start(timeout=15)
+    try:
+        client.create("/brokers/ids", makepath=True)
+    finally:
+        client.stop()
+        client.close()
+    with pytest.raises(ClusterIdentityError, match="has no /cluster/id"):
+        operator.execute({"ts_nodash": "20260101T000000"})

@@ -296,7 +296,15 @@ def test_drain_dag_refuses_to_start_while_another_reassignment_is_in_flight(live
 # ---------------------------------------------------------------------------------------------
 
 
-def _plan(deployed, base, max_per_batch: int = 2, brokers=(DRAINED,), allow_partial: bool = False) -> dict:
+def _plan(
+    deployed,
+    base,
+    max_per_batch: int = 2,
+    brokers=(DRAINED,),
+    allow_partial: bool = False,
+    conn_id: str | None = None,
+    context: dict | None = None,
+) -> dict:
     with KafkaZooKeeperHook(ZK_CONN) as hook:
         walk = hook.snapshot()
         ref, _ = write_snapshot(str(base), CLUSTER, walk, source=hook.target_description())
@@ -310,8 +318,9 @@ def _plan(deployed, base, max_per_batch: int = 2, brokers=(DRAINED,), allow_part
         inventory_ts="none",
         max_partitions_per_batch=max_per_batch,
         drain_ts=f"t{time.time_ns()}",
+        kafka_zookeeper_conn_id=conn_id,
     )
-    return operator.execute({})
+    return operator.execute(context or {})
 
 
 def _execute_operator(plan_dir: str) -> DrainExecuteOperator:
@@ -364,6 +373,36 @@ def test_execute_refuses_while_a_foreign_reassignment_is_in_flight(live):
     # ... and the plan itself refuses when its snapshot shows the reassignment
     with pytest.raises(ReassignmentInFlightError, match="refusing to plan"):
         _plan(deployed, base)
+
+
+def test_a_second_drain_names_the_run_that_owns_the_reassignment_and_never_says_cancel(live):
+    """Issue 26: two drains triggered seconds apart; the second refused with "wait for it to finish (or
+    cancel it)", naming neither the run that owned the reassignment nor the lease. It now names the
+    first run (its plan lists exactly those moves; it holds the maintenance lease) and advises waiting."""
+    deployed, client, base = live
+    first = _plan(deployed, base, context={"run_id": "manual__first"})
+    with pytest.raises(TaskDeferred):  # batch 1 submitted: the first run holds the lease and waits
+        _execute_operator(first["plan_dir"]).execute({"run_id": "manual__first"})
+    assert client.exists(zk.REASSIGN_PARTITIONS) is not None
+    before = _tree(client)
+    with pytest.raises(ReassignmentInFlightError) as second:
+        _plan(deployed, base, conn_id=ZK_CONN, context={"run_id": "manual__second"})
+    message = str(second.value)
+    assert "refusing to plan a drain now. It belongs to drain run 'manual__first' (" in message
+    assert f"{first['plan_dir']}/plan.json lists these moves, batch 1 of " in message
+    assert "it holds the cluster's maintenance lease" in message
+    assert "wait for it to finish" in message and "Do not cancel its reassignment" in message
+    assert "(or cancel it)" not in message
+    assert _tree(client) == before  # the refusal changed nothing
+    # a reassignment no run of ours planned (the first's znode replaced by a person's): said so
+    client.delete(zk.REASSIGN_PARTITIONS)
+    client.create(
+        zk.REASSIGN_PARTITIONS,
+        zk.ReassignPartitions((zk.ReassignmentEntry("replicated", 0, (3, 2, 0)),)).encode(),
+    )
+    with pytest.raises(ReassignmentInFlightError, match="No run of this provider owns it") as foreign:
+        _execute_operator(first["plan_dir"]).execute({"run_id": "manual__first"})
+    assert "cancel" not in str(foreign.value).split("No run of this provider owns it")[1]
 
 
 def test_execute_refuses_an_api_reassignment_seen_only_in_a_topic_znode(live):

@@ -251,7 +251,8 @@ def test_broker_facts_and_identity(deployed, inventories):
         assert facts.log_segment_delete_delay_ms == spec.log_segment_delete_delay_ms
         assert (facts.auto_leader_rebalance_enable, facts.unclean_leader_election_enable) == (True, False)
         assert facts.leader_imbalance_per_broker_percentage == 10
-        assert facts.defaulted == () and facts.problems == ()
+        # the simulator's server.properties sets every key but the rebalance check interval (Kafka's 300 s)
+        assert facts.defaulted == ("leader.imbalance.check.interval.seconds",) and facts.problems == ()
         checks = {c.check.split(" ")[0]: c for c in inventory.identity}
         assert checks["server.properties"].status == "ok"
         assert checks["meta.properties"].status == "ok"
@@ -686,23 +687,44 @@ def test_a_just_renamed_delete_directory_is_young_whatever_its_mtime(
     assert abs(row.ctime_ms - renamed_ms) < 5_000  # ... and set the ctime
     assert row.age_reference_ms == row.ctime_ms
 
-    # The deletion check: waiting for the broker's delete delay, not a leftover past it
+    # The deletion check: waiting for the broker's delete delay, not a leftover past it. Broker 8 runs
+    # (registered, as broker 0 registered when the cluster was deployed: its timestamp is the start).
     now_ms = int(time.time() * 1000)
-    with KafkaZooKeeperHook("inventory_incident_zk") as zk_hook:
-        young = check_deletions(zk_hook, _hook(deployed, broker_hosts=hosts), [RENAMED_TOPIC])
-        # ctime cannot be backdated: "renamed two days ago" is the same directory seen two days later
-        old = check_deletions(
-            zk_hook, _hook(deployed, broker_hosts=hosts), [RENAMED_TOPIC], now_ms=now_ms + 2 * DAY_MS
-        )
+    client = KazooClient(hosts=deployed.zookeeper_connect)
+    client.start(timeout=15)
+    try:
+        registration, _ = client.get(zk.broker_path(0))
+        client.create(zk.broker_path(RENAMED_BROKER), registration, ephemeral=True)
+        with KafkaZooKeeperHook("inventory_incident_zk") as zk_hook:
+            young = check_deletions(zk_hook, _hook(deployed, broker_hosts=hosts), [RENAMED_TOPIC])
+            # ctime cannot be backdated: "renamed two days ago" is the same directory seen two days later
+            old = check_deletions(
+                zk_hook, _hook(deployed, broker_hosts=hosts), [RENAMED_TOPIC], now_ms=now_ms + 2 * DAY_MS
+            )
+        client.delete(zk.broker_path(RENAMED_BROKER))  # stopped: it deletes nothing until it starts
+        with KafkaZooKeeperHook("inventory_incident_zk") as zk_hook:
+            stopped = check_deletions(
+                zk_hook, _hook(deployed, broker_hosts=hosts), [RENAMED_TOPIC], now_ms=now_ms + 2 * DAY_MS
+            )
+    finally:
+        client.stop()
+        client.close()
     assert RENAMED_BROKER in young.inventoried and RENAMED_BROKER in old.inventoried
     [verdict] = young.verdicts
-    assert verdict.verdict is Verdict.IN_PROGRESS and verdict.causes == ()
-    assert "waiting for the broker's delete delay" in " ".join(verdict.evidence)
+    assert verdict.verdict is Verdict.PENDING_DELETE_DELAY and verdict.causes == ()
+    assert "broker 8: 1 -delete directory waiting for its kafka-delete-logs task" in " ".join(
+        verdict.evidence
+    )
     assert young.dirs[(RENAMED_BROKER, str(path))].age_ms < DELAY_MS
     [verdict] = old.verdicts
     assert verdict.verdict is Verdict.INCOMPLETE and verdict.causes == (Cause.DELETE_DIRS_PAST_DELAY,)
     assert [(d.broker_id, d.path) for d in verdict.leftover_dirs] == [(RENAMED_BROKER, str(path))]
     assert 2 * DAY_MS - DELAY_MS < old.dirs[(RENAMED_BROKER, str(path))].age_ms < 2 * DAY_MS + DELAY_MS
+    [verdict] = stopped.verdicts
+    assert verdict.verdict is Verdict.PENDING_DELETE_DELAY and verdict.blocking_brokers == (RENAMED_BROKER,)
+    assert "broker 8 is not running: it deletes its 1 -delete directory itself once it starts" in (
+        " ".join(verdict.evidence)
+    )
 
     # The Parquet file and the audit's input read from it: ctime recorded, the age counted from it
     partitions, _ = inventory_tables(inventory, "incident", "20261124T000000.000000Z")

@@ -27,11 +27,13 @@ from airflow_provider_kafka_zk.artefacts.snapshots import write_snapshot
 from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook
 from airflow_provider_kafka_zk.kafka import znodes as zk
 from airflow_provider_kafka_zk.kafka.reassignment import BROKER_THROTTLE_KEYS, TOPIC_THROTTLE_KEYS
+from airflow_provider_kafka_zk.operators.inventory import BrokerInventoryOperator
 from airflow_provider_kafka_zk.operators.post_maintenance import (
     ElectionInFlightError,
     HealthGateError,
     PostMaintenanceError,
     PostMaintenancePlanOperator,
+    PostMaintenanceVerifyOperator,
     PreferredLeaderElectionOperator,
 )
 from airflow_provider_kafka_zk.testing.simulator import (
@@ -270,6 +272,70 @@ def _plan(base: Path, **kwargs) -> dict:
         run_ts=f"t{time.time_ns()}",
         **kwargs,
     ).execute({"run_id": "manual__test"})
+
+
+def test_the_report_says_kafkas_auto_rebalance_already_elected_the_preferred_leaders(live, monkeypatch):
+    """Issue 26: on a real 3.3.1 cluster post-maintenance reported "elected: 0" because the controller's
+    auto.leader.rebalance.enable had already elected the preferred leaders (controller.log: "Starting
+    replica leader election (PREFERRED) for partitions replicated-0,replicated-1 triggered by
+    AutoTriggered"). The report now says so, with the controller's settings as its server.properties
+    holds them."""
+    deployed, _, base, tmp_path, conn = live
+    _in_process(monkeypatch, conn)
+    _maintenance(deployed)  # broker 1 is back, leading none of the partitions it is preferred for
+    plan = _plan(base, brokers=[RETURNING])
+    plan_dir = plan["plan_dir"]
+    assert plan["electable_now"] == 2
+    # the controller's auto-leader-rebalance task runs between the plan and this run's election
+    assert deployed.cluster.auto_leader_rebalance() == [("replicated", 0), ("replicated", 1)]
+    assert deployed.cluster.controller_log[-1] == (
+        "Starting replica leader election (PREFERRED) for partitions replicated-0,replicated-1 triggered by AutoTriggered"
+    )
+    deployed.sync()
+    with ClusterRuntime(deployed, restart_dir=base / "restarts"):
+        elected = PreferredLeaderElectionOperator(
+            task_id="elect",
+            cluster=CLUSTER,
+            kafka_zookeeper_conn_id=ZK_CONN,
+            brokers=[RETURNING],
+            artefact_dir=plan_dir,
+            plan_dir=plan_dir,
+            dry_run=False,
+            timeout=10,
+            poll_interval=0.2,
+        ).execute({"run_id": "manual__test"})
+    assert elected["elected"] == 0 and elected["not_electable"] == 0  # nothing left for this run to do
+    snapshot = _hook_snapshot(base)
+    for broker_id in range(4):
+        BrokerInventoryOperator(
+            task_id=f"inventory_{broker_id}",
+            broker_id=broker_id,
+            cluster=CLUSTER,
+            base_path=str(base),
+            ssh_conn_id=SSH_CONN,
+            kafka_zookeeper_conn_id=ZK_CONN,
+            server_properties_path=str(
+                tmp_path / "hosts" / "broker-{broker_id}" / "config" / "server.properties"
+            ),
+            inventory_ts="after",
+            connect_timeout=5,
+        ).execute({})
+    verified = PostMaintenanceVerifyOperator(
+        task_id="verify",
+        plan_dir=plan_dir,
+        base_path=str(base),
+        snapshot_path=snapshot,
+        inventory_path=str(base / CLUSTER / "inventory" / "after"),
+    ).execute({})
+    assert verified["elected"] == [] and not verified["problems"]
+    assert verified["elected_before_this_run"] == ["replicated-0", "replicated-1"]
+    assert verified["elected_before_this_run_by"] == "Kafka's auto leader rebalance"
+    report = (Path(plan_dir) / "report.txt").read_text()
+    assert (
+        "preferred leaders elected: 0, because Kafka's auto leader rebalance already elected 2 (replicated-0, "
+        "replicated-1) before this run's election; auto.leader.rebalance.enable=true on controller 0 (its "
+        "server.properties): every leader.imbalance.check.interval.seconds=300 s"
+    ) in report
 
 
 def test_election_refuses_while_another_is_in_flight(live, monkeypatch):

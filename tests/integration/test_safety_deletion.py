@@ -28,7 +28,7 @@ from airflow_provider_kafka_zk.hooks.broker_quarantine import QuarantineMove, qu
 from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook
 from airflow_provider_kafka_zk.kafka.deletion import Cause, Verdict
 from airflow_provider_kafka_zk.kafka.logdir import DirKind
-from airflow_provider_kafka_zk.kafka.safety import LEASE_PATH, LEASE_ROOT
+from airflow_provider_kafka_zk.kafka.safety import LEASE_PATH, LEASE_ROOT, ClusterIdentity
 from airflow_provider_kafka_zk.maintenance import (
     ClusterIdentityError,
     MaintenanceLeaseHeldError,
@@ -400,10 +400,16 @@ def test_wrong_chroot_refuses_before_any_move(live, zookeeper_server, tmp_path, 
     assert _zookeeper(zookeeper_server.connect_string, "/nope") == {}
     monkeypatch.setenv("AIRFLOW_CONN_SAFETY_NOPE_ZK", _zk_connection(zookeeper_server, "/nope"))
 
-    # The damage: an empty chroot knows no topic, so every live replica of ``events`` on the
-    # brokers given by broker_hosts is a leftover of a deleted topic.
+    # The damage, with the identity rule switched off: an empty chroot knows no topic, so every live
+    # replica of ``events`` on the brokers given by broker_hosts is a leftover of a deleted topic.
+    import airflow_provider_kafka_zk.maintenance as maintenance
+
     live_replicas = _dirs_of(deployed, "events-")
-    check = _check("safety_nope_zk", deployed.root, ["events"])
+    with monkeypatch.context() as unpinned:
+        unpinned.setattr(
+            maintenance, "pin_zookeeper_identity", lambda hook: ClusterIdentity("?", (), "/nope")
+        )
+        check = _check("safety_nope_zk", deployed.root, ["events"])
     [verdict] = check.verdicts
     assert verdict.verdict is Verdict.INCOMPLETE
     assert {(d.broker_id, d.path) for d in verdict.leftover_dirs} == live_replicas
@@ -412,6 +418,10 @@ def test_wrong_chroot_refuses_before_any_move(live, zookeeper_server, tmp_path, 
         live_replicas, "would_move"
     )
 
+    # With it (issue 26: read-only verification pins the identity as mutations do): the check itself
+    # refuses, so no verdict -- and no cleanup -- is ever made from that chroot.
+    with pytest.raises(ClusterIdentityError, match=r"chroot /nope holds no Kafka cluster"):
+        _check("safety_nope_zk", deployed.root, ["events"])
     before = _state(deployed)
     operator = _operator(
         "safety_nope_zk", deployed.root, tmp_path, topics=["events"], cleanup=True, dry_run=False
@@ -422,12 +432,7 @@ def test_wrong_chroot_refuses_before_any_move(live, zookeeper_server, tmp_path, 
         operator.execute({"ts_nodash": TS})
     assert _state(deployed) == before
     assert _zookeeper(zookeeper_server.connect_string, "/nope") == {}  # not even the chroot was created
-    record = _verdicts(tmp_path)
-    assert (
-        "holds no Kafka cluster" in record["cleanup"]["refused"] and record["cleanup"]["actions_taken"] == 0
-    )
-    assert [v["verdict"] for v in record["verdicts"]] == ["incomplete"]
-    assert set(os.listdir(tmp_path / "live" / "deletions" / TS)) == {"verdicts.json"}
+    assert not (tmp_path / "live" / "deletions" / TS).exists()  # refused before any verdict
 
 
 # ---------------------------------------------------------------------------------------------

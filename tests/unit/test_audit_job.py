@@ -242,7 +242,9 @@ def test_a_delete_directory_renamed_seconds_ago_is_not_past_the_delay(incident, 
     keeps) is two days old; its age must come from the ctime."""
     files, _ = audit_job.inventory_files(incident["inventory"])
     before, _, _ = audit_job.read_inventory_rows(files)
-    renamed = max(r["mtime_ms"] for r in before) + 1_000
+    # two minutes after the last write: the brokers (registered as the model started) have been up past
+    # their first kafka-delete-logs run (30 s after the start) and the margin
+    renamed = max(r["mtime_ms"] for r in before) + 120_000
     fresh = _run_with_ctime(incident, tmp_path / "fresh", ctime_ms=renamed)
     assert _delete_dir_findings(incident, tmp_path, fresh, now_ms=renamed + 1_000) == []
     # the same directories, found two days after the rename: past log.segment.delete.delay.ms

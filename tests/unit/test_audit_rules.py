@@ -405,3 +405,79 @@ def test_no_root_cause_when_every_broker_runs():
     findings, by = run(healthy_cluster())
     assert not by["broker-down"]
     assert not [f for f in findings if f.evidence.get("down_brokers")]
+
+
+# ---------------------------------------------------------------------------------------------
+# Advice never recommends the action that causes the incident (issue 23)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_kraft_readiness_advises_the_write_back_never_a_controller_failover(incident):
+    """``inventory-updates`` has no topic_id in ZooKeeper while its replicas hold one: the old advice
+    "give them ids (IBP >= 2.8 controller failover)" is the failover that mints a new id every replica
+    rejects (KAFKA-14190, the 3.3.1 cluster: "Topic ID in memory: <old> does not match the topic ID for
+    partition ... received: <new>"). The advice is the repair DAG's write-back, with its trigger conf."""
+    _, by = incident
+    (precursor,) = by["topic-id-missing-in-zookeeper"]
+    [readiness] = [f for f in by["kraft-readiness"] if "inventory-updates" in f.evidence.get("topics", ())]
+    conf = readiness.evidence["repair_conf"]
+    assert conf == precursor.evidence["repair_conf"]  # the one combined run (clickstream too)
+    assert conf["strategy"] == "write_back" and "inventory-updates" in conf["topics"]
+    run = "airflow dags trigger kafka_zk_topic_id_repair --conf " + shlex.quote(
+        json.dumps({**conf, "dry_run": False})
+    )
+    assert run in readiness.action
+    assert readiness.evidence["write_back_ids"] == {"inventory-updates": precursor.evidence["write_back_id"]}
+    assert "Do not give them ids by a controller failover" in readiness.action
+    assert "IBP >= 2.8 controller failover" not in readiness.action
+    assert not any("Give them ids" in f.action for f in by["kraft-readiness"])
+
+
+def _without_ids(cluster, *topics):
+    """Rewrite topics as an old client does (no topic_id in ZooKeeper, partition.metadata gone)."""
+    for name in topics:
+        topic = cluster.topics[name]
+        topic.zk_topic_id = None
+        topic.znode_format = 1
+        for d in cluster.replica_dirs(name):
+            d.topic_id = None
+            d.metadata_file = False
+    return cluster
+
+
+def test_kraft_readiness_a_controller_move_only_where_no_replica_holds_an_id_and_after_the_repairs():
+    cluster = _without_ids(incident_cluster(), "metrics-rf1")  # replicas on brokers 0, 1, 2 and 5 only
+    _, by = run(cluster)
+    [fresh] = [f for f in by["kraft-readiness"] if f.evidence.get("topics") == ["metrics-rf1"]]
+    assert "no replica holds one" in fresh.summary
+    assert fresh.action.startswith("The next controller move gives each a new id that its replicas adopt")
+    assert "only after the 1 topic(s) above are repaired" in fresh.action  # inventory-updates first
+    [metadata] = [f for f in by["kraft-readiness"] if "partition.metadata" in f.summary]
+    assert "no controller move before inventory-updates has its topic_id back" in metadata.action
+    # a replica on a broker that was not read may hold an id: inventory it first, no controller move
+    _, partial = run(cluster, inventoried=[0, 1, 2])
+    [blind] = [f for f in partial["kraft-readiness"] if "metrics-rf1" in f.evidence.get("topics", ())]
+    assert blind.evidence["unread_brokers"] == [5] and blind.action.startswith("Inventory broker 5 first")
+
+
+def test_no_leader_changing_advice_for_a_topic_whose_replicas_disagree_with_zookeeper():
+    """A preferred election (or a move) of a topicId-mismatched topic is a leader change its brokers
+    reject: the 3.3.1 cluster kept serving "until the next leader or ISR change", then produce failed."""
+    cluster = incident_cluster()
+    part = cluster.topics["clickstream"].partitions[0]
+    preferred = part.replicas[0]
+    other = next(b for b in part.isr if b != preferred)
+    cluster._bump_state(part, leader=other, isr=part.isr)  # its preferred replica lost the leadership
+    _, by = run(cluster)
+    [imbalance] = [f for f in by["preferred-leader-imbalance"] if f.broker_id == preferred]
+    assert imbalance.action.startswith("First repair the topicId of clickstream (its topic-id-mismatch card)")
+    assert "topic-id:clickstream" in imbalance.evidence["act_after"]
+
+
+def test_moving_a_live_named_dir_is_advised_only_while_its_broker_is_stopped(incident):
+    """``old-logs-*`` on running broker 5 is a loaded log: moving it under the broker takes the log dir
+    offline, the action the cleanup refuses (allow_running_broker_orphans)."""
+    _, by = incident
+    [orphan] = by["orphan-partition-dirs"]
+    assert orphan.broker_id == 5
+    assert "while broker 5 is stopped" in orphan.action and "takes the whole log dir offline" in orphan.action

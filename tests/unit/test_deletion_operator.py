@@ -86,3 +86,42 @@ def test_quarantine_script_moves_once_and_refuses_what_it_must(tmp_path):
 def test_remote_command_carries_no_caller_data():
     command = remote_command(("python3", "/usr/libexec/platform-python"))
     assert command.startswith("sh -c '") and "kafka-logs" not in command
+
+
+def test_a_trigger_that_met_another_cluster_refuses_rather_than_retries():
+    """A wait whose connection now leads elsewhere (or to no cluster) ends in the identity refusal,
+    not in a retryable "not settled"; the settings carry the margin and the pinned cluster id."""
+    from airflow_provider_kafka_zk.maintenance import ClusterIdentityError
+    from airflow_provider_kafka_zk.operators.deletion import (
+        TopicDeletionNotSettledError,
+        TopicDeletionVerifyOperator,
+    )
+
+    operator = TopicDeletionVerifyOperator(
+        task_id="verify",
+        cluster="c",
+        base_path="/tmp/unused",
+        kafka_zookeeper_conn_id="zk",
+        ssh_conn_id="ssh",
+        topics=["t"],
+        delete_dir_margin=12.5,
+    )
+    assert operator._settings()["delete_margin_ms"] == 12_500
+    refused = {
+        "status": "error",
+        "refused": True,
+        "message": "ClusterIdentityError: ... holds no Kafka cluster",
+    }
+    with pytest.raises(ClusterIdentityError, match="holds no Kafka cluster"):
+        operator.execute_complete({}, refused)
+    with pytest.raises(TopicDeletionNotSettledError, match="could not check"):
+        operator.execute_complete({}, {"status": "error", "message": "ConnectionLoss"})
+    with pytest.raises(ValueError, match="delete_dir_margin"):
+        TopicDeletionVerifyOperator(
+            task_id="v",
+            cluster="c",
+            base_path="/x",
+            kafka_zookeeper_conn_id="zk",
+            ssh_conn_id="s",
+            delete_dir_margin=-1,
+        )._settings()

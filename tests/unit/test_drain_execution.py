@@ -164,8 +164,8 @@ def test_someone_elses_reassignment_in_the_znode_is_refused_naming_it():
     assert (step.action, step.refusal, step.batch) == (Action.REFUSE, Refusal.FOREIGN_REASSIGNMENT, 0)
     assert step.message == (
         "/admin/reassign_partitions (chroot /kafka) holds a reassignment that is not this plan's batch 1/2 "
-        "(/admin/reassign_partitions lists replicated-1): refusing to start; wait for it to finish "
-        "(or cancel it) and run again"
+        "(/admin/reassign_partitions lists replicated-1): refusing to start; wait for whoever owns it to "
+        "finish, then run again"
     )
 
 

@@ -447,6 +447,7 @@ def test_facts_with_kafkas_defaults():
         "inter.broker.protocol.version",
         "auto.leader.rebalance.enable",
         "leader.imbalance.per.broker.percentage",
+        "leader.imbalance.check.interval.seconds",
         "min.insync.replicas",
         "unclean.leader.election.enable",
         "log.segment.delete.delay.ms",

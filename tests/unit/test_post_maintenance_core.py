@@ -14,9 +14,12 @@ from airflow_provider_kafka_zk.kafka.audit import BrokerSettings, ClusterFacts, 
 from airflow_provider_kafka_zk.kafka.drain import Move
 from airflow_provider_kafka_zk.kafka.leadership import (
     ElectionScope,
+    auto_rebalance,
     choose_election,
+    elected_before_us,
     election_batches,
     election_outcome,
+    election_report_line,
     leader_imbalance,
 )
 from airflow_provider_kafka_zk.kafka.model import ClusterState
@@ -110,7 +113,10 @@ def test_audit_finding_uses_the_controllers_settings_and_says_what_fixes_it():
     off = _facts(cluster, auto_leader_rebalance_enable=False)
     [finding] = [f for f in audit_cluster(state, off) if f.check == "preferred-leader-imbalance"]
     assert "Kafka will not move leadership back by itself" in finding.action
-    assert '{"brokers": [1]}' in finding.action and "kafka_zk_post_maintenance" in finding.action
+    assert (
+        """airflow dags trigger kafka_zk_post_maintenance --conf '{"cluster": "lead", "brokers": [1], "dry_run": false}'"""
+        in finding.action
+    )
     # the controller's threshold counts, not the imbalanced broker's own setting
     controller = state.controller.broker_id
     lenient = _facts(cluster)
@@ -225,3 +231,89 @@ def test_health_gate_names_missing_brokers_offline_partitions_and_urp_over_basel
     assert [p for p in health_gate(state, [1], 6).problems if "under-replicated" in p] == []
     cluster.start_broker(1)
     assert health_gate(_state(cluster), [1], 0).passed
+
+
+# ---------------------------------------------------------------------------------------------
+# Kafka's own automatic rebalance (issue 26): its settings, and saying when it already elected
+# ---------------------------------------------------------------------------------------------
+
+
+def test_golden_3_3_1_the_controllers_auto_rebalance_elects_an_imbalanced_brokers_leaders():
+    """``KafkaController.checkAndTriggerAutoLeaderRebalance`` (3.3.1): broker 1's imbalance is 3/4 > 10 %;
+    its preferred leaders in the ISR move back. controller.log:
+
+      INFO [Controller id=0] Processing automatic preferred replica leader election
+      INFO [Controller id=0] Starting replica leader election (PREFERRED) for partitions r3-0,r3-1,r3-4
+      triggered by AutoTriggered
+    """
+    cluster = _restarted()
+    assert cluster.auto_leader_rebalance() == [("r3", 0), ("r3", 1), ("r3", 4)]
+    assert cluster.controller_log == [
+        "Processing automatic preferred replica leader election",
+        "Starting replica leader election (PREFERRED) for partitions r3-0,r3-1,r3-4 triggered by AutoTriggered",
+    ]
+    assert not leader_imbalance(_state(cluster))[1].not_leading
+    # the strict ">": with a threshold of 75 % broker 1 (75 %) is not rebalanced; nor while a reassignment runs
+    assert _restarted().auto_leader_rebalance(imbalance_percent=75) == []
+    moving = _restarted()
+    moving.start_reassignment({("one", 1): (0,)})
+    assert moving.auto_leader_rebalance() == []
+    assert moving.controller_log[-1].endswith("for partitions  triggered by AutoTriggered")
+
+
+def test_auto_rebalance_settings_come_from_the_controllers_server_properties_only():
+    """Static KafkaConfig vals (defaults true / 10 / 300): a value under /config/brokers is ignored
+    by the broker ("Non-dynamic configs configured in ZooKeeper will be ignored", DynamicBrokerConfig)."""
+    default = auto_rebalance(0, None)
+    assert (default.enabled, default.imbalance_percent, default.check_interval_s) == (True, 10, 300)
+    assert "its server.properties was not read: Kafka's defaults" in default.describe()
+    rule = auto_rebalance(
+        0,
+        {
+            "auto.leader.rebalance.enable": False,
+            "leader.imbalance.per.broker.percentage": 25,
+            "leader.imbalance.check.interval.seconds": 60,
+        },
+        broker_configs={
+            "<default>": {"auto.leader.rebalance.enable": "true"},
+            "0": {"leader.imbalance.per.broker.percentage": "1"},
+        },
+        release="3.3.1",
+    )
+    assert (rule.enabled, rule.imbalance_percent, rule.check_interval_s) == (False, 25, 60)
+    text = rule.describe()
+    assert text.startswith("auto.leader.rebalance.enable=false on controller 0 (its server.properties)")
+    assert (
+        "/config/brokers/<default> sets auto.leader.rebalance.enable=true, which the broker ignores" in text
+    )
+    assert "/config/brokers/0 sets leader.imbalance.per.broker.percentage=1, which the broker ignores" in text
+
+
+def test_post_maintenance_says_kafka_already_elected_the_preferred_leaders():
+    """The 3.3.1 run of issue 26: the report said "elected: 0" because Kafka's auto rebalance had
+    already moved them; it now says so, and names the partitions."""
+    cluster = _restarted()
+    before = _state(cluster)
+    cluster.auto_leader_rebalance()  # the controller's check ran between the plan and the election
+    now = _state(cluster)
+    rule = auto_rebalance(0, {"auto.leader.rebalance.enable": True})
+    scope = ElectionScope(brokers=frozenset({1}))
+    found = elected_before_us(before, now, scope, rule)
+    assert found.partitions == (("r3", 0), ("r3", 1), ("r3", 4))
+    assert election_report_line(0, found).startswith(
+        "preferred leaders elected: 0, because Kafka's auto leader rebalance already elected 3 (r3-0, r3-1, "
+        "r3-4) before this run's election; auto.leader.rebalance.enable=true on controller 0"
+    )
+    # what this run requested (or moved back) is not someone else's election
+    assert elected_before_us(
+        before, now, scope, rule, requested=[("r3", 0)], moved=[("r3", 1)]
+    ).partitions == (("r3", 4),)
+    # with the rebalance off on the controller, another election did it
+    off = elected_before_us(before, now, scope, auto_rebalance(0, {"auto.leader.rebalance.enable": False}))
+    assert election_report_line(2, off).startswith(
+        "preferred leaders elected: 2, and another election (not Kafka's own: auto.leader.rebalance.enable=false)"
+    )
+    assert (
+        election_report_line(3, elected_before_us(before, before, scope, rule))
+        == "preferred leaders elected: 3"
+    )

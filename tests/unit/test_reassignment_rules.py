@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_provider_kafka_zk.kafka import reassignment as r
+from airflow_provider_kafka_zk.kafka.safety import LeaseHolder
 from airflow_provider_kafka_zk.kafka.znodes import (
     PartitionState,
     ReassignmentEntry,
@@ -93,3 +94,60 @@ def test_a_retry_recognises_its_own_znode_by_content():
     assert r.same_request(partly_done, targets)
     assert not r.same_request(foreign, targets)
     assert not r.same_request(ReassignPartitions(()), targets)
+
+
+# ---------------------------------------------------------------------------------------------
+# A reassignment in flight: whose it is (issue 26), never "cancel it"
+# ---------------------------------------------------------------------------------------------
+
+LEASE = LeaseHolder(
+    dag_id="kafka_zk_pre_maintenance_drain",
+    run_id="manual__first",
+    task_id="execute",
+    host="worker-1:42",
+    since_ms=1_795_000_000_000,
+    expires_ms=1_795_000_900_000,
+    cluster_id="c1",
+)
+FIRST = r.PlannedRun(
+    "/a/prod/drain/20261126T100000",
+    "manual__first",
+    "drain",
+    ({("t", 0): (2, 3), ("t", 1): (3, 2)}, {("t", 2): (2,)}),
+)
+
+
+def test_the_run_whose_plan_holds_the_moves_is_named_with_its_lease():
+    moving = r.in_flight_targets([], ReassignPartitions((ReassignmentEntry("t", 1, (3, 2)),)))
+    advice = r.owner_advice(moving, [FIRST], LEASE)
+    assert advice.startswith(
+        "It belongs to drain run 'manual__first' (/a/prod/drain/20261126T100000/plan.json lists these moves, "
+        "batch 1 of 2); it holds the cluster's maintenance lease. That run is moving data: wait for it"
+    )
+    assert "Do not cancel its reassignment" in advice and "(or cancel it)" not in advice
+
+
+def test_a_partition_going_elsewhere_is_not_that_runs_and_the_lease_is_named():
+    moving = {("t", 1): (4, 2)}  # same partition, another target: not the plan's move
+    assert r.owning_runs(moving, [FIRST]) == []
+    advice = r.owner_advice(moving, [FIRST], LEASE, searched="/a/prod")
+    assert advice.startswith(
+        "The cluster's maintenance lease is held by DAG 'kafka_zk_pre_maintenance_drain' run 'manual__first'"
+    )
+    assert "no plan under /a/prod lists these moves" in advice and "do not cancel" in advice
+
+
+def test_no_owner_of_ours_says_someone_else_started_it_and_never_advises_cancelling():
+    topic = TopicAssignment("t", {0: (4, 2, 3)}, None, adding_replicas={0: (4,)}, removing_replicas={0: (3,)})
+    moving = r.in_flight_targets([topic], None)  # an Admin API reassignment: only the topic znode says so
+    assert moving == {("t", 0): (4, 2)}
+    advice = r.owner_advice(moving, [FIRST], None, searched="/a/prod")
+    assert advice.startswith(
+        "No run of this provider owns it (no maintenance lease is held and no plan under"
+    )
+    assert "cancel" not in advice
+    unknown = r.owner_advice(moving, [], None, lease_read=False)
+    assert (
+        unknown.startswith("Its owner is unknown (the maintenance lease was not read)")
+        and "cancel" not in unknown
+    )

@@ -84,6 +84,9 @@ class ReplicaDir:
     # when the log was loaded): a running broker keeps it when someone removes the file.
     metadata_file: bool = True
     epoch_file: bool = True
+    # A -delete directory Kafka fails to remove (read-only or failing disk): kafka-delete-logs logs
+    # "Exception while deleting ..." and drops it from its queue (LogManager.deleteLogs, 3.3.1).
+    delete_fails: bool = False
 
 
 @dataclass
@@ -165,10 +168,12 @@ class SimulatedCluster:
         self.topics: dict[str, TopicModel] = {}
         self.dirs: list[ReplicaDir] = []
         self.delete_markers: set[str] = set()
+        self._deletions_leaving_delete_dirs: set[str] = set()  # paused deletions asked with leave_delete_dirs
         self.reassignment: list[tuple[str, int, tuple[int, ...]]] = []
         self.broker_configs: dict[str, dict[str, str]] = {}
         self.config_changes: list[str] = []  # entity paths, in notification order
         self.incidents: list[Incident] = []
+        self.controller_log: list[str] = []  # lines the controller's controller.log shows (some steps)
         self.kraft_migration: KraftMigration | None = None
         # security metadata a migration copies (or not), as Kafka's tools and authorizer keep it
         self.acls: dict[tuple[str, str, str], list[dict[str, str]]] = {}  # (pattern, type, name) -> entries
@@ -520,7 +525,9 @@ class SimulatedCluster:
                 d.epoch_file = True
         broker.online = True
         broker.clean_shutdown = False
-        broker.registered_at_ms = self.tick()
+        # the registration's timestamp is the broker's own clock at its start (BrokerIdZNode.encode:
+        # Time.SYSTEM.milliseconds, 3.3.1): the wall clock, however far the model's clock lags
+        broker.registered_at_ms = max(self.tick(), int(time.time() * 1000))
         self.history.append(f"broker {broker_id} started and registered")
         self.incidents = [
             i for i in self.incidents if not (i.broker_id == broker_id and i.kind == "unclean_shutdown")
@@ -529,6 +536,7 @@ class SimulatedCluster:
         self.incidents = [
             i for i in self.incidents if not (i.kind == "offline_partitions" and i.broker_id == broker_id)
         ]
+        self._resume_topic_deletions(broker_id)
 
     def restart_broker(self, broker_id: int) -> None:
         """``systemctl restart kafka``: a controlled shutdown, then a start."""
@@ -614,6 +622,58 @@ class SimulatedCluster:
         self.tick()
         return outcome
 
+    def auto_leader_rebalance(self, imbalance_percent: int = 10) -> list[tuple[str, int]]:
+        """One run of the controller's automatic rebalance (``KafkaController.
+        checkAndTriggerAutoLeaderRebalance``, 3.3.1; every ``leader.imbalance.check.interval.seconds``
+        while ``auto.leader.rebalance.enable`` is on -- the caller decides when it runs).
+
+        Partitions of topics not queued for deletion are grouped by their preferred (first) replica;
+        for a broker whose share not led by it is above ``imbalance_percent``/100, the partitions with
+        no reassignment in flight anywhere and whose preferred replica is alive and in the ISR
+        (``canPreferredReplicaBeLeader``) get it as leader (epoch +1, ISR unchanged). Returns the
+        partitions elected; ``controller_log`` gets the lines Kafka's controller.log shows.
+        """
+        self.controller_log.append("Processing automatic preferred replica leader election")
+        groups: dict[int, list[tuple[str, int]]] = {}
+        for topic in self.topics.values():
+            if topic.name in self.delete_markers:
+                continue
+            for p, part in topic.partitions.items():
+                if part.replicas:
+                    groups.setdefault(part.replicas[0], []).append((topic.name, p))
+        reassigning = bool(self.reassignment) or any(
+            part.adding or part.removing for t in self.topics.values() for part in t.partitions.values()
+        )
+        elected: list[tuple[str, int]] = []
+        for broker_id, keys in sorted(groups.items()):
+            not_leading = [(t, p) for t, p in keys if self.topics[t].partitions[p].leader != broker_id]
+            if not len(not_leading) / len(keys) > imbalance_percent / 100:
+                continue
+            candidates = [
+                (t, p)
+                for t, p in not_leading
+                if not reassigning
+                and self.brokers[broker_id].online
+                and broker_id in self.topics[t].partitions[p].isr
+            ]
+            self.controller_log.append(
+                "Starting replica leader election (PREFERRED) for partitions "
+                f"{','.join(f'{t}-{p}' for t, p in candidates)} triggered by AutoTriggered"
+            )
+            for t, p in candidates:
+                part = self.topics[t].partitions[p]
+                self._bump_state(part, leader=broker_id, isr=part.isr)
+                self._leader_epoch_started(t, p, broker_id, part.leader_epoch)
+                elected.append((t, p))
+        self.incidents = [
+            i
+            for i in self.incidents
+            if not (i.kind == "leader_imbalance" and self._leads_its_preferred(i.broker_id))
+        ]
+        self.history.append(f"automatic preferred leader election: {len(elected)} partition(s) moved")
+        self.tick()
+        return elected
+
     def _leads_its_preferred(self, broker_id: int | None) -> bool:
         return all(
             part.leader == broker_id
@@ -637,6 +697,8 @@ class SimulatedCluster:
             )
             return
         self.delete_markers.add(topic_name)
+        if leave_delete_dirs:
+            self._deletions_leaving_delete_dirs.add(topic_name)
         offline_replicas = sorted(
             {r for part in topic.partitions.values() for r in part.replicas if not self.brokers[r].online}
         )
@@ -666,12 +728,47 @@ class SimulatedCluster:
                 )
             )
             return
+        self._complete_deletion(topic_name, leave_delete_dirs)
+
+    def _complete_deletion(self, topic_name: str, leave_delete_dirs: bool) -> None:
+        """Every replica confirmed StopReplica(delete): the controller's ``completeDeleteTopic`` removes
+        the topic tree, then ``/config/topics/<t>``, then the marker (TopicDeletionManager, 3.3.1)."""
         self._delete_live_replicas(topic_name, leave_delete_dirs)
         del self.topics[topic_name]
         self.delete_markers.discard(topic_name)
+        self._deletions_leaving_delete_dirs.discard(topic_name)
+        self.incidents = [
+            i for i in self.incidents if not (i.kind == "deletion_stuck" and i.topic == topic_name)
+        ]
         self.history.append(
             f"{topic_name}: deleted (znodes removed; {'-delete dirs pending' if leave_delete_dirs else 'dirs removed'})"
         )
+
+    def _resume_topic_deletions(self, broker_id: int) -> list[str]:
+        """A broker holding replicas of topics queued for deletion started: the controller resumes them.
+
+        ``KafkaController.onBrokerStartup`` (3.3.1): "Some replicas ... for topics scheduled for
+        deletion ... are on the newly restarted brokers ... Signaling restart of topic deletion for
+        these topics" -> ``TopicDeletionManager.resumeDeletionForTopics``. A topic still has to be
+        eligible: no other replica broker offline, no reassignment of it. Its replicas then get
+        StopReplica(delete) and, all confirmed, ZooKeeper is cleaned (on a real 3.3.1 cluster 1.6 s
+        after the broker registered; its ``-delete`` directories went 60 s later).
+        """
+        resumed = []
+        for name in sorted(self.delete_markers):
+            topic = self.topics.get(name)
+            if topic is None or not any(broker_id in p.replicas for p in topic.partitions.values()):
+                continue
+            if any(not self.brokers[r].online for p in topic.partitions.values() for r in p.replicas):
+                continue
+            if any(p.adding or p.removing for p in topic.partitions.values()) or any(
+                t == name for t, _, _ in self.reassignment
+            ):
+                continue
+            self.history.append(f"{name}: deletion resumed: broker {broker_id} holding its replicas started")
+            self._complete_deletion(name, name in self._deletions_leaving_delete_dirs)
+            resumed.append(name)
+        return resumed
 
     def _delete_live_replicas(self, topic_name: str, leave_delete_dirs: bool) -> None:
         self._delete_dirs(
@@ -726,6 +823,7 @@ class SimulatedCluster:
                     mtime_ms=self.clock_ms - age_ms,
                     kind=kind,
                     unique_id=self.rng.randbytes(16).hex() if kind is not DirKind.NORMAL else None,
+                    delete_fails=kind is DirKind.DELETE,  # a leftover: Kafka's own delete failed
                 )
             )
         self.incidents.append(

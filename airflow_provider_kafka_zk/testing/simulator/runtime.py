@@ -15,7 +15,9 @@ Each tick, in a thread of the test process:
   a controlled shutdown, then a start (or, for a broker in ``fail_restart``, no start: a broker that
   does not come back);
 * with ``reassignments``, a :class:`~.controller.SimulatedController` steps in the same thread, so
-  one runtime serves a drain, a restart and a move-back in turn.
+  one runtime serves a drain, a restart and a move-back in turn;
+* with ``delete_logs``, each running broker's ``kafka-delete-logs`` task removes ``-delete``
+  directories when Kafka's LogManager would (:class:`~.log_deletion.DeleteLogsTask`).
 
 Kafka's automatic leader rebalance is not simulated: a restarted broker leads nothing until an
 election runs, which is what a cluster with ``auto.leader.rebalance.enable=false`` does (and one
@@ -45,6 +47,7 @@ from .cluster import ReplicaDir
 from .controller import SimulatedController
 from .deploy import DeployedCluster
 from .disk_writer import broker_host
+from .log_deletion import DeleteLogsTask
 from .log_recovery import load_broker_logs
 from .render import topic_assignment
 
@@ -57,6 +60,7 @@ class ClusterRuntime:
     :param restart_dir: where the restart command leaves requests (created).
     :param fail_restart: brokers that stop and never start again when asked to restart.
     :param reassignments: also carry out partition reassignments (a ``SimulatedController``).
+    :param delete_logs: also remove ``-delete`` directories on Kafka's schedule (a ``DeleteLogsTask``).
     """
 
     def __init__(
@@ -67,6 +71,7 @@ class ClusterRuntime:
         interval: float = 0.2,
         fail_restart: Collection[int] = (),
         reassignments: bool = False,
+        delete_logs: bool = False,
     ) -> None:
         self.deployed = deployed
         self.restart_dir = Path(restart_dir)
@@ -77,6 +82,7 @@ class ClusterRuntime:
         self.elections: list[int] = []
         self.preferred_elections: list[dict[tuple[str, int], str]] = []
         self.controller = SimulatedController(deployed, partitions_per_step=50) if reassignments else None
+        self.delete_logs = DeleteLogsTask(deployed) if delete_logs else None
         self._lock = threading.Lock()
         self._client = KazooClient(hosts=deployed.zookeeper_connect)
         self._client.start(timeout=15)
@@ -107,6 +113,8 @@ class ClusterRuntime:
             changed = self._note_removed_files()
             changed |= self._adopt_topic_znodes()
             changed |= self._elect_if_needed()
+            if self.delete_logs is not None:
+                changed |= self.delete_logs.step()
             if changed:
                 self._sync()
             self._preferred_election()
