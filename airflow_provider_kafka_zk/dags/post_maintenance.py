@@ -56,7 +56,7 @@ def build_dag() -> DAG:
         doc_md=__doc__,
         params={
             "cluster": Param(
-                clusters[0], type="string", enum=clusters, description="Cluster to put back", title="Cluster"
+                type="string", enum=clusters, description="Cluster to put back (choose one)", title="Cluster"
             ),
             "drain_run": Param(
                 "",
@@ -67,7 +67,7 @@ def build_dag() -> DAG:
             ),
             "brokers": Param(
                 [],
-                type="array",
+                type=["null", "array"],  # may be empty: the form must not mark it required
                 items={"type": "integer", "minimum": 0},
                 title="Returning brokers",
                 description="Brokers the maintenance stopped (empty: the drain run's brokers)",
