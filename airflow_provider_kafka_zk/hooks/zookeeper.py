@@ -1278,8 +1278,10 @@ class KafkaZooKeeperHook(BaseHook):
         """Connect and check that the chroot really holds a Kafka cluster (a wrong chroot is the usual
         mistake); the message names the cluster id, the ZooKeeper server's version and the live brokers.
 
-        Airflow's UI shows the message as it is (a sentence, not JSON); ``airflow connections test``
-        prints only "Connection success!", so the sentence is also logged at INFO, which it prints.
+        Airflow's UI shows the message as it is (a sentence, not JSON). ``airflow connections test``
+        drops a successful test's message and prints only "Connection success!" (Airflow 3.3.2,
+        ``airflow/cli/commands/connection_command.py``), and its console shows no INFO log: the
+        sentence is printed too (in the API server, stdout is its log).
         """
         try:
             client = self.get_conn()
@@ -1292,7 +1294,7 @@ class KafkaZooKeeperHook(BaseHook):
             message = connection_test_message(
                 self.cluster_id(), zookeeper_server_version(client), brokers, self.config.chroot
             )
-            self.log.info("%s", message)
+            print(message)  # the CLI's only way to show it (above)
             return True, message
         except Exception as exc:
             return False, f"{type(exc).__name__}: {exc}"
