@@ -60,7 +60,7 @@ def build_dag() -> DAG:
             ),
             "drain_run": Param(
                 "",
-                type="string",
+                type=["null", "string"],  # may be empty: the form must not mark it required
                 title="Drain run to undo",
                 description="The pre-maintenance drain whose partitions go back: its Airflow run id or artefact "
                 "folder name (empty: no move-back, only the gate and the election)",

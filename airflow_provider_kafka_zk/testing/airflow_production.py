@@ -144,12 +144,14 @@ class ProductionVenv:
         return cls(venv, time.monotonic() - started, wheel)
 
     def run(
-        self, *args: str, env: Mapping[str, str], timeout: float = 600
+        self, *args: str, env: Mapping[str, str], cwd: Path | None = None, timeout: float = 600
     ) -> subprocess.CompletedProcess[str]:
-        """A program of this venv (``airflow``, ``python`` ...) with ``env``."""
+        """A program of this venv (``airflow``, ``python`` ...) with ``env``, in ``cwd`` (never a
+        checkout: ``python -c`` would import the package from there instead of the wheel)."""
         return subprocess.run(
             [str(self.bin / args[0]), *args[1:]],
             env=dict(env),
+            cwd=cwd or tempfile.gettempdir(),
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -443,6 +445,10 @@ class AirflowProduction:
         started = time.monotonic()
         for name in SERVICES:
             command = [*_pdeathsig(), str(self.venv.bin / "airflow"), name]
+            if name in ("scheduler", "triggerer"):
+                # Airflow's log server binds every interface on a fixed port (8793/8794, no host
+                # option); one host's task logs are read from disk by the api-server anyway
+                command.append("--skip-serve-logs")
             log_path = self.home / f"{name}.log"
             process = _spawn_with_env(command, log_path, self.env, self.home)
             self.services[name] = _Service(name, process, log_path)
@@ -498,7 +504,7 @@ class AirflowProduction:
     # ------------------------------------------------------------------ the CLI
     def cli(self, *args: str, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess[str]:
         """``airflow <args>`` from the venv with the services' environment."""
-        done = self.venv.run("airflow", *args, env=self.env, timeout=timeout)
+        done = self.venv.run("airflow", *args, env=self.env, cwd=self.home, timeout=timeout)
         if check and done.returncode != 0:
             raise RuntimeError(
                 f"airflow {' '.join(args)} failed ({done.returncode}):\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
