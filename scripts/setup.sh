@@ -22,6 +22,13 @@ if ((${#missing[@]})); then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # Debian's postgresql package creates and may start a system cluster (port 5432); the tests run a
+  # private one of their own (initdb on a free port), so stop what the install started.
+  if [[ " ${missing[*]} " == *" postgresql "* ]] && command -v pg_lsclusters >/dev/null; then
+    pg_lsclusters --no-header 2>/dev/null | awk '$4 == "online" {print $1, $2}' | while read -r version name; do
+      $SUDO pg_ctlcluster "$version" "$name" stop || true
+    done
+  fi
 fi
 
 PYTHON=${PYTHON:-python3}
