@@ -26,7 +26,6 @@ built before (for iterating on the tests, never in CI).
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import time
 from collections.abc import Iterator
@@ -347,12 +346,10 @@ def test_the_real_drain_waited_in_the_triggerer_and_was_put_back(deployment, cam
     assert drain.state == "success", drain.error
     # the API showed the execute task deferred while the run went on ...
     assert "deferred" in drain.states_seen["execute"], drain.states_seen
-    # ... and the triggerer ran its trigger: it reports running triggers, and the trigger's own
-    # ZooKeeper sessions (the provider's kazoo logger) are in the triggerer's log, not a worker's
+    # ... and the triggerer ran its trigger: the trigger's own ZooKeeper sessions (the provider's
+    # kazoo logger) are in the triggerer's log. (Its "N triggers currently running" line is a
+    # once-a-minute sample: a short wait falls between two.)
     triggerer_log = airflow.services_log("triggerer")
-    assert re.search(r"\b[1-9][0-9]* triggers currently running", triggerer_log), tail(
-        airflow.home / "triggerer.log"
-    )
     assert "airflow_provider_kafka_zk.kazoo" in triggerer_log, tail(airflow.home / "triggerer.log")
     # partitions moved off the drained broker, then back by the post-maintenance run
     post = next(r for r in campaign.of("rest") if r.dag_id == POST)
