@@ -25,17 +25,20 @@ built before (for iterating on the tests, never in CI).
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from airflow_provider_kafka_zk.kafka.audit import repair_commands
+from airflow_provider_kafka_zk.operators.inventory import run_key
 from airflow_provider_kafka_zk.testing.airflow_production import (
     AirflowProduction,
     AirflowRunFailed,
@@ -356,8 +359,15 @@ def test_the_real_drain_waited_in_the_triggerer_and_was_put_back(deployment, cam
     assert post.state == "success", post.error
     drained = {k for k, r in deployment.prod_assignment.items() if r == (DRAINED,)}
     assert drained, "prod has RF=1 partitions on the drained broker"
-    moved = airflow.task_log(DRAIN, drain.run_id, "verify", 1)
-    assert "metrics-rf1" in moved, moved[-3000:]
+    # the run's folders carry its run key (run_after + run id; no logical date): the plan, and the
+    # inventory after the move that issue 24's drain never wrote
+    dag_run = airflow.run(DRAIN, drain.run_id)
+    key = run_key(drain.run_id, datetime.fromisoformat(dag_run["run_after"].replace("Z", "+00:00")))
+    plan = json.loads((deployment.artefacts / "prod" / "drain" / key / "plan.json").read_text())
+    assert plan["run_id"] == drain.run_id
+    moved = {(m["topic"], int(m["partition"])) for batch in plan["batches"] for m in batch}
+    assert moved == drained, plan["batches"]
+    assert (deployment.artefacts / "prod" / "inventory" / f"{key}-after").is_dir()
     now = _assignment(deployment.clusters["prod"])
     assert {k: now[k] for k in drained} == {k: (DRAINED,) for k in drained}  # moved back
 
