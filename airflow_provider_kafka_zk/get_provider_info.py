@@ -20,6 +20,85 @@ def _field(label: str, schema: dict[str, Any], description: str | None = None) -
     return field
 
 
+def _connection_type(conn_type: str, hook_class: str, hook_name: str) -> dict[str, Any]:
+    """One ``connection-types`` entry. ``kafkazookeeper`` is the type (no ``_``: see
+    ``hooks.zookeeper.CONN_TYPE``); ``kafka_zookeeper``, its first name, stays for saved connections."""
+    return {
+        "connection-type": conn_type,
+        "hook-class-name": hook_class,
+        "hook-name": hook_name,
+        "conn-fields": {
+            "chroot": _field(
+                "Kafka chroot",
+                {"type": ["string", "null"], "pattern": "^(/[^/]+)*$"},
+                "ZooKeeper path Kafka lives under, e.g. /kafka_cluster_01 (empty: the root).",
+            ),
+            "auth_scheme": _field(
+                "Authentication",
+                {"type": ["string", "null"], "enum": ["none", "digest", "sasl"], "default": "none"},
+                "digest: login/password as ZooKeeper digest auth; sasl: SASL (DIGEST-MD5 or GSSAPI).",
+            ),
+            "sasl_mechanism": _field(
+                "SASL mechanism",
+                {
+                    "type": ["string", "null"],
+                    "enum": ["DIGEST-MD5", "GSSAPI"],
+                    "default": "DIGEST-MD5",
+                },
+            ),
+            "sasl_service": _field(
+                "SASL service name",
+                {"type": ["string", "null"], "default": "zookeeper"},
+                "GSSAPI: the service of the ensemble's principal (zookeeper/<host>@REALM).",
+            ),
+            "use_ssl": _field("Use TLS", {"type": ["boolean", "null"], "default": False}),
+            "verify_certs": _field(
+                "Verify server certificate", {"type": ["boolean", "null"], "default": True}
+            ),
+            "check_hostname": _field(
+                "Check server host name",
+                {"type": ["boolean", "null"], "default": False},
+                "TLS: the server certificate must name the host connected to (SAN).",
+            ),
+            "ca_file": _field("CA bundle file", {"type": ["string", "null"]}),
+            "cert_file": _field("Client certificate file", {"type": ["string", "null"]}),
+            "key_file": _field("Client key file", {"type": ["string", "null"]}),
+            "key_password": _field("Client key password", {"type": ["string", "null"], "format": "password"}),
+            "session_timeout": _field(
+                "Session timeout (s)",
+                {"type": ["number", "null"], "default": 30, "minimum": 4, "maximum": 600},
+            ),
+            "connect_timeout": _field(
+                "Connect timeout (s)",
+                {"type": ["number", "null"], "default": 15, "minimum": 1, "maximum": 600},
+            ),
+            "jute_maxbuffer": _field(
+                "Server jute.maxbuffer (bytes)",
+                {"type": ["integer", "null"], "minimum": 4096},
+                "The ensemble's -Djute.maxbuffer; empty: [kafka_zk] jute_maxbuffer, else 1048575.",
+            ),
+            "read_only": _field(
+                "Read-only",
+                {"type": ["boolean", "null"], "default": False},
+                "Refuse every ZooKeeper write through this connection (audit-only use).",
+            ),
+        },
+        "ui-field-behaviour": {
+            "hidden-fields": ["schema", "extra"],
+            "relabeling": {
+                "host": "ZooKeeper hosts",
+                "port": "Default port",
+                "login": "Digest/SASL user",
+                "password": "Digest/SASL password",
+            },
+            "placeholders": {
+                "host": "zk1.example.com:2181,zk2.example.com:2181,zk3.example.com:2181",
+                "port": "2181",
+            },
+        },
+    }
+
+
 def get_provider_info() -> dict[str, Any]:
     return {
         "package-name": "airflow-provider-kafka-zk",
@@ -169,81 +248,15 @@ def get_provider_info() -> dict[str, Any]:
             }
         },
         "connection-types": [
-            {
-                "connection-type": "kafka_zookeeper",
-                "hook-class-name": "airflow_provider_kafka_zk.hooks.zookeeper.KafkaZooKeeperHook",
-                "hook-name": "Kafka ZooKeeper",
-                "conn-fields": {
-                    "chroot": _field(
-                        "Kafka chroot",
-                        {"type": ["string", "null"], "pattern": "^(/[^/]+)*$"},
-                        "ZooKeeper path Kafka lives under, e.g. /kafka_cluster_01 (empty: the root).",
-                    ),
-                    "auth_scheme": _field(
-                        "Authentication",
-                        {"type": ["string", "null"], "enum": ["none", "digest", "sasl"], "default": "none"},
-                        "digest: login/password as ZooKeeper digest auth; sasl: SASL (DIGEST-MD5 or GSSAPI).",
-                    ),
-                    "sasl_mechanism": _field(
-                        "SASL mechanism",
-                        {
-                            "type": ["string", "null"],
-                            "enum": ["DIGEST-MD5", "GSSAPI"],
-                            "default": "DIGEST-MD5",
-                        },
-                    ),
-                    "sasl_service": _field(
-                        "SASL service name",
-                        {"type": ["string", "null"], "default": "zookeeper"},
-                        "GSSAPI: the service of the ensemble's principal (zookeeper/<host>@REALM).",
-                    ),
-                    "use_ssl": _field("Use TLS", {"type": ["boolean", "null"], "default": False}),
-                    "verify_certs": _field(
-                        "Verify server certificate", {"type": ["boolean", "null"], "default": True}
-                    ),
-                    "check_hostname": _field(
-                        "Check server host name",
-                        {"type": ["boolean", "null"], "default": False},
-                        "TLS: the server certificate must name the host connected to (SAN).",
-                    ),
-                    "ca_file": _field("CA bundle file", {"type": ["string", "null"]}),
-                    "cert_file": _field("Client certificate file", {"type": ["string", "null"]}),
-                    "key_file": _field("Client key file", {"type": ["string", "null"]}),
-                    "key_password": _field(
-                        "Client key password", {"type": ["string", "null"], "format": "password"}
-                    ),
-                    "session_timeout": _field(
-                        "Session timeout (s)",
-                        {"type": ["number", "null"], "default": 30, "minimum": 4, "maximum": 600},
-                    ),
-                    "connect_timeout": _field(
-                        "Connect timeout (s)",
-                        {"type": ["number", "null"], "default": 15, "minimum": 1, "maximum": 600},
-                    ),
-                    "jute_maxbuffer": _field(
-                        "Server jute.maxbuffer (bytes)",
-                        {"type": ["integer", "null"], "minimum": 4096},
-                        "The ensemble's -Djute.maxbuffer; empty: [kafka_zk] jute_maxbuffer, else 1048575.",
-                    ),
-                    "read_only": _field(
-                        "Read-only",
-                        {"type": ["boolean", "null"], "default": False},
-                        "Refuse every ZooKeeper write through this connection (audit-only use).",
-                    ),
-                },
-                "ui-field-behaviour": {
-                    "hidden-fields": ["schema", "extra"],
-                    "relabeling": {
-                        "host": "ZooKeeper hosts",
-                        "port": "Default port",
-                        "login": "Digest/SASL user",
-                        "password": "Digest/SASL password",
-                    },
-                    "placeholders": {
-                        "host": "zk1.example.com:2181,zk2.example.com:2181,zk3.example.com:2181",
-                        "port": "2181",
-                    },
-                },
-            }
+            _connection_type(
+                "kafkazookeeper",
+                "airflow_provider_kafka_zk.hooks.zookeeper.KafkaZooKeeperHook",
+                "Kafka ZooKeeper",
+            ),
+            _connection_type(
+                "kafka_zookeeper",
+                "airflow_provider_kafka_zk.hooks.zookeeper.LegacyKafkaZooKeeperHook",
+                "Kafka ZooKeeper (old type name kafka_zookeeper)",
+            ),
         ],
     }

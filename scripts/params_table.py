@@ -33,8 +33,6 @@ def params_table() -> str:
         for name in dag.params:
             param = dag.params.get_param(name)
             default = "required" if param.value is NOTSET else _default(param.value)
-            if name == "cluster":
-                default = "the cluster file's first cluster"
             description = (param.description or "").replace("|", "\\|")
             lines.append(f"| `{name}` | {param.schema.get('title', '')} | {default} | {description} |")
     lines.append(END)

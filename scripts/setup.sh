@@ -7,8 +7,9 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 VENV=$ROOT/.venv
 # krb5-*: a real KDC for the Kerberos (GSSAPI) ZooKeeper tests; libkrb5-dev + gcc build the kerberos module.
+# postgresql: the production-shape test harness runs Airflow's metadata DB on a private cluster of it.
 APT_PACKAGES=(openjdk-17-jre-headless zookeeper libslf4j-java openssh-server openssh-client chromium chromium-driver
-  krb5-kdc krb5-admin-server krb5-user libkrb5-dev gcc)
+  krb5-kdc krb5-admin-server krb5-user libkrb5-dev gcc postgresql)
 
 log() { printf '[setup] %s\n' "$*" >&2; }
 
@@ -21,6 +22,13 @@ if ((${#missing[@]})); then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # Debian's postgresql package creates and may start a system cluster (port 5432); the tests run a
+  # private one of their own (initdb on a free port), so stop what the install started.
+  if [[ " ${missing[*]} " == *" postgresql "* ]] && command -v pg_lsclusters >/dev/null; then
+    pg_lsclusters --no-header 2>/dev/null | awk '$4 == "online" {print $1, $2}' | while read -r version name; do
+      $SUDO pg_ctlcluster "$version" "$name" stop || true
+    done
+  fi
 fi
 
 PYTHON=${PYTHON:-python3}
@@ -44,13 +52,11 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     done ) &
   heartbeat=$!
   trap 'kill "$heartbeat" 2>/dev/null || true' EXIT
+  # apache-spark's provider pulls pyspark-client, which ships the same Python files as pyspark:
+  # constraints.txt pins both to one release, so the files are the same whichever pip installs last
+  # (never uninstall pyspark-client: it deletes pyspark's files). Checked below.
   "$VENV/bin/pip" install -q --disable-pip-version-check -c constraints.txt -e '.[spark,test]' 2>&1 \
     | grep -v "^WARNING: Location" || true
-  # apache-spark's provider pulls pyspark-client, which ships the same files as pyspark and can
-  # overwrite them silently (pyspark.__version__ then says 4.2.0 with 4.3.0 jars; seen here). Put
-  # pyspark's own files back; never uninstall pyspark-client (it deletes pyspark's files).
-  "$VENV/bin/pip" install -q --disable-pip-version-check --force-reinstall --no-deps \
-    "pyspark==$(grep -i '^pyspark==' constraints.txt | cut -d= -f3)" 2>&1 | grep -v "^WARNING: Location" || true
   kill "$heartbeat" 2>/dev/null || true
   echo "$want" > "$stamp"
 fi

@@ -12,12 +12,18 @@ from typing import Any
 from airflow.sdk import DAG
 
 from airflow_provider_kafka_zk.clusters import cluster_setting, load_clusters
+from airflow_provider_kafka_zk.operators.inventory import run_key_of
 
-MACROS = {"cluster_setting": cluster_setting}
-"""``user_defined_macros`` of a manual DAG: templates call ``cluster_setting(params, key)``."""
+MACROS = {"cluster_setting": cluster_setting, "run_key": run_key_of}
+"""``user_defined_macros`` of a manual DAG: templates call ``cluster_setting(params, key)`` and
+``run_key(dag_run)``."""
 
-RUN_TS = "(ts_nodash or dag_run.run_after.strftime('%Y%m%dT%H%M%S'))"
-"""A Jinja expression: the run's folder name (its logical date, or when it was triggered)."""
+RUN_TS = "run_key(dag_run)"
+"""A Jinja expression: the run's folder name, from what every run has (``run_after`` and the run
+id: :func:`~airflow_provider_kafka_zk.operators.inventory.run_key`), the same name the operators
+use by default. Never ``ts_nodash``/``ds``/``logical_date``: a run triggered by ``airflow dags
+trigger`` or ``POST /api/v2/dags/{id}/dagRuns`` has no logical date, and those are undefined
+(StrictUndefined: the template fails)."""
 
 PLAN_DIR = "{{ (ti.xcom_pull(task_ids='plan') or {}).get('plan_dir') }}"
 """The ``plan`` task's artefact folder."""

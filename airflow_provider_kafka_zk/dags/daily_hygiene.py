@@ -87,6 +87,7 @@ def spark_conf(settings: Mapping[str, Any]) -> dict[str, str]:
 
 def build_dag(cluster: str, settings: Mapping[str, Any]) -> DAG:
     """One cluster's daily hygiene DAG."""
+    from airflow_provider_kafka_zk.dags._engine import audit_engine
     from airflow_provider_kafka_zk.operators.audit import ClusterAuditOperator, FindingsGateOperator
     from airflow_provider_kafka_zk.operators.inventory import (
         BrokerInventoryOperator,
@@ -97,6 +98,7 @@ def build_dag(cluster: str, settings: Mapping[str, Any]) -> DAG:
 
     base = artefacts_base(settings)
     store = artefacts_conn_id(settings)
+    engine, engine_warning = audit_engine(cluster, settings)  # in-process when no spark-submit here
     dag_id = f"{DAG_ID}_{cluster}"
     default_args = {
         "retries": int(settings["retries"]),
@@ -110,14 +112,15 @@ def build_dag(cluster: str, settings: Mapping[str, Any]) -> DAG:
     snapshot_dir = "{{ ti.xcom_pull(task_ids='snapshot')['path'] }}"
     with DAG(
         dag_id,
-        description=f"Kafka (ZooKeeper mode) hygiene audit of {cluster}",
+        description=f"Kafka (ZooKeeper mode) hygiene audit of {cluster}"
+        + (f" -- {engine_warning}" if engine_warning else ""),
         schedule=settings["schedule"],
         start_date=datetime(2026, 1, 1),
         catchup=False,
         max_active_runs=1,
         default_args=default_args,
         tags=["kafka", "zookeeper", "audit", cluster],
-        doc_md=__doc__,
+        doc_md=(f"**{engine_warning}**\n\n" if engine_warning else "") + (__doc__ or ""),
     ) as dag:
         snapshot = ZooKeeperSnapshotOperator(
             task_id="snapshot",
@@ -147,7 +150,7 @@ def build_dag(cluster: str, settings: Mapping[str, Any]) -> DAG:
             artefacts_conn_id=store,
             expected_broker_ids=brokers.output,
         )
-        if settings["engine"] == "spark":
+        if engine == "spark":
             from airflow_provider_kafka_zk.operators.spark import ProviderSparkSubmitOperator
 
             audit = ProviderSparkSubmitOperator(
@@ -199,7 +202,16 @@ def build_dag(cluster: str, settings: Mapping[str, Any]) -> DAG:
         if settings["deletion_check"]:
             _deletion_stage(cluster, settings, base, brokers)
         if settings["log_scan"]:
-            _log_scan_stage(cluster, settings, base, brokers, coverage, snapshot, run_ts, snapshot_dir)
+            _log_scan_stage(
+                cluster,
+                {**settings, "engine": engine},
+                base,
+                brokers,
+                coverage,
+                snapshot,
+                run_ts,
+                snapshot_dir,
+            )
         if settings.get("kraft_readiness"):
             _kraft_readiness_stage(
                 cluster, settings, base, audit, (snapshot_dir, inventory_dir, findings_dir), run_ts

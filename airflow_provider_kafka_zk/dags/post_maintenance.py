@@ -57,18 +57,18 @@ def build_dag() -> DAG:
         doc_md=__doc__,
         params={
             "cluster": Param(
-                clusters[0], type="string", enum=clusters, description="Cluster to put back", title="Cluster"
+                type="string", enum=clusters, description="Cluster to put back (choose one)", title="Cluster"
             ),
             "drain_run": Param(
                 "",
-                type="string",
+                type=["null", "string"],  # may be empty: the form must not mark it required
                 title="Drain run to undo",
                 description="The pre-maintenance drain whose partitions go back: its Airflow run id or artefact "
                 "folder name (empty: no move-back, only the gate and the election)",
             ),
             "brokers": Param(
                 [],
-                type="array",
+                type=["null", "array"],  # may be empty: the form must not mark it required
                 items={"type": "integer", "minimum": 0},
                 title="Returning brokers",
                 description="Brokers the maintenance stopped (empty: the drain run's brokers)",

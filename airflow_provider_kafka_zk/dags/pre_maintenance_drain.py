@@ -64,11 +64,10 @@ def build_dag() -> DAG:
         doc_md=__doc__,
         params={
             "cluster": Param(
-                clusters[0],
                 type="string",
                 enum=clusters,
                 title="Cluster",
-                description="The cluster to drain (from the cluster file)",
+                description="The cluster to drain (from the cluster file; choose one)",
             ),
             "brokers": Param(
                 type="array",
@@ -109,7 +108,7 @@ def build_dag() -> DAG:
             ),
             "excluded_topics": Param(
                 [],
-                type="array",
+                type=["null", "array"],  # may be empty: the form must not mark it required
                 items={"type": "string"},
                 title="Topics left alone",
                 description="Topics never moved, even if in scope",

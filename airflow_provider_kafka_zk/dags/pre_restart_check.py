@@ -45,10 +45,9 @@ def build_dag() -> DAG:
         one_at_a_time=False,
         params={
             "cluster": Param(
-                clusters[0],
                 type="string",
                 enum=clusters,
-                description="Cluster of the broker",
+                description="Cluster of the broker (choose one)",
                 title="Cluster",
             ),
             "broker": Param(

@@ -68,11 +68,11 @@ def build_dag() -> DAG:
         doc_md=__doc__,
         params={
             "cluster": Param(
-                clusters[0], type="string", enum=clusters, description="Cluster to repair", title="Cluster"
+                type="string", enum=clusters, description="Cluster to repair (choose one)", title="Cluster"
             ),
             "topics": Param(
                 [],
-                type="array",
+                type=["null", "array"],  # may be empty: the form must not mark it required
                 items={"type": "string", "minLength": 1},
                 description="Topics to repair; empty: every topic whose ids disagree in the fresh snapshot and inventory",
                 title="Topics to repair",

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
 import posixpath
 import time
@@ -513,6 +512,16 @@ class SnapshotLoadReport:
         }
 
 
+CONN_TYPE = "kafkazookeeper"
+"""The connection type. No ``_``: a URI scheme may not hold one (RFC 3986 section 3.1), and Airflow 3.3's
+``Connection.get_uri()`` -- called on every connection fetch to cache it -- logs "Connection schemes
+(type: ...) shall not contain '_'" for a type that does (``airflow/models/connection.py``); no ``-``
+either: Airflow reads ``-`` in a URI scheme back as ``_``. Airflow's own providers do the same
+(``pydantic_ai`` became ``pydanticai``)."""
+LEGACY_CONN_TYPE = "kafka_zookeeper"
+"""The type's first name; connections saved with it still work (:class:`LegacyKafkaZooKeeperHook`)."""
+
+
 class KafkaZooKeeperHook(BaseHook):
     """ZooKeeper of one Kafka cluster, through kazoo, rooted at the cluster's chroot.
 
@@ -526,7 +535,7 @@ class KafkaZooKeeperHook(BaseHook):
 
     conn_name_attr = "kafka_zookeeper_conn_id"
     default_conn_name = "kafka_zookeeper_default"
-    conn_type = "kafka_zookeeper"
+    conn_type = CONN_TYPE
     hook_name = "Kafka ZooKeeper"
 
     def __init__(
@@ -1266,7 +1275,14 @@ class KafkaZooKeeperHook(BaseHook):
 
     # ------------------------------------------------------------------ connection test
     def test_connection(self) -> tuple[bool, str]:
-        """Connect and check that the chroot really holds a Kafka cluster (a wrong chroot is the usual mistake)."""
+        """Connect and check that the chroot really holds a Kafka cluster (a wrong chroot is the usual
+        mistake); the message names the cluster id, the ZooKeeper server's version and the live brokers.
+
+        Airflow's UI shows the message as it is (a sentence, not JSON). ``airflow connections test``
+        drops a successful test's message and prints only "Connection success!" (Airflow 3.3.2,
+        ``airflow/cli/commands/connection_command.py``), and its console shows no INFO log: the
+        sentence is printed too (in the API server, stdout is its log).
+        """
         try:
             client = self.get_conn()
             if not client.exists(znodes.BROKER_IDS):
@@ -1275,8 +1291,55 @@ class KafkaZooKeeperHook(BaseHook):
                     f"({znodes.BROKER_IDS} is missing): check the chroot"
                 )
             brokers = sorted(int(b) for b in client.get_children(znodes.BROKER_IDS))
-            return True, json.dumps({"cluster_id": self.cluster_id(), "live_brokers": brokers})
+            message = connection_test_message(
+                self.cluster_id(), zookeeper_server_version(client), brokers, self.config.chroot
+            )
+            print(message)  # the CLI's only way to show it (above)
+            return True, message
         except Exception as exc:
             return False, f"{type(exc).__name__}: {exc}"
         finally:
             self.close()
+
+
+class LegacyKafkaZooKeeperHook(KafkaZooKeeperHook):
+    """:class:`KafkaZooKeeperHook` under the connection type's first name, ``kafka_zookeeper``, so
+    connections saved with it keep working. Airflow 3.3 logs the RFC 3986 warning each time it fetches
+    one: change their type to ``kafkazookeeper`` (same fields)."""
+
+    conn_type = LEGACY_CONN_TYPE
+    hook_name = "Kafka ZooKeeper (old type name kafka_zookeeper)"
+
+
+def zookeeper_server_version(client: KazooClient) -> str | None:
+    """The connected server's version from the ``srvr`` four-letter word (in ZooKeeper's default
+    ``4lw.commands.whitelist`` since 3.5; kazoo's ``server_version()`` asks ``envi``, which is not);
+    None when the server does not answer it (not whitelisted, or a TLS-only port)."""
+    try:
+        reply = client.command(b"srvr")
+    except Exception:  # a refused or unsupported four-letter word: the version is only informative
+        return None
+    for line in str(reply).splitlines():
+        if line.lower().startswith("zookeeper version:"):
+            return line.split(":", 1)[1].split(",", 1)[0].strip().split("-", 1)[0] or None
+    return None
+
+
+def connection_test_message(
+    cluster_id: str | None, zookeeper_version: str | None, live_brokers: Sequence[int], chroot: str | None
+) -> str:
+    """The sentence a successful connection test shows: cluster id, ZooKeeper version, live brokers.
+
+    :param cluster_id: ``/cluster/id`` (None: ZooKeeper holds none; its first controller writes it).
+    :param zookeeper_version: the server's release, None when it did not say.
+    :param live_brokers: the registered broker ids.
+    :param chroot: the connection's chroot.
+    """
+    cluster = f"Kafka cluster {cluster_id}" if cluster_id else "Kafka cluster (no /cluster/id yet)"
+    version = (
+        f"ZooKeeper {zookeeper_version}"
+        if zookeeper_version
+        else "ZooKeeper (version not told: srvr refused)"
+    )
+    live = ", ".join(str(b) for b in live_brokers) or "none"
+    return f"{cluster} in {chroot or '/'} on {version}; live brokers: {live} ({len(live_brokers)})"

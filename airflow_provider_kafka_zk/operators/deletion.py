@@ -43,6 +43,7 @@ from airflow_provider_kafka_zk.maintenance import (
     parse_safety_flags,
     pin_zookeeper_identity,
 )
+from airflow_provider_kafka_zk.operators.inventory import run_key_of
 from airflow_provider_kafka_zk.triggers.deletion import (
     DeletionCheck,
     TopicDeletionTrigger,
@@ -238,9 +239,9 @@ class TopicDeletionVerifyOperator(BaseOperator):
         return int(seconds * 1000)
 
     def _ts(self, context: Context) -> str:
-        value = self.run_ts or context.get("ts_nodash")
-        if not value and context.get("dag_run") is not None:
-            value = context["dag_run"].run_after.strftime("%Y%m%dT%H%M%S")
+        # the run's key (run_after + run id), never its logical date: REST/CLI runs have none
+        dag_run = context.get("dag_run")
+        value = self.run_ts or (run_key_of(dag_run) if dag_run is not None else context.get("ts_nodash"))
         value = str(value or datetime.now(UTC).strftime("%Y%m%dT%H%M%S"))
         if not _TS.fullmatch(value):
             raise ValueError(f"run_ts must be a plain timestamp name, not {value!r}")

@@ -12,8 +12,8 @@
     )
     brokers >> inventory >> coverage
 
-Artefacts under ``<base>/<cluster>/inventory/<ts>/`` (``<ts>`` is the run's logical date, e.g.
-``20261122T061800.000000Z``, unless given, so every mapped task of a run writes to the same place):
+Artefacts under ``<base>/<cluster>/inventory/<ts>/`` (``<ts>`` is the run's key, :func:`run_key`, e.g.
+``20261122T061800.000000Z-3f2a9c1e``, unless given, so every mapped task of a run writes to the same place):
 
 * ``broker=<id>/part-0.parquet``: one row per directory in the broker's log dirs; the broker's facts
   (server.properties settings, identity checks) as JSON in the schema metadata ``kafka_zk.inventory``.
@@ -31,6 +31,7 @@ reads exactly the partition rows, with the ``broker`` column. Every file is writ
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import posixpath
@@ -250,16 +251,36 @@ def read_inventory_summary(path: str) -> dict[str, Any]:
     return json.loads(metadata[SUMMARY_METADATA_KEY])
 
 
-def _resolve_ts(value: str | None, context: Context) -> str:
-    """The given name, else the run's logical date (or run_after) as ``20261122T061800.000000Z``.
+def run_key(run_id: str, run_after: datetime) -> str:
+    """A run's artefact folder name: ``<run_after UTC>-<8 hex of the run id>``, e.g.
+    ``20261122T061800.123456Z-3f2a9c1e``.
 
-    Taken from the run, not the clock, so every mapped task of a run writes to one directory; the
-    format is the snapshots' (UTC, sortable, no ':' for object stores).
+    Built from what every run has. A run triggered by ``airflow dags trigger`` or the REST API has
+    no logical date (``ts``, ``ds``, ``logical_date`` are undefined in Airflow 3), so a name from
+    the logical date would fail there. ``run_after`` never changes for a run (clearing keeps it), so
+    retries and cleared tasks find their run's folder again; it sorts the folders by time. The run
+    id's digest tells apart two runs given the same ``run_after`` (the REST API accepts one).
+    No ``:`` or ``+`` (object stores, shells).
+
+    :param run_id: the Airflow run id.
+    :param run_after: the run's ``run_after`` (aware, or naive UTC).
     """
+    moment = run_after if run_after.tzinfo is not None else run_after.replace(tzinfo=UTC)
+    digest = hashlib.sha256(str(run_id).encode()).hexdigest()[:8]
+    return f"{moment.astimezone(UTC).strftime(TS_FORMAT)}-{digest}"
+
+
+def run_key_of(dag_run: Any) -> str:
+    """:func:`run_key` of a DAG run (the ``dag_run`` of a task's context; a template macro too)."""
+    return run_key(dag_run.run_id, dag_run.run_after)
+
+
+def _resolve_ts(value: str | None, context: Context) -> str:
+    """The given name, else the run's :func:`run_key`, so every mapped task of a run writes to one
+    directory; never the logical date, which runs triggered over REST or the CLI do not have."""
     if value:
         return str(value)
-    moment = context.get("logical_date") or context["dag_run"].run_after
-    return moment.astimezone(UTC).strftime(TS_FORMAT)
+    return run_key_of(context["dag_run"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -339,7 +360,7 @@ class BrokerInventoryOperator(BaseOperator):
     :param broker_hosts: ``{broker id: host}`` for brokers that are not registered (stopped).
     :param server_properties_path: ``server.properties`` on the hosts (``{broker_id}`` allowed);
         default: read from the running ``kafka.Kafka`` process.
-    :param inventory_ts: the run's directory name (default: from the run's logical date, so every
+    :param inventory_ts: the run's directory name (default: the run's :func:`run_key`, so every
         mapped task of a run writes to one directory).
     :param known_hosts: extra known_hosts files (host keys are always verified).
     :param connect_timeout: SSH connect timeout in seconds (default: the connection's).
@@ -503,7 +524,7 @@ class InventoryCoverageOperator(BaseOperator):
     :param base_path: artefact base, local directory or fsspec URL.
     :param artefacts_conn_id: the Airflow connection of an object-store base (as the inventory's).
     :param expected_broker_ids: every broker the run should cover (usually the list task's output).
-    :param inventory_ts: the run's directory name (default: from the run's logical date).
+    :param inventory_ts: the run's directory name (default: the run's :func:`run_key`).
     :param fail_when_partial: fail this task too when a broker is missing.
     """
 

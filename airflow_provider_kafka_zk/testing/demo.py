@@ -309,7 +309,7 @@ def dag_environment(
     if drain_cluster:
         extra[f"AIRFLOW_CONN_KAFKA_ZK_{DRAIN_CLUSTER.upper()}"] = json.dumps(
             {
-                "conn_type": "kafka_zookeeper",
+                "conn_type": "kafkazookeeper",
                 "host": zookeeper.connect_string,
                 "extra": {"chroot": DRAIN_CHROOT},
             }
@@ -326,7 +326,7 @@ def dag_environment(
         "KAFKA_ZK_CLUSTERS_FILE": str(write_demo_clusters_file(workdir, drain_cluster=drain_cluster)),
         "KAFKA_ZK_ARTEFACTS_BASE": str(workdir / "artefacts"),
         "AIRFLOW_CONN_KAFKA_ZK_DEMO": json.dumps(
-            {"conn_type": "kafka_zookeeper", "host": zookeeper.connect_string, "extra": {"chroot": CHROOT}}
+            {"conn_type": "kafkazookeeper", "host": zookeeper.connect_string, "extra": {"chroot": CHROOT}}
         ),
         "AIRFLOW_CONN_KAFKA_ZK_DEMO_SSH": json.dumps(sshd.airflow_connection_fields(addresses[0])),
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),

@@ -39,20 +39,27 @@ def test_entry_point_is_registered():
     assert ours[0].load()()["package-name"] == "airflow-provider-kafka-zk"
 
 
-def test_providers_manager_loads_connection_type_and_form(airflow_home):
+@pytest.mark.parametrize(
+    ("conn_type", "hook_class"),
+    [
+        ("kafkazookeeper", "KafkaZooKeeperHook"),  # the type: no '_' (RFC 3986 scheme)
+        ("kafka_zookeeper", "LegacyKafkaZooKeeperHook"),  # its first name: saved connections keep working
+    ],
+)
+def test_providers_manager_loads_connection_type_and_form(airflow_home, conn_type, hook_class):
     from airflow.providers_manager import ProvidersManager
     from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
 
     manager = ProvidersManager()
     assert "airflow-provider-kafka-zk" in manager.providers
-    hook = ProvidersManagerTaskRuntime().hooks["kafka_zookeeper"]
+    hook = ProvidersManagerTaskRuntime().hooks[conn_type]
     assert hook is not None
-    assert hook.hook_class_name == "airflow_provider_kafka_zk.hooks.zookeeper.KafkaZooKeeperHook"
+    assert hook.hook_class_name == f"airflow_provider_kafka_zk.hooks.zookeeper.{hook_class}"
     assert hook.connection_id_attribute_name == "kafka_zookeeper_conn_id"
     widgets = manager.connection_form_widgets
-    assert "extra__kafka_zookeeper__chroot" in widgets
-    assert widgets["extra__kafka_zookeeper__key_password"].is_sensitive
-    behaviour = manager.field_behaviours["kafka_zookeeper"]
+    assert f"extra__{conn_type}__chroot" in widgets
+    assert widgets[f"extra__{conn_type}__key_password"].is_sensitive
+    behaviour = manager.field_behaviours[conn_type]
     assert behaviour["relabeling"]["host"] == "ZooKeeper hosts"
 
 

@@ -371,8 +371,12 @@ def test_connection_form_test_shows_cluster_id(browser, airflow_ui, healthy, zoo
     assert _port_cell(browser, conn_id) == port  # saved exactly as typed
     _xfail_if_airflow_rejects_portless_test(toast, port)
     assert toast["title"] == "Test Connection Successful", toast
-    result = json.loads(toast["description"])
-    assert result == {"cluster_id": healthy.cluster.cluster_id, "live_brokers": [0, 1, 2, 3, 4, 5]}
+    # a sentence, not a raw JSON string: cluster id, the server's ZooKeeper release, live brokers
+    assert re.fullmatch(
+        rf"Kafka cluster {re.escape(healthy.cluster.cluster_id)} in {re.escape(healthy.chroot)} on "
+        r"ZooKeeper 3\.[0-9]+\.[0-9]+; live brokers: 0, 1, 2, 3, 4, 5 \(6\)",
+        toast["description"],
+    ), toast
     _screenshot(browser, "kafka-zookeeper-connection-test-success.png")
 
 

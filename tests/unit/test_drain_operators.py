@@ -75,10 +75,18 @@ def test_dag_form_requires_brokers_and_defaults_to_a_dry_run(monkeypatch):
     assert params["dry_run"] is True and params["allow_partial"] is False and params["scope"] == "rf1"
     with pytest.raises(ParamValidationError):
         ParamsDict(dict(params.items())).validate()  # brokers has no default: required
+    cluster = params.get_param("cluster").schema["enum"][0]
+    with pytest.raises(ParamValidationError, match="cluster"):
+        _validate(params, {"brokers": [1]})  # no default cluster: the user chooses
     for bad in ({"brokers": []}, {"brokers": ["one"]}, {"throttle_mb_per_sec": 0}, {"scope": "some"}):
         with pytest.raises(ParamValidationError):
-            _validate(params, {"brokers": [1], **bad})
-    assert _validate(params, {"brokers": [1, 2], "max_bytes_per_batch": None})["brokers"] == [1, 2]
+            _validate(params, {"cluster": cluster, "brokers": [1], **bad})
+    valid = _validate(params, {"cluster": cluster, "brokers": [1, 2], "max_bytes_per_batch": None})
+    assert valid["brokers"] == [1, 2]
+    assert (
+        _validate(params, {"cluster": cluster, "brokers": [1], "excluded_topics": None})["excluded_topics"]
+        is None
+    )
     assert {"execute", "clear_throttles", "verify", "stop_if_dry_run"} <= set(dag.task_ids)
     assert dag.get_task("clear_throttles").trigger_rule == "all_done"
 

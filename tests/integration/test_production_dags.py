@@ -1,0 +1,459 @@
+"""Every shipped DAG, run the way production runs it (issue 24): the provider's wheel installed in a
+fresh virtualenv (``pip install '<wheel>[spark]' apache-airflow-providers-postgres -c
+constraints.txt``), Airflow's metadata DB on PostgreSQL (Debian's package, a private cluster on
+loopback), LocalExecutor, and ``airflow api-server``, ``scheduler``, ``dag-processor`` and
+``triggerer`` as four processes (``airflow_provider_kafka_zk.testing.airflow_production``).
+Connections are stored with ``airflow connections add``.
+
+The simulated clusters live in a ZooKeeper and an sshd of this module: ``prod`` (healthy, RF=1
+topics, its simulated controller carrying out reassignments in a thread), ``incident`` (the demo's
+incident cluster) and ``healthy`` (on a ZooKeeper of its own, stopped and started again in the
+outage test). Every DAG is triggered three ways and must succeed each time:
+
+* ``POST /api/v2/dags/{id}/dagRuns`` with ``logical_date: null`` (Airflow 3's default; the run has no
+  ``ts``/``ds``: the bug of issue 24), including a real drain (its wait on the reassignment deferred
+  to the triggerer) and the post-maintenance move-back of that drain by run id;
+* ``airflow dags trigger`` (no logical date either), the topicId repair by the exact command line
+  the audit report prints;
+* the trigger form in headless Chromium, filled in field by field as a person does.
+
+All runs are triggered up front and run concurrently (Airflow serialises each mutating DAG itself:
+``max_active_runs=1``); the tests then look at the results. One harness per session: the venv is
+built once (about a minute with a warm pip cache). ``KAFKA_ZK_PRODUCTION_VENV=<dir>`` reuses a venv
+built before (for iterating on the tests, never in CI).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_kafka_zk.kafka.audit import repair_commands
+from airflow_provider_kafka_zk.operators.inventory import run_key
+from airflow_provider_kafka_zk.testing.airflow_production import (
+    AirflowProduction,
+    AirflowRunFailed,
+    PostgresServer,
+    ProductionVenv,
+    TriggerFormBrowser,
+    tail,
+    triggered_run_id,
+)
+from airflow_provider_kafka_zk.testing.simulator import DeployedCluster, healthy_cluster, incident_cluster
+from airflow_provider_kafka_zk.testing.simulator.runtime import ClusterRuntime
+from airflow_provider_kafka_zk.testing.simulator.scenarios import maintenance_cluster
+from airflow_provider_kafka_zk.testing.sshd import SshServer
+from airflow_provider_kafka_zk.testing.zookeeper import ZooKeeperServer
+
+# The first test pays for the deployment and for every run (they run concurrently, once): more than
+# the suite's 600 s per test on two shared cores.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(3600)]
+
+REPO = Path(__file__).resolve().parents[2]
+HOSTS = tuple(f"127.0.0.{i}" for i in range(2, 8))  # the scenarios' brokers 0-5
+DAILY = "kafka_zk_daily_hygiene_{}"
+DRAIN = "kafka_zk_pre_maintenance_drain"
+POST = "kafka_zk_post_maintenance"
+REPAIR = "kafka_zk_topic_id_repair"
+RESTART = "kafka_zk_pre_restart_check"
+DRAINED = 2  # prod's broker with RF=1 partitions
+REPAIR_TOPICS = ["clickstream", "inventory-updates"]  # the incident cluster's KAFKA-14190 topics
+RUN_TIMEOUT = 1500  # generous: two cores shared by 4 services, LocalExecutor workers, Spark and Chromium
+
+
+# ----------------------------------------------------------------------------- the deployment
+@dataclass
+class Deployment:
+    airflow: AirflowProduction
+    clusters: dict[str, DeployedCluster]
+    outage_zookeeper: ZooKeeperServer
+    artefacts: Path
+    prod_assignment: dict[tuple[str, int], tuple[int, ...]]
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def _cluster_table(name: str, deployed: DeployedCluster, artefacts: Path, **extra: str) -> str:
+    hosts = ", ".join(f'"{b}" = "{HOSTS[b]}"' for b in sorted(deployed.cluster.brokers))
+    lines = [
+        f"[clusters.{name}]",
+        f'kafka_zookeeper_conn_id = "kafka_zk_{name}"',
+        'ssh_conn_id = "kafka_zk_ssh"',
+        f'base_path = "{artefacts}"',
+        f'server_properties_path = "{deployed.root}/broker-{{broker_id}}/config/server.properties"',
+        f"broker_hosts = {{ {hosts} }}",
+        "retry_delay_s = 5",
+        *(f"{k} = {v}" for k, v in extra.items()),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory) -> Iterator[Deployment]:
+    work = tmp_path_factory.mktemp("production")
+    timings: dict[str, float] = {}
+    started = time.monotonic()
+    reuse = os.environ.get("KAFKA_ZK_PRODUCTION_VENV")
+    venv = ProductionVenv(Path(reuse)) if reuse else ProductionVenv.build(work)
+    timings["venv (wheel, venv, pip install)"] = time.monotonic() - started
+    artefacts = work / "artefacts"
+    with (
+        ZooKeeperServer(work / "zookeeper") as zookeeper,
+        ZooKeeperServer(work / "zookeeper-outage") as outage_zookeeper,
+        SshServer(HOSTS, work_dir=work / "sshd") as sshd,
+        PostgresServer() as postgres,
+        DeployedCluster(
+            maintenance_cluster(name="prod"), zookeeper.connect_string, "/kafka_prod", work / "prod-hosts"
+        ) as prod,
+        DeployedCluster(
+            incident_cluster(name="incident"),
+            zookeeper.connect_string,
+            "/kafka_incident",
+            work / "incident-hosts",
+        ) as incident,
+        DeployedCluster(
+            healthy_cluster(name="healthy"),
+            outage_zookeeper.connect_string,
+            "/kafka_healthy",
+            work / "healthy-hosts",
+        ) as healthy,
+        ClusterRuntime(prod, restart_dir=work / "prod-restarts", reassignments=True),
+    ):
+        clusters = {"prod": prod, "incident": incident, "healthy": healthy}
+        clusters_file = work / "kafka_zk_clusters.toml"
+        clusters_file.write_text(
+            _cluster_table("prod", prod, artefacts, engine='"spark"')
+            + _cluster_table("incident", incident, artefacts, engine='"in-process"')
+            + _cluster_table("healthy", healthy, artefacts, engine='"in-process"')
+        )
+        airflow = AirflowProduction(
+            venv,
+            postgres,
+            work / "airflow-home",
+            dags_folder=REPO / "dags",
+            extra_env={
+                "KAFKA_ZK_CLUSTERS_FILE": str(clusters_file),
+                "PYSPARK_PYTHON": str(venv.python),
+                "SPARK_LOCAL_IP": "127.0.0.1",
+                # runs come from triggers only: no scheduled run of a daily DAG competes with them
+                "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",
+            },
+        )
+        started = time.monotonic()
+        with airflow:
+            timings["airflow start (migrate, reserialize, services healthy)"] = time.monotonic() - started
+            timings.update({f"  {k}": v for k, v in airflow.started_s.items()})
+            started = time.monotonic()
+            for name, deployed in clusters.items():
+                airflow.add_connection(
+                    f"kafka_zk_{name}",
+                    {
+                        "conn_type": "kafkazookeeper",
+                        "host": deployed.zookeeper_connect.rsplit("/", 1)[0],
+                        "port": 2181,
+                        "extra": {
+                            "chroot": "/" + deployed.zookeeper_connect.rsplit("/", 1)[1],
+                            "connect_timeout": 5,
+                            "session_timeout": 10,
+                        },
+                    },
+                )
+            airflow.add_connection("kafka_zk_ssh", sshd.airflow_connection_fields(HOSTS[0], conn_timeout=5))
+            airflow.add_connection("spark_default", {"conn_type": "spark", "host": "local[1]"})
+            timings["connections add (5)"] = time.monotonic() - started
+            yield Deployment(airflow, clusters, outage_zookeeper, artefacts, _assignment(prod), timings)
+
+
+def _assignment(deployed: DeployedCluster) -> dict[tuple[str, int], tuple[int, ...]]:
+    return {
+        (t, p): tuple(partition.replicas)
+        for t, topic in deployed.cluster.topics.items()
+        for p, partition in topic.partitions.items()
+    }
+
+
+# ----------------------------------------------------------------------------- the runs
+@dataclass
+class Run:
+    path: str  # rest | cli | browser
+    dag_id: str
+    conf: dict[str, Any]
+    run_id: str = ""
+    state: str = ""
+    error: str = ""
+    seconds: float = 0.0
+    triggered_at: float = 0.0
+    states_seen: dict[str, set[str]] = field(default_factory=dict)
+
+
+@dataclass
+class Campaign:
+    runs: list[Run]
+    seconds: float
+
+    def of(self, path: str) -> list[Run]:
+        return [r for r in self.runs if r.path == path]
+
+
+def _watch(run: Run):
+    def seen(task_instances: list[dict[str, Any]]) -> None:
+        for ti in task_instances:
+            run.states_seen.setdefault(ti["task_id"], set()).add(str(ti["state"]))
+
+    return seen
+
+
+def _wait(airflow: AirflowProduction, run: Run) -> None:
+    try:
+        airflow.wait_for_run(run.dag_id, run.run_id, timeout=RUN_TIMEOUT, watch=_watch(run))
+        run.state = "success"
+    except AirflowRunFailed as exc:
+        run.state, run.error = "failed", str(exc)
+    run.seconds = time.monotonic() - run.triggered_at
+
+
+REST_RUNS = [
+    ("daily", DAILY.format("prod"), {}),
+    ("drain", DRAIN, {"cluster": "prod", "brokers": [DRAINED], "dry_run": False, "poll_interval_s": 0.5}),
+    ("repair", REPAIR, {"cluster": "incident", "topics": REPAIR_TOPICS, "dry_run": True}),
+    ("restart", RESTART, {"cluster": "prod", "broker": DRAINED}),
+]
+
+
+@pytest.fixture(scope="module")
+def campaign(deployment: Deployment, browser_session) -> Campaign:
+    """Trigger every DAG over REST, the CLI and the browser form, then wait for every run."""
+    airflow = deployment.airflow
+    started = time.monotonic()
+    for dag_id in {DAILY.format("prod"), DAILY.format("healthy"), DRAIN, POST, REPAIR, RESTART}:
+        airflow.unpause(dag_id)
+    runs: dict[str, Run] = {}
+
+    def trigger(key: str, run: Run) -> None:
+        run.triggered_at = time.monotonic()
+        try:
+            if run.path == "rest":
+                run.run_id = airflow.trigger_rest(run.dag_id, run.conf)
+            elif run.path == "cli":
+                run.run_id = airflow.trigger_cli(run.dag_id, run.conf)
+            else:
+                run.run_id = browser_session.trigger(run.dag_id, run.conf)
+        except Exception as exc:  # recorded: the test of that path fails with it
+            run.state, run.error = "not triggered", f"{type(exc).__name__}: {exc}"
+        runs[key] = run
+
+    for name, dag_id, conf in REST_RUNS:
+        trigger(f"rest {name}", Run("rest", dag_id, conf))
+    # The CLI: the commands a person types, on the healthy cluster (and the incident one for the
+    # repair, by the exact command line the audit report prints).
+    for name, dag_id, conf in [
+        ("daily", DAILY.format("healthy"), {}),
+        ("drain", DRAIN, {"cluster": "healthy", "brokers": [1], "dry_run": True}),
+        ("post", POST, {"cluster": "healthy", "brokers": [1], "dry_run": True}),
+        ("restart", RESTART, {"cluster": "healthy", "broker": 1}),
+    ]:
+        trigger(f"cli {name}", Run("cli", dag_id, conf))
+    printed = repair_commands({"cluster": "incident", "topics": REPAIR_TOPICS, "strategy": "auto"})["dry_run"]
+    run = Run("cli", REPAIR, {"printed": printed})
+    run.triggered_at = time.monotonic()
+    done = subprocess.run(
+        ["bash", "-c", printed + " --output json"],
+        env=airflow.env,
+        cwd=airflow.home,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if done.returncode == 0:
+        run.run_id = triggered_run_id(done.stdout)
+    else:
+        run.state, run.error = "not triggered", done.stdout[-2000:] + done.stderr[-2000:]
+    runs["cli repair"] = run
+    # The browser: the trigger form, field by field.
+    for name, dag_id, conf in [
+        ("restart", RESTART, {"cluster": "incident", "broker": 0}),
+        ("repair", REPAIR, {"cluster": "incident", "topics": REPAIR_TOPICS}),
+        ("drain", DRAIN, {"cluster": "healthy", "brokers": [1]}),
+        ("post", POST, {"cluster": "healthy", "brokers": [1]}),
+        ("daily", DAILY.format("healthy"), {}),  # in-process (prod's audit on Spark runs once, over REST)
+    ]:
+        trigger(f"browser {name}", Run("browser", dag_id, conf))
+
+    # the move-back of the real drain, by its run id, once the drain is done
+    drain = runs["rest drain"]
+    if drain.run_id:
+        _wait(airflow, drain)
+    post = Run(
+        "rest",
+        POST,
+        {"cluster": "prod", "drain_run": drain.run_id, "dry_run": False, "poll_interval_s": 0.5},
+    )
+    if drain.state == "success":
+        trigger("rest post", post)
+    else:
+        post.state, post.error = "not triggered", "the drain it undoes failed"
+        runs["rest post"] = post
+    for run in runs.values():
+        if run.run_id and not run.state:
+            _wait(airflow, run)
+    return Campaign(list(runs.values()), time.monotonic() - started)
+
+
+def _report(campaign: Campaign, path: str) -> str:
+    return "\n".join(
+        f"{r.dag_id} {r.run_id or '-'}: {r.state} ({r.seconds:.0f} s) {r.error}" for r in campaign.of(path)
+    )
+
+
+ALL_DAGS = {DAILY.format("prod"), DRAIN, POST, REPAIR, RESTART}
+
+
+def test_every_dag_succeeds_triggered_over_rest_without_a_logical_date(deployment, campaign):
+    runs = campaign.of("rest")
+    assert {r.dag_id for r in runs} == ALL_DAGS
+    for run in runs:
+        assert run.state == "success", _report(campaign, "rest")
+        assert deployment.airflow.run(run.dag_id, run.run_id)["logical_date"] is None
+
+
+def test_every_dag_succeeds_triggered_by_airflow_dags_trigger(deployment, campaign):
+    runs = campaign.of("cli")
+    assert {r.dag_id.replace("healthy", "prod") for r in runs} == ALL_DAGS
+    for run in runs:
+        assert run.state == "success", _report(campaign, "cli")
+        assert deployment.airflow.run(run.dag_id, run.run_id)["logical_date"] is None
+
+
+def test_every_dag_succeeds_from_its_trigger_form_in_a_browser(deployment, campaign):
+    runs = campaign.of("browser")
+    assert {r.dag_id.replace("healthy", "prod") for r in runs} == ALL_DAGS
+    for run in runs:
+        assert run.state == "success", _report(campaign, "browser")
+        dag_run = deployment.airflow.run(run.dag_id, run.run_id)
+        assert dag_run["run_type"] == "manual", dag_run
+        for key, value in run.conf.items():
+            assert dag_run["conf"].get(key) == value, (key, dag_run["conf"])
+
+
+def test_the_real_drain_waited_in_the_triggerer_and_was_put_back(deployment, campaign):
+    airflow = deployment.airflow
+    drain = next(r for r in campaign.of("rest") if r.dag_id == DRAIN)
+    assert drain.state == "success", drain.error
+    # the API showed the execute task deferred while the run went on ...
+    assert "deferred" in drain.states_seen["execute"], drain.states_seen
+    # ... and the triggerer ran its trigger: the trigger's own ZooKeeper sessions (the provider's
+    # kazoo logger) are in the triggerer's log. (Its "N triggers currently running" line is a
+    # once-a-minute sample: a short wait falls between two.)
+    triggerer_log = airflow.services_log("triggerer")
+    assert "airflow_provider_kafka_zk.kazoo" in triggerer_log, tail(airflow.home / "triggerer.log")
+    # partitions moved off the drained broker, then back by the post-maintenance run
+    post = next(r for r in campaign.of("rest") if r.dag_id == POST)
+    assert post.state == "success", post.error
+    drained = {k for k, r in deployment.prod_assignment.items() if r == (DRAINED,)}
+    assert drained, "prod has RF=1 partitions on the drained broker"
+    # the run's folders carry its run key (run_after + run id; no logical date): the plan, and the
+    # inventory after the move that issue 24's drain never wrote
+    dag_run = airflow.run(DRAIN, drain.run_id)
+    key = run_key(drain.run_id, datetime.fromisoformat(dag_run["run_after"].replace("Z", "+00:00")))
+    plan = json.loads((deployment.artefacts / "prod" / "drain" / key / "plan.json").read_text())
+    assert plan["run_id"] == drain.run_id
+    moved = {(m["topic"], int(m["partition"])) for batch in plan["batches"] for m in batch}
+    assert moved == drained, plan["batches"]
+    assert (deployment.artefacts / "prod" / "inventory" / f"{key}-after").is_dir()
+    now = _assignment(deployment.clusters["prod"])
+    assert {k: now[k] for k in drained} == {k: (DRAINED,) for k in drained}  # moved back
+
+
+def test_retries_after_a_zookeeper_outage(deployment, campaign):
+    """ZooKeeper stops in the middle of a run and comes back on the same port: the task that met
+    the outage fails, is retried by the scheduler, and the run succeeds."""
+    airflow, zookeeper = deployment.airflow, deployment.outage_zookeeper
+    port = zookeeper.port
+    run_id = airflow.trigger_rest(RESTART, {"cluster": "healthy", "broker": 3})
+    states: dict[str, set[str]] = {}
+    deadline = time.monotonic() + RUN_TIMEOUT
+    stopped = False
+    try:
+        while time.monotonic() < deadline:
+            tis = {ti["task_id"]: ti for ti in airflow.task_instances(RESTART, run_id)}
+            for task_id, ti in tis.items():
+                states.setdefault(task_id, set()).add(str(ti["state"]))
+            if not stopped and tis.get("snapshot", {}).get("state") == "success":
+                zookeeper.stop()  # mid-run: the snapshot is taken, the inventory needs ZooKeeper
+                stopped = True
+            if stopped and any(ti["state"] == "up_for_retry" for ti in tis.values()):
+                break
+            if airflow.run(RESTART, run_id)["state"] in ("success", "failed"):
+                break
+            time.sleep(0.5)
+    finally:
+        zookeeper.start()
+    assert zookeeper.port == port
+    airflow.wait_for_run(RESTART, run_id, timeout=RUN_TIMEOUT)
+    retried = {t: s for t, s in states.items() if "up_for_retry" in s}
+    assert retried, f"no task met the outage: {states}"
+    for task_id in retried:
+        tries = airflow.tries(RESTART, run_id, task_id)
+        assert [t["state"] for t in tries][-1] == "success", tries
+        assert any(t["state"] == "failed" for t in tries[:-1]) or len(tries) >= 2, tries
+
+
+def test_connection_test_names_the_cluster_and_no_scheme_warning_is_logged(deployment, campaign):
+    """``airflow connections test`` shows the cluster id, the ZooKeeper release and the live brokers;
+    no process logged Airflow's "schemes shall not contain '_'" for the ``kafkazookeeper`` type
+    (with the old type name, ``kafka_zookeeper``, it logs it on every fetch)."""
+    airflow = deployment.airflow
+    prod = deployment.clusters["prod"]
+    done = airflow.cli("connections", "test", "kafka_zk_prod")
+    out = done.stdout + done.stderr
+    assert "Connection success!" in out, out
+    live = ", ".join(str(b) for b in sorted(prod.cluster.online_broker_ids()))
+    assert f"Kafka cluster {prod.cluster.cluster_id} in /kafka_prod on ZooKeeper 3." in out, out
+    assert f"live brokers: {live} (" in out, out
+    logs = [
+        airflow.home / f"{name}.log" for name in ("api-server", "scheduler", "triggerer", "dag-processor")
+    ]
+    logs += list((airflow.home / "logs").rglob("*.log"))
+    warned = [str(p) for p in logs if "shall not contain" in p.read_text(errors="replace")]
+    assert not warned, warned
+    assert "shall not contain" not in out
+
+
+def test_the_services_run_the_installed_wheel(deployment):
+    """The wheel, not this checkout: the venv's package, and pyspark's files are its own release."""
+    airflow = deployment.airflow
+    probe = (
+        "import airflow_provider_kafka_zk as m, pyspark, importlib.metadata as md, shutil;"
+        "print(m.__file__); print(pyspark.__version__, md.version('pyspark')); print(shutil.which('spark-submit'))"
+    )
+    done = airflow.venv.run("python", "-c", probe, env=airflow.env, cwd=airflow.home)
+    package, versions, spark_submit = done.stdout.split("\n")[:3]
+    assert package.startswith(str(airflow.venv.path)), package
+    assert "site-packages" in package
+    files, wheel = versions.split()
+    assert files == wheel, versions
+    assert spark_submit.startswith(str(airflow.venv.bin)), spark_submit
+
+
+def test_harness_timings(deployment, campaign):
+    """Not an assertion on time: the numbers the report gives (start-up, each run)."""
+    lines = [f"{k}: {v:.1f} s" for k, v in deployment.timings.items()]
+    lines += [f"{r.path:8s} {r.dag_id}: {r.seconds:.0f} s ({r.state})" for r in campaign.runs]
+    lines.append(f"campaign (all runs, concurrent): {campaign.seconds:.0f} s")
+    print("\n" + "\n".join(lines))
+    (deployment.airflow.home.parent / "timings.txt").write_text("\n".join(lines) + "\n")
+
+
+# ----------------------------------------------------------------------------- the browser
+@pytest.fixture(scope="module")
+def browser_session(deployment):
+    with TriggerFormBrowser(deployment.airflow) as browser:
+        yield browser
