@@ -483,8 +483,10 @@ def plan_repair(
                 id="move-controller", topics=tuple(sorted(moves)), controller_at_plan=controller_id
             )
         )
-    if writes:
-        plan.steps.append(HealthWait(id="wait-healthy:after-write", topics=tuple(sorted(writes))))
+    # the written topics whose replicas all agree then; a reset topic's odd replicas rejoin at their restarts
+    settled = sorted(set(writes) - {f.topic for fs in resets.values() for f in fs})
+    if settled:
+        plan.steps.append(HealthWait(id="wait-healthy:after-write", topics=tuple(settled)))
     order = sorted(resets, key=lambda b: (b == controller_id, b))  # the controller last
     for broker in order:
         files = tuple(sorted(resets[broker], key=lambda f: (f.topic, f.partition, f.name)))

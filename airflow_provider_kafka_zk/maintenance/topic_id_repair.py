@@ -603,12 +603,7 @@ class BrokerRestartHandler:
             disk,
             self._sent_ids(step, ctx, state),
             resets=step.resets,
-            repairing={
-                t for s in ctx.plan_steps if isinstance(s, FileRemoval) for t in (f.topic for f in s.files)
-            },
         )
-        for (t, p), why in risks.transient:
-            log.warning("Broker %d restart: %s-%d: %s", broker, t, p, why)
         refusals += risks.refusals(step.id)
         return refusals or StepState.PENDING
 

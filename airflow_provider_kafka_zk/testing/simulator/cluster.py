@@ -445,7 +445,8 @@ class SimulatedCluster:
         targets = set(brokers)
         sends_ids = ibp_sends_topic_ids(self.spec.ibp)
         mismatched: dict[tuple[str, int], set[int]] = {}
-        for d in self.dirs:
+        accepted: list[ReplicaDir] = []
+        for d in self.dirs:  # first every broker answers (ids checked, elections of skipped replicas)
             if (
                 d.kind is not DirKind.NORMAL
                 or d.broker_id not in targets
@@ -471,6 +472,9 @@ class SimulatedCluster:
             if part is None or d.broker_id not in part.replicas or d.broker_id in part.adding:
                 continue  # (a reassignment's new replica joins the ISR when it has caught up)
             part.rejected.discard(d.broker_id)
+            accepted.append(d)
+        for d in accepted:  # then leaders lead and followers of a serving leader catch up
+            part = self.topics[d.topic].partitions[d.partition]
             if part.leader == -1 and d.broker_id in part.isr:
                 self._bump_state(part, leader=d.broker_id, isr=part.isr)
                 self._leader_epoch_started(d.topic, d.partition, d.broker_id, part.leader_epoch)

@@ -80,6 +80,17 @@ class ZooKeeperTreeWriter:
             r.path: r for r in records if r.owner_broker is None and r.path not in ("/", "/zookeeper")
         }
         ephemeral = {r.path: r for r in records if r.owner_broker is not None}
+        # a znode changing kind (``/controller`` taken over by a KRaft controller as a persistent
+        # znode, or handed back): the old one goes first, then the new one is created
+        for path in [p for p in self._ephemeral if p in persistent]:
+            owner, _ = self._ephemeral.pop(path)
+            if owner in self._sessions:
+                with contextlib.suppress(NoNodeError):
+                    self._sessions[owner].delete(path)
+        for path in [p for p in self._persistent if p in ephemeral]:
+            with contextlib.suppress(NoNodeError):
+                self.admin.delete(path)
+            del self._persistent[path]
         first_write = not self._persistent
         created = self._create_missing([r for p, r in persistent.items() if p not in self._persistent])
         if first_write:
