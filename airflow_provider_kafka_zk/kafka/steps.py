@@ -199,8 +199,7 @@ class CommandTemplateError(ValueError):
         self.template = template
         self.placeholder = placeholder
         self.rule = rule
-        shown = f" placeholder {{{placeholder}}}" if placeholder is not None else ""
-        super().__init__(f"{template_name} template {template!r}:{shown} {rule}")
+        super().__init__(f"{template_name} template {template!r}: {rule}")
 
 
 def _shell_quote_state(text: str, quote: str | None, escaped: bool) -> tuple[str | None, bool]:
@@ -254,18 +253,23 @@ def command_template_parts(name: str, template: Any, allowed: Sequence[str]) -> 
                 name,
                 template,
                 placeholder,
-                f"is unknown; only {allowed_text} are substituted (write {{{{ and }}}} for literal braces)",
+                f"unknown placeholder {{{placeholder}}}; only {allowed_text} are substituted "
+                "(write {{ and }} for literal braces)",
             )
         if spec or conversion is not None:
             raise CommandTemplateError(
-                name, template, placeholder, "must be plain (no format spec or conversion)"
+                name,
+                template,
+                placeholder,
+                f"placeholder {{{placeholder}}} must be plain (no format spec or conversion)",
             )
         if quote is not None or escaped:
             raise CommandTemplateError(
                 name,
                 template,
                 placeholder,
-                "stands inside quotes or after a backslash; it is shell-quoted when substituted, so write it bare",
+                f"placeholder {{{placeholder}}} stands inside quotes or after a backslash; it is shell-quoted "
+                "when substituted, so write it bare",
             )
         parts.append((literal, placeholder))
     return parts
@@ -285,7 +289,9 @@ def render_command(name: str, template: Any, values: Mapping[str, str], allowed:
         out.append(literal)
         if placeholder is not None:
             if placeholder not in values:
-                raise CommandTemplateError(name, template, placeholder, "has no value to substitute")
+                raise CommandTemplateError(
+                    name, template, placeholder, f"placeholder {{{placeholder}}} has no value"
+                )
             out.append(shlex.quote(str(values[placeholder])))
     return "".join(out)
 

@@ -246,7 +246,7 @@ def test_a_restart_command_typo_is_refused_by_the_dry_run_and_the_real_run_remov
                 world.execute(plan["plan_dir"], dry_run=dry_run, restart_command=typo)
             text = str(refused.value)
             assert "[command-template]" in text and "restart_command template" in text
-            assert "placeholder {broker} is unknown" in text
+            assert "unknown placeholder {broker}" in text
         assert runtime.restarted == []
     assert differences(before, world.state()) == []  # no partition.metadata removed, no lease
 
