@@ -63,7 +63,7 @@ from airflow_provider_kafka_zk.hooks.broker_host import (
     BrokerHostTimeoutError,
     RemotePythonMissingError,
 )
-from airflow_provider_kafka_zk.kafka.inventory import KAFKA_MAIN_CLASSES
+from airflow_provider_kafka_zk.kafka.inventory import DEFAULT_LOG_DIR, KAFKA_MAIN_CLASSES
 
 log = logging.getLogger(__name__)
 
@@ -302,9 +302,9 @@ def process_config(pid, args, main):
     return raw, dirs
 
 
-def config_log_dirs(path, overridden):
+def config_log_dirs(path, overridden, default):
     # the log dirs a broker started with that properties file uses (log.dirs, else log.dir, else
-    # Kafka's default); None when the file cannot be read
+    # Kafka's default, from the request); None when the file cannot be read
     text = overridden
     if text is None:
         try:
@@ -321,11 +321,11 @@ def config_log_dirs(path, overridden):
             if not sep:
                 key, sep, value = line.partition(b":")
             found[key.strip()] = value.strip()
-        text = found.get(b"log.dirs", found.get(b"log.dir", b"/tmp/kafka-logs"))
+        text = found.get(b"log.dirs", found.get(b"log.dir", default.encode()))
     return [d.strip() for d in text.split(b",") if d.strip()]
 
 
-def broker_processes(main_classes, log_dirs, server_properties):
+def broker_processes(main_classes, log_dirs, server_properties, default_log_dir):
     # (this broker's pids, pids that cannot be told apart, None), or (None, None, why it cannot
     # tell). A Kafka process is this broker's when it was started with this broker's
     # server.properties, or its log dirs include one of this broker's; unrelated brokers on the
@@ -363,7 +363,7 @@ def broker_processes(main_classes, log_dirs, server_properties):
         if configured is not None and os.path.realpath(path) == configured:
             ours.append(int(pid))
             continue
-        dirs = config_log_dirs(path, overridden)
+        dirs = config_log_dirs(path, overridden, default_log_dir)
         if dirs is None:
             unknown.append((int(pid), "%s cannot be read" % path.decode("utf-8", "replace")))
         elif mine.intersection(os.path.realpath(d) for d in dirs):
@@ -384,7 +384,10 @@ def running_broker_refusal(req):
         elif caller is not False:
             why.append("the caller cannot tell whether the broker is running")
         ours, unknown, cannot = broker_processes(
-            req.get("main_classes") or ["kafka" + ".Kafka"], req.get("log_dirs"), req.get("server_properties")
+            req.get("main_classes") or ["kafka" + ".Kafka"],
+            req.get("log_dirs"),
+            req.get("server_properties"),
+            req.get("default_log_dir") or "",
         )
         if cannot:
             why.append("cannot tell whether a Kafka broker runs on this host: " + cannot)
@@ -792,6 +795,7 @@ def quarantine_directories(
         "broker_running": broker_running,
         "allow_running_broker_orphans": bool(allow_running_broker_orphans),
         "main_classes": list(KAFKA_MAIN_CLASSES),
+        "default_log_dir": DEFAULT_LOG_DIR,
         "server_properties": hook.server_properties_path.replace("{broker_id}", str(broker_id))
         if hook.server_properties_path
         else None,
