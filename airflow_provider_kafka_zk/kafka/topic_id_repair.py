@@ -16,6 +16,11 @@ topic znode without. So there are two repairs:
 * ``file_reset`` -- when the replicas disagree (or the user asks): remove ``partition.metadata`` only
   on the replicas whose id differs from the chosen one, then restart those brokers one at a time,
   the controller last; at load a log without the file takes the id of the next LeaderAndIsr.
+  ``auto`` chooses the id every partition's leader holds, so only followers are reset.
+
+Every restart the plan makes is judged by :mod:`.restart_rules` (replicas Kafka would not serve
+afterwards, partitions left without a serving leader) before it is planned, and the plan is a list
+of typed steps (:mod:`.steps`) the step executor checks again before the run's first write.
 """
 
 from __future__ import annotations
