@@ -275,9 +275,9 @@ _COLUMN_OF_WIRE: tuple[int, ...] = tuple(
 
 
 def znode_arrow_schema() -> pa.Schema:
-    """The snapshot's Arrow schema (ZnodeRow field order), defined once by the artefacts module;
-    imported when a walk starts, so importing the hook does not import pyarrow."""
-    from airflow_provider_kafka_zk.artefacts.snapshots import PARQUET_SCHEMA
+    """The snapshot's Arrow schema (ZnodeRow field order, :mod:`~airflow_provider_kafka_zk.kafka.
+    snapshot_schema`); imported when a walk starts, so importing the hook does not import pyarrow."""
+    from airflow_provider_kafka_zk.kafka.snapshot_schema import PARQUET_SCHEMA
 
     return PARQUET_SCHEMA
 

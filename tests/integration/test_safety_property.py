@@ -24,7 +24,7 @@ run refused). Clusters are shared across cases and redeployed only after a case 
 
 from __future__ import annotations
 
-import hashlib
+import base64
 import json
 import os
 import random
@@ -67,6 +67,12 @@ from airflow_provider_kafka_zk.operators.snapshot import (
     SourceClusterGuardError,
     ZooKeeperSnapshotLoadOperator,
 )
+from airflow_provider_kafka_zk.operators.topic_id_repair import (
+    TopicIdRepairExecuteOperator,
+    TopicIdRepairPlanOperator,
+)
+from airflow_provider_kafka_zk.testing.audit_artefacts import write_inventory_dirs
+from airflow_provider_kafka_zk.testing.cluster_state import State, capture, differences
 from airflow_provider_kafka_zk.testing.simulator import (
     BrokerSpec,
     ClusterSpec,
@@ -75,6 +81,9 @@ from airflow_provider_kafka_zk.testing.simulator import (
     TopicSpec,
 )
 from airflow_provider_kafka_zk.testing.simulator.controller import SimulatedController
+from airflow_provider_kafka_zk.testing.simulator.rows import audit_dirs
+from airflow_provider_kafka_zk.testing.simulator.runtime import ClusterRuntime
+from airflow_provider_kafka_zk.testing.simulator.scenarios import topic_id_repair_cluster
 from airflow_provider_kafka_zk.testing.sshd import SshServer
 
 pytestmark = pytest.mark.integration
@@ -143,6 +152,7 @@ class Case:
     state: str | None = None  # clear: settled | moving
     target: str | None = None  # load
     snapshot: str | None = None  # load: ok | missing
+    race: bool = False  # repair: the plan's second topic znode changes after the plan
 
     @property
     def flag(self) -> dict[str, Any]:
@@ -151,7 +161,12 @@ class Case:
     def describe(self) -> str:
         parts = [f"{self.op}#{self.index}", f"seed={self.seed}", f"conn={self.conn}"]
         parts += [f"{k}={v!r}" for k, v in self.flags]
-        extra = {"execute": ("throttle",), "clear": ("state",), "cleanup": ("quarantine",)}
+        extra = {
+            "execute": ("throttle",),
+            "clear": ("state",),
+            "cleanup": ("quarantine",),
+            "repair": ("race",),
+        }
         for name in extra.get(self.op, ("target", "snapshot")):
             parts.append(f"{name}={getattr(self, name)!r}")
         return " ".join(parts)
@@ -179,6 +194,8 @@ class Case:
             return False
         if self.op == "execute" and not positive(self.throttle):
             return False
+        if self.op == "repair" and self.race:
+            return False  # the cluster is not in the state the plan assumed: must refuse
         if self.op == "cleanup" and self.mutates() and self.quarantine not in GOOD_QUARANTINES:
             return False
         return not (
@@ -228,6 +245,9 @@ def _draw_cases(base_seed: int) -> list[Case]:
         for p in ["fresh", "missing", *[f"bad_target:{t}" for t in schedule.sample(BAD_LOAD_TARGETS, 4)]]
     ]
     profiles += [("load", p) for p in ["unreachable", "missing_snapshot", "bad_flag", "bad_flag"]]
+    # the topicId repair through the step executor (write_back of two topics, a controller move)
+    profiles += [("repair", p) for p in ["real", "real", "dry", "race", *schedule.sample(WRONG_CONNS, 3)]]
+    profiles += [("repair", "bad_flag")]
     cases = []
     counters: dict[str, int] = {}
     for number, (op, profile) in enumerate(profiles):
@@ -288,6 +308,16 @@ def _draw_cases(base_seed: int) -> list[Case]:
             elif kind in WRONG_CONNS and rng.random() < 0.3:
                 flags[rng.choice(tuple(flags))] = anything()
             cases.append(Case(op, index, seed, conn, tuple(flags.items()), quarantine=quarantine))
+        elif op == "repair":
+            if kind in ("real", "race"):
+                dry_run = valid(REAL)
+            elif kind == "dry":
+                dry_run = valid(DRY)
+            elif kind == "bad_flag":
+                dry_run = next(bad_flags)
+            else:
+                dry_run = valid(REAL + DRY) if rng.random() < 0.75 else anything()
+            cases.append(Case(op, index, seed, conn, (("dry_run", dry_run),), race=kind == "race"))
         else:  # load
             if kind == "bad_flag":
                 replay = next(bad_flags)
@@ -347,81 +377,13 @@ def _params() -> Iterator[Any]:
 # ---------------------------------------------------------------------------------------------
 
 
-def _walk(client: KazooClient, chroot: str) -> dict[str, tuple[bytes | None, int]]:
-    """Path (relative to ``chroot``) -> (data, version); {} when the chroot does not exist.
-
-    Pipelined level by level: a few round trips per level instead of two per znode.
-    """
-    if client.exists(chroot) is None:
-        return {}
-    out: dict[str, tuple[bytes | None, int]] = {}
-    level = [chroot]
-    while level:
-        pending = [(p, client.get_async(p), client.get_children_async(p)) for p in level]
-        level = []
-        for path, data_reply, children_reply in pending:
-            data, stat = data_reply.get(timeout=30)
-            children = children_reply.get(timeout=30)
-            out[path[len(chroot) :] or "/"] = (data, stat.version)
-            level += [f"{path.rstrip('/')}/{c}" for c in children]
-    return out
-
-
-def _disk(root: Path) -> dict[str, tuple[str, int, str | None]]:
-    """Every path under a host root: kind, size and (files) sha256; symlinks with their target."""
-    out: dict[str, tuple[str, int, str | None]] = {}
-    for path in sorted(root.rglob("*")):
-        stat = path.lstat()
-        rel = str(path.relative_to(root))
-        if path.is_symlink():
-            out[rel] = ("l", stat.st_size, os.readlink(path))
-        elif path.is_dir():
-            out[rel] = ("d", 0, None)
-        else:
-            with path.open("rb") as handle:
-                out[rel] = ("f", stat.st_size, hashlib.file_digest(handle, "sha256").hexdigest())
-    return out
-
-
-@dataclass
-class State:
-    """What a case may change: znodes per chroot, the root's children, files per host root."""
-
-    zk: dict[str, dict[str, tuple[bytes | None, int]]]
-    root_children: list[str]
-    disk: dict[str, dict[str, tuple[str, int, str | None]]]
-
-
-def capture(client: KazooClient, chroots: set[str], roots: set[Path]) -> State:
-    return State(
-        zk={c: _walk(client, c) for c in sorted(chroots)},
-        root_children=sorted(client.get_children("/")),
-        disk={str(r): _disk(r) for r in sorted(roots)},
-    )
-
-
-def differences(before: State, after: State, limit: int = 20) -> list[str]:
-    """What changed, for failure messages."""
-    out = []
-    if before.root_children != after.root_children:
-        out.append(
-            f"ZooKeeper root children: +{sorted(set(after.root_children) - set(before.root_children))} "
-            f"-{sorted(set(before.root_children) - set(after.root_children))}"
-        )
-    for kind, b_all, a_all in (("zk", before.zk, after.zk), ("disk", before.disk, after.disk)):
-        for where in sorted(set(b_all) | set(a_all)):
-            b, a = b_all.get(where, {}), a_all.get(where, {})
-            for path in sorted(set(b) | set(a)):
-                if b.get(path) != a.get(path):
-                    out.append(f"{kind} {where}: {path}: {b.get(path)!r} -> {a.get(path)!r}"[:300])
-    return out[:limit] + ([f"... {len(out) - limit} more"] if len(out) > limit else [])
-
-
 # ---------------------------------------------------------------------------------------------
 # The clusters
 # ---------------------------------------------------------------------------------------------
 
 DRAIN_CLUSTER = "prop-drain"
+REPAIR_CLUSTER = "prop-repair"
+REPAIR_TOPICS = ["diverged", "precursor"]
 DRAINED = 1
 DELETION_CLUSTER = "prop-live"
 SSH_ADDRESSES = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
@@ -575,6 +537,7 @@ class World:
                 "clear-settled": lambda: self._build_clear(settled=True),
                 "clear-moving": lambda: self._build_clear(settled=False),
                 "cleanup": self._build_cleanup,
+                "repair": self._build_repair,
             }[kind]()
             self.dirty.discard(kind)
         return self.current[kind]
@@ -625,6 +588,36 @@ class World:
         return deployment
 
     # ------------------------------------------------------------------ deletion
+    def _build_repair(self) -> Deployment:
+        """The repair cluster and a write_back plan of its two topics that need one (from a real
+        snapshot; the inventory written from the model: the plan touches no broker disk)."""
+        cluster = topic_id_repair_cluster(name=REPAIR_CLUSTER)
+        deployment = self._deploy(cluster, "repair")
+        with KafkaZooKeeperHook(deployment.conn_id) as hook:
+            ref, _ = write_snapshot(
+                str(self.base), REPAIR_CLUSTER, hook.snapshot(), source=hook.target_description()
+            )
+        tag = uuid.uuid4().hex[:8]
+        inventory = write_inventory_dirs(
+            self.base,
+            REPAIR_CLUSTER,
+            f"inv-{tag}",
+            audit_dirs(cluster),
+            broker_facts={b: {} for b in cluster.brokers},
+            expected=set(cluster.brokers),
+        )
+        result = TopicIdRepairPlanOperator(
+            task_id="plan",
+            cluster=REPAIR_CLUSTER,
+            base_path=str(self.base),
+            snapshot_path=ref.path,
+            inventory_path=str(inventory),
+            topics=REPAIR_TOPICS,
+            repair_ts=f"plan-{tag}",
+        ).execute({})
+        deployment.extra["plan_dir"] = result["plan_dir"]
+        return deployment
+
     def _build_cleanup(self) -> Deployment:
         deployment = self._deploy(_deletion_cluster(seed=31), "cleanup")
         self.client.create(deployment.chroot + "/config/topics/old-logs", CONFIG_LEFT)
@@ -678,6 +671,7 @@ def world(zookeeper_server, sshd, tmp_path_factory) -> Iterator[World]:
 
 # What counts as a refusal, per operator (raised before anything changed)
 REFUSALS: dict[str, tuple[type[BaseException], ...]] = {
+    "repair": (MaintenanceRefusedError, ZooKeeperConnectionError),
     "execute": (MaintenanceRefusedError, DrainError, ZooKeeperConnectionError),
     "clear": (MaintenanceRefusedError, DrainError, ZooKeeperConnectionError),
     "cleanup": (MaintenanceRefusedError, QuarantinePathError, ZooKeeperConnectionError),
@@ -729,9 +723,13 @@ def test_wrong_inputs_refuse_or_end_in_the_predicted_state(
 ) -> None:
     if case.op == "cleanup":
         deletion_clock(RENAMED_AGO_MS)
-    {"execute": _case_execute, "clear": _case_clear, "cleanup": _case_cleanup, "load": _case_load}[case.op](
-        case, world, tmp_path
-    )
+    {
+        "execute": _case_execute,
+        "clear": _case_clear,
+        "cleanup": _case_cleanup,
+        "load": _case_load,
+        "repair": _case_repair,
+    }[case.op](case, world, tmp_path)
 
 
 def _judge(
@@ -877,6 +875,72 @@ def _case_execute(case: Case, world: World, tmp_path: Path) -> None:
     if before != after:  # whatever the verdict: the next case gets a cluster as deployed
         world.dirty.add("execute")
     _judge(case, outcome, before, after, predict)
+
+
+# ------------------------------------------------------------------------------------- repair
+def _case_repair(case: Case, world: World, tmp_path: Path) -> None:
+    deployment = world.get("repair")
+    plan_dir = tmp_path / "plan"  # a fresh copy per case: progress and identity are the run's own
+    shutil.copytree(deployment.extra["plan_dir"], plan_dir)
+    plan = json.loads((plan_dir / "plan.json").read_text())
+    if case.race:  # an old client adds a partition to the second topic after the plan
+        with deployment_lock(deployment):
+            deployment.deployed.cluster.old_client_adds_partitions(REPAIR_TOPICS[1], 5, client="2.7")
+            deployment.deployed.sync()
+        world.dirty.add("repair")
+    conn = world.conn_for(case.conn, deployment)
+    chroots = {deployment.chroot, world.other.chroot, world.missing_chroot}
+    roots = {deployment.root, world.other.root}
+    with ClusterRuntime(deployment.deployed, restart_dir=tmp_path / "restarts"):
+        before = capture(world.client, chroots, roots)
+        operator = TopicIdRepairExecuteOperator(
+            task_id="execute",
+            plan_dir=str(plan_dir),
+            kafka_zookeeper_conn_id=conn,
+            dry_run=case.flag["dry_run"],
+            poll_interval=0.2,
+            health_timeout=60,
+        )
+        outcome = _run(lambda: operator.execute({"run_id": f"prop-repair-{case.seed}"}))
+        after = capture(world.client, chroots, roots)
+
+    def predict() -> None:
+        what = case.describe()
+        b, a = before.zk[deployment.chroot], after.zk[deployment.chroot]
+        writes = [s for s in plan["steps"] if s["kind"] == "write_topic_id"]
+        assert {s["topic"] for s in writes} == set(REPAIR_TOPICS), f"[{what}] {plan['steps']}"
+        for step in writes:  # the planned bytes, one version further
+            assert a[step["path"]] == (base64.b64decode(step["new_data_b64"]), b[step["path"]][1] + 1), (
+                f"[{what}] {step['path']}"
+            )
+        # one controller move (Kafka's election rewrites /controller, its epoch and partition states)
+        assert int(a[zk.CONTROLLER_EPOCH][0]) == int(b[zk.CONTROLLER_EPOCH][0]) + 1, (
+            f"[{what}] controller moves"
+        )
+        assert LEASE_PATH not in a and LEASE_ROOT not in a, f"[{what}] the lease is given back"
+        touched = {s["path"] for s in writes} | {zk.CONTROLLER, zk.CONTROLLER_EPOCH}
+        touched |= {p for p in set(a) | set(b) if p.endswith("/state") and p.startswith(zk.BROKER_TOPICS)}
+        _assert_rest_unchanged(what, b, a, touched)
+        for chroot in chroots - {deployment.chroot}:
+            assert before.zk[chroot] == after.zk[chroot], f"[{what}] {chroot} changed"
+        metadata = [
+            k
+            for where in before.disk
+            for k in set(before.disk[where]) | set(after.disk[where])
+            if k.endswith("partition.metadata") and before.disk[where].get(k) != after.disk[where].get(k)
+        ]
+        assert metadata == [], f"[{what}] write_back touched broker files: {metadata}"
+
+    if before != after:
+        world.dirty.add("repair")
+    _judge(case, outcome, before, after, predict)
+
+
+def deployment_lock(deployment: Deployment) -> Any:
+    """Nothing runs beside a case's own runtime: a change of the model needs no lock."""
+    import contextlib
+
+    return contextlib.nullcontext()
 
 
 # ------------------------------------------------------------------------------------- clear
@@ -1093,7 +1157,7 @@ def test_the_draw_covers_every_kind_of_wrong_input() -> None:
     for case in CASES:
         by_op.setdefault(case.op, []).append(case)
     assert {c.conn for c in by_op["execute"]} == {"right", *WRONG_CONNS}
-    for op in ("execute", "clear", "cleanup", "load"):
+    for op in ("execute", "clear", "cleanup", "load", "repair"):
         assert sum(c.fully_valid() and c.mutates() for c in by_op[op]) >= 2, op
         assert len({c.conn for c in by_op[op]}) >= 2, op
     # every bad quarantine path is tried by a real cleanup with the right connection
@@ -1105,7 +1169,8 @@ def test_the_draw_covers_every_kind_of_wrong_input() -> None:
     drawn = [v for c in CASES for _, v in c.flags]
     for value in FLAG_VALUES:
         assert any(type(v) is type(value) and v == value for v in drawn), value
-    assert 25 <= len(CASES) <= 50
+    assert any(c.race and c.mutates() and c.conn == "right" for c in by_op["repair"])
+    assert 25 <= len(CASES) <= 60
     assert len({c.describe() for c in CASES}) == len(CASES)
     # the same seed draws the same cases
     assert _draw_cases(BASE_SEED) == CASES

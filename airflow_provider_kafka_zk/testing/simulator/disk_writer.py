@@ -192,6 +192,11 @@ def metadata_log(cluster: SimulatedCluster, broker_id: int) -> ReplicaDir:
     )
 
 
+#: What a damaged partition.metadata holds: the id line is not a Uuid (``Uuid.fromString`` fails,
+#: an IOException to ``PartitionMetadataFile.read``, 3.3.1).
+UNREADABLE_PARTITION_METADATA = b"version: 0\ntopic_id: \x00\x00torn-write"
+
+
 def _write_partition_dir(
     cluster: SimulatedCluster, broker: BrokerModel, log_dir: Path, replica: ReplicaDir
 ) -> int:
@@ -204,7 +209,10 @@ def _write_partition_dir(
         cap_length=caps_suffixed_dir_names(cluster.spec.release),
     )
     path.mkdir()
-    if replica.topic_id is not None and replica.metadata_file:
+    if replica.metadata_unreadable:
+        # damaged on disk (a torn write, a bad sector): Kafka's PartitionMetadataReadBuffer rejects it
+        (path / "partition.metadata").write_bytes(UNREADABLE_PARTITION_METADATA)
+    elif replica.topic_id is not None and replica.metadata_file:
         (path / "partition.metadata").write_bytes(PartitionMetadata(replica.topic_id).encode())
     if replica.epoch_file:
         epochs = LeaderEpochCheckpoint(tuple(EpochEntry(e, o) for e, o in replica.leader_epochs))
