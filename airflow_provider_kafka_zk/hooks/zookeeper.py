@@ -1147,13 +1147,15 @@ class KafkaZooKeeperHook(BaseHook):
         reconnect_timeout: float = 60.0,
         progress: Callable[[WalkProgress], None] | None = None,
         progress_every: float = 10.0,
+        connections: int = 2,
     ) -> SnapshotWalk:
         """Every znode under ``include`` (minus ``exclude``) with data and full Stat.
 
         See :mod:`.zookeeper_snapshot` for what ``consistent`` guarantees. Raises
         SnapshotWalkError (never returns a partial tree) when ZooKeeper stays away longer than
         ``reconnect_timeout``; ZooKeeperAuthError naming the znode and the identity when the ACL
-        of a znode under ``include`` refuses the connection's credentials.
+        of a znode under ``include`` refuses the connection's credentials. ``connections``: the
+        sessions of its own a pipelined walk (a server without multiRead) reads on.
         """
         from airflow_provider_kafka_zk.hooks.zookeeper_snapshot import SnapshotAccessError
 
@@ -1169,6 +1171,7 @@ class KafkaZooKeeperHook(BaseHook):
             restart_client=self._restart_client,
             progress=progress,
             progress_every=progress_every,
+            connections=connections,
         )
         try:
             with self.auth_errors("the snapshot's subtrees " + ", ".join(walker.include)):

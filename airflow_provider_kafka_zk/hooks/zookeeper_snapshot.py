@@ -77,11 +77,14 @@ from ._kazoo_protocol import (
     connection_thread_alive,
     session_timeout_s,
     submit_multi_read,
+    wire_options,
 )
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from kazoo.client import KazooClient
+
+    from ._zk_wire import WirePool
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +100,8 @@ _DISCONNECTED = (
     KazooTimeoutError,
 )
 """A reply that will not come on this connection: send the read again after reconnecting."""
+_METHODS = ("auto", "multi-read", "pipelined", "pipelined-kazoo")
+
 # Stat tuple indexes (wire order)
 _MZXID, _NUM_CHILDREN, _PZXID = 1, 9, 10
 
@@ -712,8 +717,11 @@ class ZnodeTreeWalker:
     """One snapshot walk over a started kazoo client (chrooted at the Kafka cluster).
 
     ``method``: ``"auto"`` (multiRead, falling back to pipelined reads when the server lacks it),
-    ``"multi-read"`` or ``"pipelined"``. ``batch_ops`` reads per request, ``window`` requests in
-    flight. ``restart_client`` is called when kazoo has given up reconnecting (its retry policy is
+    ``"multi-read"``, ``"pipelined"`` (single reads pipelined on ``connections`` sessions of the
+    walker's own, :mod:`._zk_wire`, opened with the client's hosts, TLS and credentials; kazoo's
+    connection when none can be opened) or ``"pipelined-kazoo"`` (single reads through kazoo's
+    async API). ``batch_ops`` reads per request (per batch when pipelined), ``window`` requests
+    (batches) in flight. ``restart_client`` is called when kazoo has given up reconnecting (its retry policy is
     exhausted) and must start a new session on the same client. ``spill_dir`` is where the rows
     go while walking (a temporary directory under it; default: the system's temporary directory),
     ``flush_rows`` rows at a time (default :data:`FLUSH_ROWS`).
@@ -734,11 +742,12 @@ class ZnodeTreeWalker:
         progress_every: float = 10.0,
         spill_dir: str | None = None,
         flush_rows: int | None = None,
+        connections: int = 2,
     ) -> None:
-        if method not in ("auto", "multi-read", "pipelined"):
-            raise ValueError(f"snapshot method must be auto, multi-read or pipelined, not {method!r}")
-        if batch_ops < 1 or window < 1:
-            raise ValueError("snapshot batch_ops and window must be >= 1")
+        if method not in _METHODS:
+            raise ValueError(f"snapshot method must be one of {', '.join(_METHODS)}, not {method!r}")
+        if batch_ops < 1 or window < 1 or connections < 1:
+            raise ValueError("snapshot batch_ops, window and connections must be >= 1")
         flush_rows = FLUSH_ROWS if flush_rows is None else flush_rows
         if flush_rows < 1:
             raise ValueError("snapshot flush_rows must be >= 1")
@@ -748,6 +757,8 @@ class ZnodeTreeWalker:
         if not self.include:
             raise ValueError("snapshot include must name at least one subtree")
         self.method = "multi-read" if method == "auto" else method
+        self.connections = connections
+        self._wire: WirePool | None = None
         self._may_fall_back = method == "auto"
         self._multi_read_ok = False
         self.batch_ops = batch_ops
@@ -801,6 +812,16 @@ class ZnodeTreeWalker:
         self._t0 = time.monotonic()
         self._session_id = self._current_session()
         start_zxid = self._start_zxid = self._zxid_now()
+        try:
+            return self._run(started_at, start_zxid)
+        finally:
+            if self._wire is not None:
+                self._wire.close()
+                self._wire = None
+
+    def _run(self, started_at: datetime, start_zxid: int) -> SnapshotWalk:
+        if self.method == "pipelined":
+            self._open_wire()
         self._spill = _RowSpill(self.spill_dir, self.flush_rows)
         try:
             self._push(GET_DATA, [r for r in self.include if not self._excluded(r)])
@@ -941,6 +962,21 @@ class ZnodeTreeWalker:
         self.method = "pipelined"
         self._may_fall_back = False
         self._requeue(ops)
+        self._open_wire()
+
+    def _open_wire(self) -> None:
+        """Open the walker's own sessions for pipelined reads; kazoo's connection if none opens."""
+        from ._zk_wire import WirePool, WireUnavailableError
+
+        try:
+            self._wire = WirePool(
+                wire_options(self.client),
+                connections=self.connections,
+                last_zxid=max(self._start_zxid, int(self.client.last_zxid or 0)),
+            )
+        except WireUnavailableError as exc:
+            log.warning("Pipelined reads go through kazoo's connection (slower): %s", exc)
+            self.method = "pipelined-kazoo"
 
     def _submit(self) -> bool:
         """Send the next ``batch_ops`` reads; False if none could go (the frontier is full).
@@ -993,6 +1029,9 @@ class ZnodeTreeWalker:
             wire = [(k, chroot + p if p != "/" else root) for k, p in ops]
             handle: Any = submit_multi_read(self.client, wire)
             self._requests += 1
+        elif self._wire is not None:
+            handle = self._wire.submit([k for k, _ in ops], [p for _, p in ops])
+            self._requests += len(ops)
         else:
             handle = [
                 self.client.get_async(p) if k == GET_DATA else self.client.get_children_async(p)
@@ -1205,6 +1244,8 @@ class ZnodeTreeWalker:
             if time.monotonic() > deadline:
                 raise self._lost()
             time.sleep(0.1)
+        if self._wire is not None:
+            self._reopen_wire(deadline)
         session = self._current_session()
         if session != self._session_id:
             self._session_expiries += 1
@@ -1213,6 +1254,21 @@ class ZnodeTreeWalker:
             )
             self._session_id = session
         log.info("ZooKeeper connection back; resuming the snapshot walk")
+
+    def _reopen_wire(self, deadline: float) -> None:
+        """Replace the walker's sessions that were lost (at least one must come back)."""
+        from ._zk_wire import WireUnavailableError
+
+        assert self._wire is not None
+        self._wire.last_zxid = max(self._wire.last_zxid, int(self.client.last_zxid or 0))
+        while True:
+            try:
+                self._wire.replenish()
+                return
+            except WireUnavailableError:
+                if time.monotonic() > deadline:
+                    raise self._lost() from None
+                time.sleep(0.1)
 
     def _client_gave_up(self) -> bool:
         # kazoo closes the client (state LOST, connection thread ended) once its retry policy is
