@@ -128,7 +128,9 @@ def product_worker(hosts: str, chroot: str, workdir: str, mode: str) -> None:
     try:
         if mode == "read":  # what DrainPlanOperator does with a kafka_zookeeper_conn_id
             read = read_for_drain(
-                lambda include, exclude: ZnodeTreeWalker(client, include=include, exclude=exclude).run(),
+                lambda include, exclude: ZnodeTreeWalker(
+                    client, include=include, exclude=exclude, in_memory=True
+                ).run(),
                 lambda: client.get_children("/brokers/topics"),
                 [DRAINED],
                 scope="rf1",  # the request's below

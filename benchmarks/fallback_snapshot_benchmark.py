@@ -136,7 +136,9 @@ def run_worker(kind: str, hosts: str, chroot: str, args: argparse.Namespace) -> 
 
 # ------------------------------------------------------------------------------ main
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--partitions", type=int, default=100_000)
     parser.add_argument("--per-topic", type=int, default=100)
     parser.add_argument("--brokers", type=int, default=12)
@@ -160,8 +162,9 @@ def main() -> None:
     flags = PRODUCTION_JVM if args.server_jvm == "production" else DEFAULT_JVM_FLAGS
     chroot = "/bench"
     runs: dict[str, list[dict]] = {"kazoo": [], "product": [], "multiread": []}
-    with ZooKeeperServer(jvm_flags=flags) as zk, build_tree(
-        zk.connect_string, chroot, args.partitions, args.per_topic, args.brokers
+    with (
+        ZooKeeperServer(jvm_flags=flags) as zk,
+        build_tree(zk.connect_string, chroot, args.partitions, args.per_topic, args.brokers),
     ):
         proxy = subprocess.Popen(
             [sys.executable, "-m", "airflow_provider_kafka_zk.testing.zk_proxy", zk.connect_string],

@@ -682,6 +682,65 @@ class ZnodeStore(Mapping[str, tuple[bytes | None, StatTuple]]):
         return merged
 
 
+class _MemorySpill:
+    """:class:`_RowSpill`'s stand-in for small walks (a planning read's few thousand znodes): the
+    rows stay in a dict, so the walk needs no pyarrow (and no temporary file)."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, tuple[bytes | None, StatTuple]] = {}
+        self.last_path: str | None = None
+
+    def add(self, rows: list[Row]) -> None:
+        if not rows:
+            return
+        if self.last_path is not None and rows[0][0] <= self.last_path:
+            raise AssertionError(f"snapshot rows out of order: {rows[0][0]!r} after {self.last_path!r}")
+        self.last_path = rows[-1][0]
+        self.rows.update((path, (data, stat)) for path, data, stat in rows)
+
+    def close(self) -> MemoryStore:
+        return MemoryStore(self.rows)
+
+    def discard(self) -> None:
+        self.rows = {}
+
+
+class MemoryStore(dict):  # type: ignore[type-arg]
+    """A walk's rows in memory (path -> (data, wire-order Stat), in path order): the
+    :class:`ZnodeStore` interface the walker's re-read needs, for ``in_memory`` walks."""
+
+    @property
+    def count(self) -> int:
+        return len(self)
+
+    @property
+    def data_bytes(self) -> int:
+        return sum(len(data) for data, _ in self.values() if data)
+
+    @property
+    def max_zxid(self) -> int:
+        return max((max(s[_CZXID], s[_MZXID], s[_PZXID]) for _, s in self.values()), default=0)
+
+    def present(self, paths: Iterable[str]) -> set[str]:
+        return {p for p in paths if p in self}
+
+    def children(self, path: str) -> set[str]:
+        prefix = "/" if path == "/" else path + "/"
+        return {p[len(prefix) :].split("/", 1)[0] for p in self if p.startswith(prefix) and p != prefix}
+
+    def merged(
+        self, overlay: Mapping[str, tuple[bytes | None, StatTuple]], dropped: Iterable[str], *_: Any
+    ) -> MemoryStore:
+        """A new store: these rows minus the ``dropped`` subtrees, with ``overlay`` added or replacing."""
+        gone = set(dropped)
+        rows = {p: v for p, v in self.items() if not _in_or_under(p, gone)}
+        rows.update(overlay)
+        return MemoryStore(sorted(rows.items()))
+
+    def close(self) -> None:
+        """Nothing to remove."""
+
+
 def normalise_subtrees(paths: Iterable[str], what: str) -> tuple[str, ...]:
     """Absolute, normalised, de-duplicated paths (a path under another one is dropped)."""
     out: list[str] = []
@@ -754,7 +813,12 @@ class ZnodeTreeWalker:
     (batches) in flight. ``restart_client`` is called when kazoo has given up reconnecting (its retry policy is
     exhausted) and must start a new session on the same client. ``spill_dir`` is where the rows
     go while walking (a temporary directory under it; default: the system's temporary directory),
-    ``flush_rows`` rows at a time (default :data:`FLUSH_ROWS`).
+    ``flush_rows`` rows at a time (default :data:`FLUSH_ROWS`); ``in_memory``: keep the rows in a
+    dict instead (small walks: no pyarrow, no file). ``connections``: the walker's own sessions for
+    pipelined reads. ``guess``: answer listings Kafka's layout predicts by reading the predicted
+    children (:func:`guess_children`); each guess is proven before it stands for a listing: the
+    parent's ``pzxid`` and every guessed child's ``czxid`` are no newer than ``start_zxid`` and
+    all of them exist, so the parent had exactly them as of ``start_zxid``.
     """
 
     def __init__(
@@ -774,6 +838,7 @@ class ZnodeTreeWalker:
         flush_rows: int | None = None,
         connections: int = 2,
         guess: bool = True,
+        in_memory: bool = False,
     ) -> None:
         if method not in _METHODS:
             raise ValueError(f"snapshot method must be one of {', '.join(_METHODS)}, not {method!r}")
@@ -790,6 +855,7 @@ class ZnodeTreeWalker:
         self.method = "multi-read" if method == "auto" else method
         self.connections = connections
         self.guess = guess
+        self.in_memory = in_memory
         self._wire: WirePool | None = None
         self._may_fall_back = method == "auto"
         self._multi_read_ok = False
@@ -823,14 +889,14 @@ class ZnodeTreeWalker:
         self._speculating: dict[str, list[Any]] = {}
         self.guessed = 0  # listings answered by guessed reads
         self._deleted_waiting: set[str] = set()
-        self._spill: _RowSpill | None = None
+        self._spill: _RowSpill | _MemorySpill | None = None
         self._start_zxid = 0
         self._changed: set[str] = set()
         self._mismatch: set[str] = set()
         self._gone: set[str] = set()
         self._missing_roots: set[str] = set()
         # re-read after a fuzzy walk: what it changes, merged into the store at the end
-        self._store: ZnodeStore | None = None
+        self._store: ZnodeStore | MemoryStore | None = None
         self._rereading: set[str] | None = None
         self._overlay: dict[str, tuple[bytes | None, StatTuple]] = {}
         self._dropped: set[str] = set()
@@ -859,7 +925,7 @@ class ZnodeTreeWalker:
     def _run(self, started_at: datetime, start_zxid: int) -> SnapshotWalk:
         if self.method == "pipelined":
             self._open_wire()
-        self._spill = _RowSpill(self.spill_dir, self.flush_rows)
+        self._spill = _MemorySpill() if self.in_memory else _RowSpill(self.spill_dir, self.flush_rows)
         try:
             self._push(GET_DATA, [r for r in self.include if not self._excluded(r)])
             self._pump()

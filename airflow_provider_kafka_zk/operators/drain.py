@@ -26,11 +26,6 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator, TriggerRule
 
 from airflow_provider_kafka_zk.artefacts.object_storage import artefacts_url
-from airflow_provider_kafka_zk.artefacts.snapshots import (
-    latest_snapshot,
-    read_snapshot,
-    read_snapshot_without_partitions,
-)
 from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook
 from airflow_provider_kafka_zk.kafka import znodes
 from airflow_provider_kafka_zk.kafka.drain import DrainRequest, dumps_tool_json, human_bytes
@@ -61,6 +56,8 @@ from airflow_provider_kafka_zk.maintenance import (
     lease_held_by,
     parse_safety_flags,
 )
+from airflow_provider_kafka_zk.operators._run import default_artefacts_base
+from airflow_provider_kafka_zk.operators._run import resolve_ts as _resolve_ts
 from airflow_provider_kafka_zk.operators.drain_artefacts import (
     PLAN_FILE,
     REASSIGNMENT_FILE,
@@ -104,8 +101,6 @@ from airflow_provider_kafka_zk.operators.drain_zookeeper import (
     throttles_still_set,
     update_config,
 )
-from airflow_provider_kafka_zk.operators.inventory import _resolve_ts
-from airflow_provider_kafka_zk.operators.snapshot import default_artefacts_base
 from airflow_provider_kafka_zk.triggers.reassignment import ReassignmentTrigger, encode_targets
 
 if TYPE_CHECKING:
@@ -122,6 +117,8 @@ if TYPE_CHECKING:
 def topic_level_state(snapshot_path: str) -> ClusterState:
     """The model of a safety snapshot at topic level (see :func:`read_snapshot_without_partitions`):
     what :func:`read_record` compares, without a row per partition znode."""
+    from airflow_provider_kafka_zk.artefacts.snapshots import read_snapshot_without_partitions  # pyarrow
+
     _, rows = read_snapshot_without_partitions(snapshot_path)
     return ClusterState.from_snapshot(rows, partial_read=True)
 
@@ -230,6 +227,11 @@ class DrainPlanOperator(BaseOperator):
             state, identity, read, source = self._planning_read(drained)
             snapshot = None
         else:
+            from airflow_provider_kafka_zk.artefacts.snapshots import (  # pyarrow
+                latest_snapshot,
+                read_snapshot,
+            )
+
             if is_unset(snapshot):
                 ref = latest_snapshot(base, self.cluster)
                 if ref is None:

@@ -17,13 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import fsspec
-import pyarrow.parquet as pq
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kafka_zk.artefacts.files import write_atomically
-from airflow_provider_kafka_zk.artefacts.inventory_layout import InventoryLayoutError, list_inventory
-from airflow_provider_kafka_zk.artefacts.snapshots import validate_cluster_name
 from airflow_provider_kafka_zk.kafka import znodes
 from airflow_provider_kafka_zk.kafka.drain import DrainPlan, Move, Unplanned, UnplannedTopic, batches_json
 from airflow_provider_kafka_zk.kafka.drain_execution import Refusal, Step, unrestored_moves
@@ -139,6 +136,8 @@ class DrainLocation:
         :param cluster: the cluster's name (checked: it becomes a folder name).
         :param ts: the run's timestamp folder name.
         """
+        from airflow_provider_kafka_zk.artefacts.snapshots import validate_cluster_name  # pyarrow: not here
+
         validate_cluster_name(cluster)
         return cls("/".join([base.rstrip("/"), cluster, "drain", ts]))
 
@@ -291,6 +290,10 @@ def _inventory_files(url: str, columns: Sequence[str]) -> Iterable[tuple[int, st
     DrainInventoryError naming the file when its name carries no broker id, it is no readable
     Parquet file, or it lacks a column. Other names (``_logdirs/``, temporary files) are skipped.
     """
+    import pyarrow.parquet as pq  # only when there is an inventory to read
+
+    from airflow_provider_kafka_zk.artefacts.inventory_layout import InventoryLayoutError, list_inventory
+
     fs, _ = fsspec.core.url_to_fs(url)
     try:  # the one reader of the layout (broker=<id>/ partition directories, or earlier flat files)
         files = list_inventory(url).files

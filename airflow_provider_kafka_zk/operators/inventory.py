@@ -57,6 +57,8 @@ from airflow_provider_kafka_zk.hooks.broker_host import (
 )
 from airflow_provider_kafka_zk.kafka import znodes
 from airflow_provider_kafka_zk.kafka.inventory import BrokerInventory, InventoryCoverage
+from airflow_provider_kafka_zk.operators._run import TS_FORMAT  # noqa: F401
+from airflow_provider_kafka_zk.operators._run import resolve_ts as _resolve_ts
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -64,7 +66,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SUMMARY_METADATA_KEY = b"kafka_zk.inventory"
-TS_FORMAT = "%Y%m%dT%H%M%S.%fZ"  # as the snapshots' directory names
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _TS = re.compile(r"[A-Za-z0-9][A-Za-z0-9T._:+-]*")
 _FAILURE_FILE = re.compile(r"broker=(-?[0-9]+)\.json")
@@ -248,18 +249,6 @@ def read_inventory_summary(path: str) -> dict[str, Any]:
     with fs.open(local, "rb") as handle:
         metadata = pq.read_schema(handle).metadata or {}
     return json.loads(metadata[SUMMARY_METADATA_KEY])
-
-
-def _resolve_ts(value: str | None, context: Context) -> str:
-    """The given name, else the run's logical date (or run_after) as ``20261122T061800.000000Z``.
-
-    Taken from the run, not the clock, so every mapped task of a run writes to one directory; the
-    format is the snapshots' (UTC, sortable, no ':' for object stores).
-    """
-    if value:
-        return str(value)
-    moment = context.get("logical_date") or context["dag_run"].run_after
-    return moment.astimezone(UTC).strftime(TS_FORMAT)
 
 
 # ---------------------------------------------------------------------------------------------
