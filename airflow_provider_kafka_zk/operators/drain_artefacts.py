@@ -20,7 +20,7 @@ import fsspec
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_provider_kafka_zk.artefacts.files import write_atomically
+from airflow_provider_kafka_zk.artefacts.files import validate_cluster_name, write_atomically
 from airflow_provider_kafka_zk.kafka import znodes
 from airflow_provider_kafka_zk.kafka.drain import DrainPlan, Move, Unplanned, UnplannedTopic, batches_json
 from airflow_provider_kafka_zk.kafka.drain_execution import Refusal, Step, unrestored_moves
@@ -136,8 +136,6 @@ class DrainLocation:
         :param cluster: the cluster's name (checked: it becomes a folder name).
         :param ts: the run's timestamp folder name.
         """
-        from airflow_provider_kafka_zk.artefacts.snapshots import validate_cluster_name  # pyarrow: not here
-
         validate_cluster_name(cluster)
         return cls("/".join([base.rstrip("/"), cluster, "drain", ts]))
 
