@@ -246,7 +246,8 @@ def test_malformed_topic_znode_is_kept_raw(incident, tmp_path):
 
 
 # ---------------------------------------------------------------------------- consistency
-def test_changes_during_the_walk_make_it_fuzzy_and_are_reread(incident):
+@pytest.mark.parametrize("method", ["auto", "pipelined"])
+def test_changes_during_the_walk_make_it_fuzzy_and_are_reread(incident, method):
     _, client, conn_id = incident
     children = [f"/meddle/c{i:02d}" for i in range(40)]
     client.create("/meddle", b"parent")
@@ -267,8 +268,8 @@ def test_changes_during_the_walk_make_it_fuzzy_and_are_reread(incident):
             done.append("late")
 
     with KafkaZooKeeperHook(conn_id) as hook:
-        walk = hook.snapshot(batch_ops=2, window=1, progress=meddle, progress_every=0)
-    assert done == ["early", "late"]
+        walk = hook.snapshot(batch_ops=2, window=1, progress=meddle, progress_every=0, method=method)
+    assert done == ["early", "late"] and walk.method == ("multi-read" if method == "auto" else method)
     assert not walk.consistent and walk.consistent_zxid is None
     assert walk.start_zxid < walk.end_zxid
     rows = {r.path: r for r in walk.rows}
@@ -405,6 +406,27 @@ def test_session_expiry_mid_walk_resumes_on_a_new_session(big_tree, zookeeper_se
         assert hook.get_conn().client_id[0] != expired[0]
     assert walk.session_expiries == 1 and walk.reconnects >= 1
     assert as_plain(walk.rows) == expected
+    assert walk.consistent
+
+
+def test_pipelined_walk_survives_a_zookeeper_restart_on_its_own_sessions(big_tree, zookeeper_server):
+    """The walker's own sessions die with the server; their reads are sent again on new sessions
+    (opened with the walk's zxid) once it is back, and the rows are those of an undisturbed walk."""
+    _, conn_id, written = big_tree
+    expected = undisturbed(conn_id)
+    restarted: list[bool] = []
+
+    def restart(progress):
+        if not restarted and progress.znodes > 2_000:
+            zookeeper_server.restart()
+            restarted.append(True)
+
+    with KafkaZooKeeperHook(conn_id) as hook:
+        walk = hook.snapshot(
+            method="pipelined", batch_ops=200, window=4, connections=3, progress=restart, progress_every=0
+        )
+    assert restarted and walk.method == "pipelined" and walk.reconnects >= 1
+    assert as_plain(walk.rows) == expected and len(expected) == len(written)
     assert walk.consistent
 
 
