@@ -103,45 +103,50 @@ def _mentions(brokers: frozenset[int]) -> re.Pattern[bytes]:
     return re.compile(rf'[\[,]\s*"?(?:{ids})"?\s*[\],]'.encode())
 
 
-def _plainly_elsewhere(name: str, data: bytes) -> bool:
-    """Whether a topic znode is one Kafka writes, read the way the model reads it, with no
-    reassignment marker: only then may a topic that names no drained broker stay out of the
-    model (anything unusual goes to the model, which decides and reports)."""
+def _plain(name: str, data: bytes) -> dict[str, Any] | None:
+    """The topic znode's JSON when it is one Kafka writes, read the way the model reads it, with
+    no reassignment marker; None otherwise. Only such a znode may be left out of the model (when
+    it names no drained broker) or cut to its drained brokers' partitions: anything unusual goes
+    to the model whole, which decides and reports."""
     try:
         zk.validate_topic_name(name)
         doc = json.loads(data)
     except (ValueError, TypeError, zk.InvalidTopicNameError):
-        return False
+        return None
     if type(doc) is not dict or not doc.keys() <= _TOPIC_KEYS or doc.get("version") not in (1, 2, 3):
-        return False
+        return None
     if doc.get("adding_replicas", {}) != {} or doc.get("removing_replicas", {}) != {}:
-        return False
+        return None
     partitions = doc.get("partitions")
     if type(partitions) is not dict or not partitions:
-        return False
+        return None
     for key, replicas in partitions.items():
         if not key.isdigit() or type(replicas) is not list or not replicas:
-            return False
+            return None
         for broker in replicas:
             if type(broker) is not int or broker < 0:
-                return False
+                return None
     if "topic_id" in doc:
         try:
             KafkaUuid.parse(doc["topic_id"])
         except ValueError:
-            return False
-    return True
+            return None
+    return doc
 
 
 def scope_topics(
     rows: Mapping[str, ZnodeRow], brokers: frozenset[int], scope: str
-) -> tuple[set[str], list[tuple[str, int]], int]:
-    """(topic znode paths the model needs, partitions whose state the plan needs, highest zxid of
-    the topic znodes left out).
+) -> tuple[dict[str, bytes | None], list[tuple[str, int]], int]:
+    """(topic znode path -> the data the model gets, partitions whose state the plan needs,
+    highest zxid of the topic znodes left out).
 
     Left out: a topic znode whose bytes name no drained broker in any array and that is plainly
-    one Kafka writes (:func:`_plainly_elsewhere`): none of its partitions has a replica on a drained
-    broker, none is being reassigned. The partitions come from the kept topics' replica lists and
+    one Kafka writes (:func:`_plain`): none of its partitions has a replica on a drained broker,
+    none is being reassigned. Cut: a plain one that does name one keeps only the partitions with
+    a replica on a drained broker (its Stat, czxid and version unchanged): the planner, the
+    in-flight check and the agreement record look at no other partition of it, so a model of a
+    200k-partition cluster holds the drained brokers' partitions only. Anything else goes to the
+    model as read. The partitions come from the replica lists and
     :func:`~airflow_provider_kafka_zk.kafka.drain.in_drain_scope` (the planner's rule); a topic
     whose JSON does not read is left to the model (it reports it; its states are not needed).
 
@@ -151,17 +156,23 @@ def scope_topics(
     """
     mentions = _mentions(brokers)
     prefix = zk.BROKER_TOPICS + "/"
-    kept: set[str] = set()
+    kept: dict[str, bytes | None] = {}
     wanted: list[tuple[str, int]] = []
     dropped_zxid = 0
     for path, row in rows.items():
         if not path.startswith(prefix) or "/" in path[len(prefix) :]:
             continue
         name, data = path[len(prefix) :], row.data or b""
-        if not mentions.search(data) and not _INFLIGHT.search(data) and _plainly_elsewhere(name, data):
+        named = mentions.search(data) is not None
+        doc = None if _INFLIGHT.search(data) else _plain(name, data)
+        if doc is not None and not named:
             dropped_zxid = max(dropped_zxid, row.czxid, row.mzxid, row.pzxid)
             continue
-        kept.add(path)
+        kept[path] = row.data
+        if doc is not None:
+            on_drained = {k: r for k, r in doc["partitions"].items() if not brokers.isdisjoint(r)}
+            if on_drained and len(on_drained) < len(doc["partitions"]):
+                kept[path] = json.dumps({**doc, "partitions": on_drained}, separators=(",", ":")).encode()
         try:
             partitions = json.loads(data)["partitions"]
             for key, replicas in partitions.items():
@@ -213,6 +224,9 @@ def read_for_drain(
     kept, partitions, dropped_zxid = scope_topics(rows, drained, scope)
     read_paths = set(rows)
     rows = {p: r for p, r in rows.items() if p in kept or _topic_of(p) is None}
+    for path, data in kept.items():
+        if data is not rows[path].data:  # cut to the drained brokers' partitions
+            rows[path] = dataclasses.replace(rows[path], data=data)
     wanted = [zk.partition_state_path(t, p) for t, p in partitions]
     consistent, end_zxid = first.consistent, first.end_zxid
     if wanted:

@@ -197,9 +197,13 @@ def test_planning_read_takes_only_what_the_plan_needs_and_plans_as_the_full_snap
     assert state.cluster_id == full.cluster_id and state.cluster_id
     assert state.brokers == full.brokers and state.controller == full.controller
     assert set(state.topics) == {"lonely", "replicated", "single"} == set(full.topics) - {"elsewhere"}
-    assert {n: t.assignment for n, t in state.topics.items()} == {
-        n: full.topics[n].assignment for n in state.topics
+    # each of them cut to its partitions with a replica on the drained broker (the rest cannot
+    # move, nor change the in-flight view or the agreement record), as the full tree has them
+    assert {n: t.assignment.partitions for n, t in state.topics.items()} == {
+        n: {p: r for p, r in full.topics[n].assignment.partitions.items() if DRAINED in r}
+        for n in state.topics
     }
+    assert all(state.topics[n].czxid == full.topics[n].czxid for n in state.topics)
     assert state.reassign_partitions is None and state.pending_deletions == full.pending_deletions
     planned, whole = read_record(state, drained), read_record(full, drained)
     assert planned["topics"] == {n: v for n, v in whole["topics"].items() if n != "elsewhere"}
@@ -390,9 +394,20 @@ def test_scope_topics_keeps_every_topic_that_names_a_drained_broker():
                 b'{"version":2,"partitions":{"0":[2]},"adding_replicas":{"0":[2]},"removing_replicas":{}}',
             ),
             row("idle", b'{"version":2,"partitions":{"0":[2]},"adding_replicas":{},"removing_replicas":{}}'),
+            row(
+                "mixed",
+                b'{"version":3,"partitions":{"0":[2,1],"1":[2,3]},"topic_id":"sl9WbF3TSKKWnMaJXJgXbQ"}',
+            ),
         ]
     )
     kept, wanted, dropped_zxid = scope_topics(rows, frozenset({1}), "all")
     names = {p.rsplit("/", 1)[1] for p in kept}
-    assert names == {"spaced", "quoted", "bad-json", "v9", "moving"}  # "far", "idle": left out
-    assert wanted == [("spaced", 0)] and dropped_zxid == 7
+    assert names == {"spaced", "quoted", "bad-json", "v9", "moving", "mixed"}  # "far", "idle": left out
+    assert sorted(wanted) == [("mixed", 0), ("spaced", 0)] and dropped_zxid == 7
+    # a plain topic is cut to its partitions on the drained broker; anything unusual goes whole
+    assert json.loads(kept[zk.topic_path("mixed")]) == {
+        "version": 3,
+        "partitions": {"0": [2, 1]},
+        "topic_id": "sl9WbF3TSKKWnMaJXJgXbQ",
+    }
+    assert kept[zk.topic_path("quoted")] == rows[zk.topic_path("quoted")].data
