@@ -2,7 +2,11 @@
 
 Speed: the walk sends ZooKeeper 3.6+ multiRead requests (hundreds of getData/getChildren each,
 several in flight) through kazoo's connection, so Python handles one request per few hundred
-znodes instead of one or two per znode; servers without multiRead get pipelined single reads.
+znodes instead of one or two per znode. Servers without multiRead (3.4/3.5) get single reads
+pipelined on sessions of the walker's own (:mod:`._zk_wire`: raw frames, no per-request objects),
+kazoo's async API only when none opens. On every path a listing that Kafka's layout predicts
+(:func:`guess_children`) is answered by reading the predicted children, taken only when their
+Stat proves them the whole child list as of ``start_zxid`` (see :class:`ZnodeTreeWalker`).
 
 Consistency (what ``SnapshotWalk.consistent`` means): before the first read the walker syncs and
 takes the session's last zxid as ``start_zxid``; every later read on the session sees at least
