@@ -535,7 +535,7 @@ TASK_LEGEND = (
     "operators.drain, DrainPlanOperator(...).execute(). Own cost = whole task process - bare "
     "`import airflow.sdk` process, paired run by run (bare, task, core path, kafka-assigner alternate). "
     "Cells: best (min-max over --repeat). Ratio: kafka-assigner's best / own best, then its best / the "
-    "own cost's worst run in brackets (target >= 2x), both on the column after the sdk import. That "
+    "own cost's worst run in brackets (target >= 2x), on both own-cost columns. The second "
     "column is the same difference without the interpreter start and the sdk import itself: (task exit - "
     "its sdk import's end) - (bare exit - its sdk import's end), run by run; on a loaded machine the sdk "
     "import's own spread (seconds) swamps the whole-process difference. Heavy modules: "
@@ -559,7 +559,10 @@ def _task_row(partitions: int, brokers: int, runs: dict[str, list[Run]], tree: T
     heavy = ",".join(_best(tasks).info.get("heavy_modules", [])) or "none"  # type: ignore[union-attr]
     if assigners:
         best = min(r.seconds for r in assigners)
-        ratio = f"{best / min(after):.1f}x ({best / max(after):.1f}x)"
+        ratio = "; ".join(
+            f"{label} {best / min(v):.1f}x ({best / max(v):.1f}x)" if min(v) > 0 else f"{label} -"
+            for label, v in (("whole-bare", own), ("after sdk", after))
+        )
         assigner = _spread([r.seconds for r in assigners])
         moves = f"{task_moves:,}, {score(tree, _best(assigners).targets).moves:,}"
     else:
