@@ -49,7 +49,7 @@ from airflow_provider_kafka_zk.kafka.safety import (
 from airflow_provider_kafka_zk.kafka.snapshot import ZNODE_ROW_FIELDS, ZnodeRow, gc_paused, rows_from_columns
 from airflow_provider_kafka_zk.kafka.snapshot_schema import PARQUET_SCHEMA
 
-from .files import display_url, write_atomically
+from .files import display_url, validate_cluster_name, write_atomically
 
 if TYPE_CHECKING:
     from fsspec import AbstractFileSystem
@@ -76,7 +76,6 @@ ROW_GROUP_ROWS = 65_536
 
 _TS_FORMAT = "%Y%m%dT%H%M%S.%fZ"
 _TS_NAME = re.compile(r"[0-9]{8}T[0-9]{6}\.[0-9]{6}Z")
-_CLUSTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 
 
 class SnapshotArtefactError(RuntimeError):
@@ -98,16 +97,6 @@ class SnapshotRef:
     taken_at: datetime
     name: str
     path: str
-
-
-def validate_cluster_name(cluster: str) -> str:
-    """A cluster name is one path component: letters, digits, ``.``, ``_``, ``-`` (no ``..``)."""
-    if not isinstance(cluster, str) or not _CLUSTER_NAME.fullmatch(cluster) or ".." in cluster:
-        raise ValueError(
-            f"cluster name {cluster!r} must be 1-200 characters of letters, digits, '.', '_', '-' "
-            "(it becomes a directory name)"
-        )
-    return cluster
 
 
 def snapshot_timestamp_name(when: datetime) -> str:

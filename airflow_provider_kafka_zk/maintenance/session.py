@@ -48,7 +48,6 @@ from airflow_provider_kafka_zk.artefacts.store import (
     check_store_writable,
     write_and_verify,
 )
-from airflow_provider_kafka_zk.hooks.broker_host import _registration_hosts
 from airflow_provider_kafka_zk.hooks.zookeeper import (
     CheckVersionOp,
     CreateOp,
@@ -430,6 +429,10 @@ class MaintenanceSession:
                 continue
             versions.append(registration.version)
             if registration.broker_id == broker_id:
+                from airflow_provider_kafka_zk.hooks.broker_host import (
+                    _registration_hosts,  # paramiko: only here
+                )
+
                 registered = _with_addresses(_registration_hosts(registration))
         props = host_evidence.get("server_properties")
         return LegacyBrokerEvidence(

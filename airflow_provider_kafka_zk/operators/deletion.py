@@ -43,7 +43,7 @@ from airflow_provider_kafka_zk.maintenance import (
     parse_safety_flags,
     pin_zookeeper_identity,
 )
-from airflow_provider_kafka_zk.operators.inventory import run_key_of
+from airflow_provider_kafka_zk.operators._run import run_key_of
 from airflow_provider_kafka_zk.triggers.deletion import (
     DeletionCheck,
     TopicDeletionTrigger,

@@ -28,11 +28,7 @@ import fsspec
 from airflow.sdk import BaseOperator, TriggerRule
 
 from airflow_provider_kafka_zk.artefacts.object_storage import artefacts_url
-from airflow_provider_kafka_zk.artefacts.snapshots import (
-    latest_snapshot,
-    read_snapshot,
-    read_snapshot_without_partitions,
-)
+from airflow_provider_kafka_zk.clusters import default_artefacts_base
 from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook
 from airflow_provider_kafka_zk.kafka import znodes
 from airflow_provider_kafka_zk.kafka.drain import DrainRequest, dumps_tool_json, human_bytes
@@ -72,6 +68,7 @@ from airflow_provider_kafka_zk.maintenance import (
     parse_safety_flags,
 )
 from airflow_provider_kafka_zk.maintenance.session import read_lease
+from airflow_provider_kafka_zk.operators._run import resolve_ts as _resolve_ts
 from airflow_provider_kafka_zk.operators.drain_artefacts import (
     PLAN_FILE,
     REASSIGNMENT_FILE,
@@ -115,8 +112,6 @@ from airflow_provider_kafka_zk.operators.drain_zookeeper import (
     throttles_still_set,
     update_config,
 )
-from airflow_provider_kafka_zk.operators.inventory import _resolve_ts
-from airflow_provider_kafka_zk.operators.snapshot import default_artefacts_base
 from airflow_provider_kafka_zk.triggers.reassignment import ReassignmentTrigger, encode_targets
 
 if TYPE_CHECKING:
@@ -190,6 +185,8 @@ def reassignment_owner(
 def topic_level_state(snapshot_path: str) -> ClusterState:
     """The model of a safety snapshot at topic level (see :func:`read_snapshot_without_partitions`):
     what :func:`read_record` compares, without a row per partition znode."""
+    from airflow_provider_kafka_zk.artefacts.snapshots import read_snapshot_without_partitions  # pyarrow
+
     _, rows = read_snapshot_without_partitions(snapshot_path)
     return ClusterState.from_snapshot(rows, partial_read=True)
 
@@ -298,6 +295,11 @@ class DrainPlanOperator(BaseOperator):
             state, identity, read, source = self._planning_read(drained)
             snapshot = None
         else:
+            from airflow_provider_kafka_zk.artefacts.snapshots import (  # pyarrow
+                latest_snapshot,
+                read_snapshot,
+            )
+
             if is_unset(snapshot):
                 ref = latest_snapshot(base, self.cluster)
                 if ref is None:

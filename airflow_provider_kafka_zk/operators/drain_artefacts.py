@@ -17,13 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import fsspec
-import pyarrow.parquet as pq
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_provider_kafka_zk.artefacts.files import write_atomically
-from airflow_provider_kafka_zk.artefacts.inventory_layout import InventoryLayoutError, list_inventory
-from airflow_provider_kafka_zk.artefacts.snapshots import validate_cluster_name
+from airflow_provider_kafka_zk.artefacts.files import validate_cluster_name, write_atomically
 from airflow_provider_kafka_zk.kafka import znodes
 from airflow_provider_kafka_zk.kafka.drain import DrainPlan, Move, Unplanned, UnplannedTopic, batches_json
 from airflow_provider_kafka_zk.kafka.drain_execution import Refusal, Step, unrestored_moves
@@ -291,6 +288,10 @@ def _inventory_files(url: str, columns: Sequence[str]) -> Iterable[tuple[int, st
     DrainInventoryError naming the file when its name carries no broker id, it is no readable
     Parquet file, or it lacks a column. Other names (``_logdirs/``, temporary files) are skipped.
     """
+    import pyarrow.parquet as pq  # only when there is an inventory to read
+
+    from airflow_provider_kafka_zk.artefacts.inventory_layout import InventoryLayoutError, list_inventory
+
     fs, _ = fsspec.core.url_to_fs(url)
     try:  # the one reader of the layout (broker=<id>/ partition directories, or earlier flat files)
         files = list_inventory(url).files

@@ -60,7 +60,7 @@ def planning_read(
             return []
 
     return read_for_drain(
-        lambda include, exclude: hook.snapshot(include, exclude),
+        lambda include, exclude: hook.snapshot(include, exclude, in_memory=True),  # a few thousand rows
         topics,
         brokers,
         scope=scope,

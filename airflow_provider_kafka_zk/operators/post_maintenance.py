@@ -27,6 +27,7 @@ from airflow_provider_kafka_zk.artefacts.snapshots import (
     read_snapshot,
     validate_cluster_name,
 )
+from airflow_provider_kafka_zk.clusters import default_artefacts_base
 from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook
 from airflow_provider_kafka_zk.kafka import znodes
 from airflow_provider_kafka_zk.kafka.audit import controller_rebalance_rule
@@ -52,6 +53,7 @@ from airflow_provider_kafka_zk.kafka.post_maintenance import (
     plan_move_back,
 )
 from airflow_provider_kafka_zk.maintenance import MaintenanceSession, RunIdentity, parse_safety_flags
+from airflow_provider_kafka_zk.operators._run import resolve_ts as _resolve_ts
 from airflow_provider_kafka_zk.operators.drain_artefacts import (
     PLAN_FILE,
     PLAN_FORMAT,
@@ -71,8 +73,6 @@ from airflow_provider_kafka_zk.operators.drain_artefacts import (
     positive_int,
     snapshot_identity,
 )
-from airflow_provider_kafka_zk.operators.inventory import _resolve_ts
-from airflow_provider_kafka_zk.operators.snapshot import default_artefacts_base
 from airflow_provider_kafka_zk.spark_jobs.audit import load_inputs, run_in_process
 
 if TYPE_CHECKING:

@@ -23,6 +23,7 @@ from airflow.sdk import BaseOperator
 
 from airflow_provider_kafka_zk.artefacts.object_storage import artefacts_url
 from airflow_provider_kafka_zk.artefacts.snapshots import latest_snapshot, read_snapshot
+from airflow_provider_kafka_zk.clusters import default_artefacts_base
 from airflow_provider_kafka_zk.kafka.audit import ReplicaDir
 from airflow_provider_kafka_zk.kafka.steps import steps_from_dicts
 from airflow_provider_kafka_zk.kafka.topic_id_repair import (
@@ -51,14 +52,13 @@ from airflow_provider_kafka_zk.maintenance.topic_id_repair import (
     execute_repair_plan,
     read_health,
 )
+from airflow_provider_kafka_zk.operators._run import resolve_ts as _resolve_ts
 from airflow_provider_kafka_zk.operators.drain_artefacts import (
     DrainLocation,
     RunVerifyOperator,
     plan_identity,
     snapshot_identity,
 )
-from airflow_provider_kafka_zk.operators.inventory import _resolve_ts
-from airflow_provider_kafka_zk.operators.snapshot import default_artefacts_base
 from airflow_provider_kafka_zk.spark_jobs.audit import load_inputs, run_in_process
 
 if TYPE_CHECKING:
