@@ -259,7 +259,11 @@ def test_a_restart_command_typo_is_refused_by_the_dry_run_and_the_real_run_remov
 def test_a_kraft_migration_refuses_the_repair_and_every_other_mutation(world):
     deployed = world.deploy(topic_id_repair_cluster(kafka_version="3.6.2"))
     plan = world.plan("kraft", topics=["diverged", "precursor"])
-    deployed.cluster.begin_kraft_migration(kraft_controller_id=3000, kraft_controller_epoch=4)
+    # the KRaft controller claims ZooKeeper; its metadata load then aborts on the precursor topic
+    # (ZkTopicMigrationClient.iterateTopics, 3.9.0-rc3): ZooKeeper stays under its control all the same
+    deployed.cluster.begin_kraft_migration(
+        kraft_controller_id=3000, kraft_controller_epoch=4, metadata_migrated=False
+    )
     deployed.sync()
     controller, stat = world.client.get(deployed.chroot + zk.CONTROLLER)
     assert stat.ephemeralOwner == 0 and b'"kraftControllerEpoch":4' in controller
