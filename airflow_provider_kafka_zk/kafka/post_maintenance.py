@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from .drain import Move
 from .model import ClusterState
+from .steps import ElectionRequest
 
 PartitionKey = tuple[str, int]
 
@@ -183,3 +184,41 @@ def count_under_replicated(state: ClusterState) -> int:
 def _names(keys: Sequence[PartitionKey]) -> str:
     shown = ", ".join(f"{t}-{p}" for t, p in keys[:10])
     return shown + (f" and {len(keys) - 10} more" if len(keys) > 10 else "")
+
+
+# ---------------------------------------------------------------------------------------------
+# The preferred leader election as the step executor's steps
+# ---------------------------------------------------------------------------------------------
+
+
+def election_steps(
+    electable: Sequence[tuple[str, int]],
+    preferred: Mapping[tuple[str, int], int],
+    *,
+    requested: Collection[tuple[str, int]] = (),
+    max_partitions: int,
+    max_bytes: int,
+    first: int = 1,
+) -> list[ElectionRequest]:
+    """The election of ``electable`` partitions not requested before, as
+    :class:`~.steps.ElectionRequest` steps (``election-<n>``, numbered on from ``first``), each one
+    ``/admin/preferred_replica_election`` within both limits (:func:`~.leadership.election_batches`).
+
+    :param electable: partitions an election would move now (:func:`~.leadership.choose_election`).
+    :param preferred: each partition's preferred replica (the first of its replicas).
+    :param requested: partitions this run requested already (never requested twice).
+    """
+    from .leadership import election_batches
+
+    asked = {(str(t), int(p)) for t, p in requested}
+    todo = [tp for tp in electable if (tp[0], tp[1]) not in asked]
+    if not todo:
+        return []
+    batches = election_batches(todo, max_partitions=max_partitions, max_bytes=max_bytes)  # type: ignore[arg-type]
+    return [
+        ElectionRequest(
+            id=f"election-{first + n}",
+            partitions=tuple((t, int(p), int(preferred[(t, p)])) for t, p in batch),
+        )
+        for n, batch in enumerate(batches)
+    ]

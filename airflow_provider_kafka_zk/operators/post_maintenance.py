@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 import fsspec
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kafka_zk.artefacts.object_storage import artefacts_url
 from airflow_provider_kafka_zk.artefacts.snapshots import (
@@ -39,8 +38,6 @@ from airflow_provider_kafka_zk.kafka.leadership import (
     ElectionScope,
     choose_election,
     elected_before_us,
-    election_batches,
-    election_outcome,
     election_report_line,
 )
 from airflow_provider_kafka_zk.kafka.model import ClusterState
@@ -51,7 +48,14 @@ from airflow_provider_kafka_zk.kafka.post_maintenance import (
     health_gate,
     plan_move_back,
 )
-from airflow_provider_kafka_zk.maintenance import MaintenanceSession, RunIdentity, parse_safety_flags
+from airflow_provider_kafka_zk.maintenance import RunIdentity, parse_safety_flags
+from airflow_provider_kafka_zk.maintenance.leader_election import (
+    ELECTION_FILE,
+    ElectionInFlightError,
+    PostMaintenanceError,
+    read_leadership,
+    run_election,
+)
 from airflow_provider_kafka_zk.operators.drain_artefacts import (
     PLAN_FILE,
     PLAN_FORMAT,
@@ -78,13 +82,8 @@ from airflow_provider_kafka_zk.spark_jobs.audit import load_inputs, run_in_proce
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-ELECTION_FILE = "election.json"
 IMBALANCE_CHECK = "preferred-leader-imbalance"
 THROTTLE_CHECK = "throttle-left-set"
-
-
-class PostMaintenanceError(AirflowFailException):
-    """The step cannot go on; the message names the run, broker, partition or znode and what to do."""
 
 
 class DrainRunNotFoundError(PostMaintenanceError):
@@ -93,10 +92,6 @@ class DrainRunNotFoundError(PostMaintenanceError):
 
 class HealthGateError(PostMaintenanceError):
     """The cluster is not back in shape: nothing is moved or elected until it is."""
-
-
-class ElectionInFlightError(PostMaintenanceError):
-    """``/admin/preferred_replica_election`` exists and is not this run's."""
 
 
 class PostMaintenanceVerificationError(PostMaintenanceError):
@@ -181,12 +176,6 @@ def drained_moves(location: DrainLocation) -> tuple[list[DrainedMove], dict[str,
                 DrainedMove(key[0], key[1], tuple(original), tuple(m["target"]), int(m["size_bytes"]))
             )
     return moves, plan
-
-
-def read_leadership(hook: KafkaZooKeeperHook) -> ClusterState:
-    """Brokers, topics, partition states and the admin znodes, from one walk (the election's view)."""
-    walk = hook.snapshot(include=("/brokers", "/admin", znodes.CONTROLLER), progress_every=3600)
-    return ClusterState.from_snapshot(walk.rows)
 
 
 class PostMaintenancePlanOperator(BaseOperator):
@@ -468,12 +457,14 @@ def _plan_summary(document: Mapping[str, Any], moves: int) -> str:
 class PreferredLeaderElectionOperator(BaseOperator):
     """Elect preferred leaders through ``/admin/preferred_replica_election``, as Kafka's ZooKeeper tool did.
 
-    Creates the znode (never overwrites: one in flight that is not this run's refuses), in batches
-    bounded by partitions and bytes, each after the last was processed (the controller deletes the
-    znode); waits deferrably (``deferrable``) or in the task. Only partitions an election can move
-    (preferred replica alive and in the ISR) are requested; the rest are reported with the reason.
-    A retried task recomputes from ZooKeeper and never requests a partition twice. Writes
-    ``election.json`` (what was requested, what moved, what did not and why). Dry run by default.
+    A thin shell around :func:`~airflow_provider_kafka_zk.maintenance.leader_election.run_election`
+    (the step executor: every request checked before the first write). Creates the znode (never
+    overwrites: one in flight that is not this run's refuses), in batches bounded by partitions and
+    bytes, each after the last was processed (the controller deletes the znode); waits deferrably
+    (``deferrable``) or in the task. Only partitions an election can move (preferred replica alive and
+    in the ISR) are requested; the rest are reported with the reason. A retried task continues with
+    the same requests and never requests a partition twice. Writes ``election.json`` (what was
+    requested, what moved, what did not and why). Dry run by default.
 
     :param cluster: the cluster's name (artefact folder).
     :param kafka_zookeeper_conn_id: the ZooKeeper connection of the cluster (with its chroot).
@@ -581,11 +572,6 @@ class PreferredLeaderElectionOperator(BaseOperator):
             "/".join([base.rstrip("/"), self.cluster, "leader-election", _resolve_ts(None, context)])
         )
 
-    def _record(self, location: DrainLocation) -> dict[str, Any]:
-        if location.exists(ELECTION_FILE):
-            return location.read_json(ELECTION_FILE)
-        return {"requested": [], "batches": [], "in_flight": None}
-
     # ------------------------------------------------------------------ run
     def execute(self, context: Context) -> dict[str, Any]:
         return self._run(context)
@@ -608,145 +594,34 @@ class PreferredLeaderElectionOperator(BaseOperator):
         if not is_unset(self.plan_dir):
             plan_dir = artefacts_url(str(self.plan_dir), self.artefacts_conn_id)
             expected = plan_identity(DrainLocation(plan_dir).read_json(PLAN_FILE), plan_dir)
-        record = self._record(location)
-        with KafkaZooKeeperHook(self.kafka_zookeeper_conn_id) as hook:
-            session = MaintenanceSession(
-                hook,
-                cluster=self.cluster,
-                artefact_dir=location.url,
-                run=RunIdentity.from_context(context, fallback_run_id=location.url),
-                dry_run=dry_run,
-                expected=expected,
-                single_step=True,
-            )
-            with session:
-                while True:
-                    state = read_leadership(hook)
-                    waiting = self._in_flight(hook, state, record)
-                    if waiting is not None:
-                        self._wait(hook, location, record, waiting, poll, timeout)
-                        continue
-                    asked = {tuple(tp) for tp in record["requested"]}
-                    choice = choose_election(state, scope)
-                    todo = [tp for tp in choice.electable if tuple(tp) not in asked]
-                    if not record["batches"]:
-                        self.log.info(
-                            "Scope %s: %d partition(s) already led by their preferred replica, %d electable, "
-                            "%d not electable%s",
-                            scope.describe(),
-                            choice.already_preferred,
-                            len(choice.electable),
-                            len(choice.not_electable),
-                            "".join(f"\n  - {n.describe()}" for n in choice.not_electable[:20]),
-                        )
-                    if not todo:
-                        break
-                    batch = election_batches(todo, max_partitions=max_partitions, max_bytes=max_bytes)[0]
-                    data = znodes.PreferredReplicaElection(batch).encode()
-                    if dry_run:
-                        for b in election_batches(todo, max_partitions=max_partitions, max_bytes=max_bytes):
-                            self.log.info(
-                                "DRY RUN: would create %s with %d partition(s): %s",
-                                hook.describe_path(znodes.PREFERRED_REPLICA_ELECTION),
-                                len(b),
-                                ", ".join(f"{t}-{p}" for t, p in b),
-                            )
-                        record.update(dry_run=True, would_elect=[list(tp) for tp in todo])
-                        location.write(ELECTION_FILE, json.dumps(record, indent=1))
-                        return {
-                            "dry_run": True,
-                            "would_elect": len(todo),
-                            "election": location.path(ELECTION_FILE),
-                        }
-                    session.recheck()
-                    # recorded before the create: a retry recognises the znode as this run's
-                    record["in_flight"] = [list(tp) for tp in batch]
-                    record["requested"] += [list(tp) for tp in batch]
-                    record["batches"].append([list(tp) for tp in batch])
-                    location.write(ELECTION_FILE, json.dumps(record, indent=1))
-                    if not hook.create_if_absent(znodes.PREFERRED_REPLICA_ELECTION, data):
-                        continue  # someone created it meanwhile: the loop decides whose it is
-                    self.log.info(
-                        "Created %s for %d partition(s) (batch %d)",
-                        hook.describe_path(znodes.PREFERRED_REPLICA_ELECTION),
-                        len(batch),
-                        len(record["batches"]),
-                    )
-                requested = [znodes.TopicPartition(t, int(p)) for t, p in record["requested"]]
-                outcome = election_outcome(read_leadership(hook), requested)
-        record.update(
-            in_flight=None,
+        return run_election(
+            location,
+            cluster=self.cluster,
+            kafka_zookeeper_conn_id=self.kafka_zookeeper_conn_id,
+            scope=scope,
+            max_partitions=max_partitions,
+            max_bytes=max_bytes,
+            poll_interval=poll,
+            timeout=timeout,
+            run=RunIdentity.from_context(context, fallback_run_id=location.url),
             dry_run=dry_run,
-            elected=[f"{t}-{p}" for t, p in outcome.elected],
-            not_moved=[n.describe() for n in outcome.not_moved],
-            not_electable=[n.describe() for n in choice.not_electable],
-        )
-        location.write(ELECTION_FILE, json.dumps(record, indent=1))
-        self.log.info("Preferred leader election done: %s", outcome.summary())
-        return {
-            "dry_run": dry_run,
-            "elected": len(outcome.elected),
-            "not_moved": len(outcome.not_moved),
-            "not_electable": len(choice.not_electable),
-            "election": location.path(ELECTION_FILE),
-        }
-
-    def _in_flight(
-        self, hook: KafkaZooKeeperHook, state: ClusterState, record: Mapping[str, Any]
-    ) -> int | None:
-        """The znode's czxid when it exists and is this run's batch; None when there is none.
-        ElectionInFlightError when it is someone else's."""
-        znode = state.preferred_replica_election
-        if znode is None:
-            return None
-        ours = record.get("in_flight")
-        if ours is not None and {tuple(tp) for tp in ours} == {tuple(tp) for tp in znode.partitions}:
-            stat = hook.exists(znodes.PREFERRED_REPLICA_ELECTION)
-            return None if stat is None else stat.czxid
-        shown = ", ".join(f"{t}-{p}" for t, p in znode.partitions[:10])
-        raise ElectionInFlightError(
-            f"{hook.describe_path(znodes.PREFERRED_REPLICA_ELECTION)} exists and is not this run's "
-            f"({len(znode.partitions)} partition(s): {shown}): a preferred leader election is in flight; "
-            "refusing to add to it. Wait until the controller deletes it (if no controller runs, it stays "
-            "forever: check /controller) and run again"
+            expected=expected,
+            defer_wait=(lambda czxid: self._defer(czxid, poll, timeout)) if self.deferrable else None,
         )
 
-    def _wait(
-        self,
-        hook: KafkaZooKeeperHook,
-        location: DrainLocation,
-        record: dict[str, Any],
-        czxid: int,
-        poll: float,
-        timeout: float,
-    ) -> None:
-        """Until the controller deleted our znode: in the triggerer when deferrable, else here."""
-        if self.deferrable:
-            from airflow_provider_kafka_zk.triggers.leader_election import PreferredElectionTrigger
+    def _defer(self, czxid: int, poll: float, timeout: float) -> None:
+        """Hand the wait for our znode (``czxid``) to the triggerer; :meth:`execute_complete` resumes."""
+        from airflow_provider_kafka_zk.triggers.leader_election import PreferredElectionTrigger
 
-            self.defer(
-                trigger=PreferredElectionTrigger(
-                    kafka_zookeeper_conn_id=self.kafka_zookeeper_conn_id,
-                    czxid=czxid,
-                    poll_interval=poll,
-                    deadline=time.time() + timeout,
-                ),
-                method_name="execute_complete",
-            )
-        started = time.monotonic()
-        while True:
-            stat = hook.exists(znodes.PREFERRED_REPLICA_ELECTION)
-            if stat is None or stat.czxid != czxid:
-                break
-            if time.monotonic() - started > timeout:
-                raise PostMaintenanceError(
-                    f"the controller has not processed {hook.describe_path(znodes.PREFERRED_REPLICA_ELECTION)} "
-                    f"in {timeout:g}s: is a controller running (/controller)? The znode stays; clear this "
-                    "task to keep waiting (nothing is requested twice)"
-                )
-            time.sleep(poll)
-        record["in_flight"] = None
-        location.write(ELECTION_FILE, json.dumps(record, indent=1))
+        self.defer(
+            trigger=PreferredElectionTrigger(
+                kafka_zookeeper_conn_id=self.kafka_zookeeper_conn_id,
+                czxid=czxid,
+                poll_interval=poll,
+                deadline=time.time() + timeout,
+            ),
+            method_name="execute_complete",
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -896,7 +771,13 @@ def _report(result: Mapping[str, Any]) -> str:
 
 
 __all__ = [
+    "ELECTION_FILE",
+    "DrainRunNotFoundError",
+    "ElectionInFlightError",
+    "HealthGateError",
+    "PostMaintenanceError",
     "PostMaintenancePlanOperator",
     "PostMaintenanceVerifyOperator",
     "PreferredLeaderElectionOperator",
+    "read_leadership",
 ]
