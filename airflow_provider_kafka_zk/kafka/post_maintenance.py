@@ -2,9 +2,13 @@
 drain's moves can be undone.
 
 A drain moved partitions off brokers (its ``plan.json`` lists ``current`` -> ``target`` per
-partition, its ``rollback.json`` the assignment before). Moving one back is safe only while the
-partition is still exactly where the drain put it: anything moved since (another reassignment, a
-person) is reported and left alone, never "restored" over someone else's change.
+partition and each moved topic's incarnation, its ``rollback.json`` the assignment before). Moving
+one back is safe only while the partition is still exactly where the drain put it, *in the topic the
+drain moved*: anything moved since (another reassignment, a person) is reported and left alone,
+never "restored" over someone else's change; a topic deleted and created again under the same name
+(another czxid, another topic id) is not the drain's, whatever its layout; and nothing goes back
+onto a broker that is not registered (a replica there never joins the ISR: the move-back would never
+complete).
 """
 
 from __future__ import annotations
@@ -21,13 +25,50 @@ PartitionKey = tuple[str, int]
 
 @dataclass(frozen=True)
 class DrainedMove:
-    """One partition a drain moved: where it was (``original``) and where the drain put it."""
+    """One partition a drain moved: where it was (``original``) and where the drain put it.
+
+    ``topic_id`` / ``topic_czxid``: the topic the drain moved (its id, None when its znode had none;
+    its znode's creation zxid, None when the drain's records do not say).
+    """
 
     topic: str
     partition: int
     original: tuple[int, ...]
     drained_to: tuple[int, ...]
     size_bytes: int = 0
+    topic_id: str | None = None
+    topic_czxid: int | None = None
+
+
+def not_the_drained_topic(move: DrainedMove, now: tuple[str | None, int] | None) -> str | None:
+    """Why the topic named like the drained one is not the topic the drain moved (None: it is).
+
+    Identified by topic id where both have one, and by the znode's creation zxid (its incarnation)
+    always: a topic deleted and created again gets a new czxid (and, on 2.8+, a new id). The same
+    czxid with another id is a topicId repair (or an old tool) rewriting the id: not provably the
+    drained topic's data either, so it is left alone too.
+
+    :param now: (topic id, czxid) of the topic znode now (None: no such topic).
+    """
+    if now is None:
+        return None  # the partition is gone: reported as such
+    topic_id, czxid = now
+    if move.topic_czxid is not None and czxid != move.topic_czxid:
+        ids = (
+            f", topic id {move.topic_id or 'none'} -> {topic_id or 'none'}"
+            if move.topic_id or topic_id
+            else ""
+        )
+        return (
+            f"topic {move.topic} was deleted and created again since the drain (znode czxid "
+            f"{move.topic_czxid:#x} -> {czxid:#x}{ids}): not the partition the drain moved; left where it is"
+        )
+    if move.topic_id is not None and topic_id is not None and topic_id != move.topic_id:
+        return (
+            f"topic {move.topic}'s id changed since the drain ({move.topic_id} -> {topic_id}, same znode "
+            f"czxid {czxid:#x}: a topicId repair?): not provably the partition the drain moved; left where it is"
+        )
+    return None
 
 
 @dataclass(frozen=True)
@@ -53,6 +94,8 @@ def plan_move_back(
     *,
     reassigning: Collection[PartitionKey] = (),
     sizes: Mapping[PartitionKey, int] | None = None,
+    topics: Mapping[str, tuple[str | None, int]] | None = None,
+    registered: Collection[int] | None = None,
 ) -> MoveBackPlan:
     """The moves that put each drained partition back, for those still where the drain put them.
 
@@ -60,13 +103,21 @@ def plan_move_back(
     :param current: every partition's assignment in ZooKeeper now (target replicas).
     :param reassigning: partitions with a reassignment in flight now (never touched).
     :param sizes: current partition sizes in bytes (else the drain's sizes are used).
+    :param topics: topic -> (topic id, czxid) now: a partition of a topic that is not the drained
+        one (:func:`not_the_drained_topic`) is left alone (None: not compared -- by name only).
+    :param registered: the brokers registered in ``/brokers/ids`` now: nothing goes back onto
+        another one (None: not checked).
     """
     moves, back, untouched = [], [], []
     for d in sorted(drained, key=lambda m: (m.topic, m.partition)):
         key = (d.topic, d.partition)
         now = current.get(key)
+        other = None if topics is None else not_the_drained_topic(d, topics.get(d.topic))
+        down = [] if registered is None else sorted(set(d.original) - set(registered))
         if now is None:
             untouched.append(Untouched(d.topic, d.partition, "the partition no longer exists"))
+        elif other is not None:
+            untouched.append(Untouched(d.topic, d.partition, other))
         elif key in reassigning:
             untouched.append(
                 Untouched(d.topic, d.partition, f"a reassignment of it is in flight (now {list(now)})")
@@ -88,6 +139,16 @@ def plan_move_back(
                     d.topic,
                     d.partition,
                     f"replica count differs: {list(d.original)} before, {list(now)} now; left where it is",
+                )
+            )
+        elif down:
+            untouched.append(
+                Untouched(
+                    d.topic,
+                    d.partition,
+                    f"broker(s) {down} not registered in /brokers/ids (still down?): not moved back onto "
+                    f"{list(d.original)}; run post-maintenance again once {'it is' if len(down) == 1 else 'they are'} "
+                    "back",
                 )
             )
         else:

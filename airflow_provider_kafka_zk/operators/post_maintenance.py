@@ -12,6 +12,7 @@ clearing. Artefacts: ``<base>/<cluster>/post-maintenance/<ts>/``: ``rollback.jso
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -24,6 +25,7 @@ from airflow_provider_kafka_zk.artefacts.object_storage import artefacts_url
 from airflow_provider_kafka_zk.artefacts.snapshots import (
     latest_snapshot,
     read_snapshot,
+    read_snapshot_without_partitions,
     validate_cluster_name,
 )
 from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook
@@ -74,6 +76,7 @@ from airflow_provider_kafka_zk.operators.drain_artefacts import (
     plan_identity,
     positive_int,
     snapshot_identity,
+    topic_incarnations,
 )
 from airflow_provider_kafka_zk.operators.inventory import _resolve_ts
 from airflow_provider_kafka_zk.operators.snapshot import default_artefacts_base
@@ -81,6 +84,8 @@ from airflow_provider_kafka_zk.spark_jobs.audit import load_inputs, run_in_proce
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
+log = logging.getLogger(__name__)
 
 IMBALANCE_CHECK = "preferred-leader-imbalance"
 THROTTLE_CHECK = "throttle-left-set"
@@ -151,8 +156,12 @@ def find_drain_run(base: str, cluster: str, drain_run: str) -> DrainLocation:
     )
 
 
-def drained_moves(location: DrainLocation) -> tuple[list[DrainedMove], dict[str, Any]]:
-    """The drain's moves (its plan) with where each partition was before (its rollback.json)."""
+def drained_moves(
+    location: DrainLocation, *, identify: bool = True
+) -> tuple[list[DrainedMove], dict[str, Any]]:
+    """The drain's moves (its plan) with where each partition was before (its rollback.json) and
+    which topic the drain moved (:func:`drained_incarnations`; ``identify`` false: not looked up,
+    for a run that moves nothing back)."""
     plan = load_plan(location.url)
     rollback = location.read_json(ROLLBACK_FILE)
     try:
@@ -162,6 +171,7 @@ def drained_moves(location: DrainLocation) -> tuple[list[DrainedMove], dict[str,
     if not plan.get("snapshot") and location.exists(SAFETY_SNAPSHOT_FILE):
         # a plan from a planning read names no snapshot: the one its execute step checked it against
         plan = {**plan, "snapshot": location.read_json(SAFETY_SNAPSHOT_FILE).get("snapshot")}
+    incarnations = drained_incarnations(location, plan) if identify else {}
     moves = []
     for batch in plan["batches"]:
         for m in batch:
@@ -172,10 +182,55 @@ def drained_moves(location: DrainLocation) -> tuple[list[DrainedMove], dict[str,
                     f"{location.path(ROLLBACK_FILE)} does not hold {key[0]}-{key[1]} as the plan moved it "
                     f"(plan: from {m['current']}, rollback: {None if original is None else list(original)})"
                 )
+            topic_id, czxid = incarnations.get(key[0], (None, None))
             moves.append(
-                DrainedMove(key[0], key[1], tuple(original), tuple(m["target"]), int(m["size_bytes"]))
+                DrainedMove(
+                    key[0], key[1], tuple(original), tuple(m["target"]), int(m["size_bytes"]), topic_id, czxid
+                )
             )
     return moves, plan
+
+
+def drained_incarnations(
+    location: DrainLocation, plan: Mapping[str, Any]
+) -> dict[str, tuple[str | None, int]]:
+    """Each topic the drain moved, as the drain read it: (topic id, znode czxid).
+
+    From ``plan.json``'s ``topics`` (plans record them); for a plan made before that, from what the
+    drain planned from -- its planning read's czxids (``read``) or its safety snapshot -- which is
+    the same information. A drain whose records hold neither refuses the move-back: a topic deleted
+    and created again under the same name could not be told from the one the drain moved.
+    """
+    moved = sorted({str(m["topic"]) for batch in plan["batches"] for m in batch})
+    recorded = plan.get("topics") or {}
+    if all(t in recorded for t in moved):
+        return {t: (recorded[t].get("topic_id"), int(recorded[t]["czxid"])) for t in moved}
+    read = (plan.get("read") or {}).get("topics") or {}
+    if all(t in read for t in moved):
+        return {t: (None, int(read[t][0])) for t in moved}  # czxids: the incarnation, ids not read
+    snapshot = plan.get("snapshot")
+    problem = "it names no snapshot"
+    if snapshot:
+        try:
+            _, rows = read_snapshot_without_partitions(str(snapshot))
+            state = ClusterState.from_snapshot(rows, partial_read=True)
+        except Exception as exc:  # named in the refusal below
+            problem = f"its snapshot {snapshot} is unreadable ({type(exc).__name__}: {exc})"
+        else:
+            found = topic_incarnations(state, moved)
+            if all(t in found for t in moved):
+                log.info(
+                    "The drain's topics identified from its snapshot %s (plan.json predates them)", snapshot
+                )
+                return {t: (found[t]["topic_id"], int(found[t]["czxid"])) for t in moved}
+            problem = f"its snapshot {snapshot} lacks {sorted(set(moved) - set(found))}"
+    raise PostMaintenanceError(
+        f"the drain run {location.url} records neither its topics' ids nor their znodes' creation zxids "
+        f"({location.path(PLAN_FILE)} was made by an older version, and {problem}): a topic deleted and "
+        "created again under the same name could not be told from the one the drain moved, so nothing is "
+        "moved back by name. Run with move_back=false (the gate and the election still run) and put the "
+        f"partitions back by hand from {location.path(ROLLBACK_FILE)} after checking each topic"
+    )
 
 
 class PostMaintenancePlanOperator(BaseOperator):
@@ -183,8 +238,11 @@ class PostMaintenancePlanOperator(BaseOperator):
 
     Fails (HealthGateError) unless the returning brokers are registered, no partition lacks a live
     leader and under-replicated partitions are back at the pre-maintenance count (the drain's safety
-    snapshot, or ``max_under_replicated``). Partitions moved since the drain, gone, or moving now are
-    reported, never moved. Writes ``rollback.json`` first, then the move-back as a drain plan.
+    snapshot, or ``max_under_replicated``). The drain's partitions are recognised by their topic's id
+    and znode czxid, not by name (:func:`drained_incarnations`): partitions moved since the drain,
+    gone, moving now, of a topic deleted and created again since, or whose original brokers are not
+    all registered now are reported, never moved. Writes ``rollback.json`` first, then the move-back
+    as a drain plan (with the topics' incarnations, which its execution pins).
 
     :param cluster: the cluster's name.
     :param brokers: the brokers the maintenance stopped (default: the drain's brokers).
@@ -261,7 +319,7 @@ class PostMaintenancePlanOperator(BaseOperator):
         validate_cluster_name(self.cluster)
 
         drain = None if is_unset(self.drain_run) else find_drain_run(base, self.cluster, str(self.drain_run))
-        drained, drain_plan = drained_moves(drain) if drain is not None else ([], None)
+        drained, drain_plan = drained_moves(drain, identify=move_back) if drain is not None else ([], None)
         if not brokers and drain_plan is not None:
             brokers = list(drain_plan["request"]["brokers"])
         if not brokers:
@@ -303,7 +361,17 @@ class PostMaintenancePlanOperator(BaseOperator):
         if state.reassign_partitions is not None:
             reassigning |= {(e.topic, e.partition) for e in state.reassign_partitions.partitions}
         sizes, _ = inventory_sizes(base, self.cluster, _resolve_ts(self.inventory_ts, context))
-        back = plan_move_back(drained if move_back else [], current, reassigning=reassigning, sizes=sizes)
+        back = plan_move_back(
+            drained if move_back else [],
+            current,
+            reassigning=reassigning,
+            sizes=sizes,
+            topics={
+                name: (None if t.topic_id is None else str(t.topic_id), t.czxid)
+                for name, t in state.topics.items()
+            },
+            registered=state.live_broker_ids,
+        )
         request = dict(drain_plan["request"]) if drain_plan is not None else {"scope": "all"}
         limit = max_partitions or int(request.get("max_partitions_per_batch") or 100)
         byte_limit = max_bytes if max_bytes is not None else request.get("max_bytes_per_batch")
@@ -360,6 +428,7 @@ class PostMaintenancePlanOperator(BaseOperator):
             },
             "complete": True,
             "batches": batches_json(batches),
+            "topics": topic_incarnations(state, (m.topic for m in back.moves)),
             "unmovable": [],
             "unsatisfiable": [],
             "excluded": [],
