@@ -965,10 +965,11 @@ class ConfigZnodeDelete(Step):
     """Delete a deleted topic's leftover ``/config/topics/<t>`` (versioned; its bytes saved first).
 
     The topic and its deletion marker must still be gone; the znode must hold the version and bytes
-    the plan read (absent: an earlier try deleted it).
+    the plan read (absent: an earlier try deleted it). Consecutive deletes go in one ZooKeeper multi.
     """
 
     KIND: ClassVar[str] = "delete_config_znode"
+    GROUP: ClassVar[str | None] = "config-znode-deletes"
     topic: str = ""
     expected_version: int = 0
     data: bytes | None = None

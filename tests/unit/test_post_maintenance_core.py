@@ -356,3 +356,19 @@ def test_post_maintenance_says_kafka_already_elected_the_preferred_leaders():
         election_report_line(3, elected_before_us(before, before, scope, rule))
         == "preferred leaders elected: 3"
     )
+
+
+def test_the_election_as_steps_never_requests_a_partition_twice():
+    from airflow_provider_kafka_zk.kafka.post_maintenance import election_steps
+
+    electable = [TopicPartition("t", p) for p in range(5)]
+    preferred = {("t", p): p % 3 for p in range(5)}
+    steps = election_steps(
+        electable, preferred, requested=[("t", 1)], max_partitions=2, max_bytes=10_000, first=3
+    )
+    assert [s.id for s in steps] == ["election-3", "election-4"]
+    assert [s.partitions for s in steps] == [(("t", 0, 0), ("t", 2, 2)), (("t", 3, 0), ("t", 4, 1))]
+    assert (
+        election_steps(electable[:1], preferred, requested=[("t", 0)], max_partitions=2, max_bytes=10_000)
+        == []
+    )
