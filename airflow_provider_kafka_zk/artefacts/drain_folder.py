@@ -19,7 +19,6 @@ import fsspec
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kafka_zk.artefacts.files import write_atomically
-from airflow_provider_kafka_zk.artefacts.snapshots import validate_cluster_name
 from airflow_provider_kafka_zk.kafka import znodes
 from airflow_provider_kafka_zk.kafka.drain_execution import Refusal, Step
 from airflow_provider_kafka_zk.kafka.reassignment import TopicPartition
@@ -133,6 +132,10 @@ class DrainLocation:
         :param cluster: the cluster's name (checked: it becomes a folder name).
         :param ts: the run's timestamp folder name.
         """
+        from airflow_provider_kafka_zk.artefacts.snapshots import (
+            validate_cluster_name,  # not at import: pyarrow
+        )
+
         validate_cluster_name(cluster)
         return cls("/".join([base.rstrip("/"), cluster, "drain", ts]))
 

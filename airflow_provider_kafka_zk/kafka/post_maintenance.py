@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .drain import Move
 from .model import ClusterState
@@ -245,6 +246,93 @@ def count_under_replicated(state: ClusterState) -> int:
 def _names(keys: Sequence[PartitionKey]) -> str:
     shown = ", ".join(f"{t}-{p}" for t, p in keys[:10])
     return shown + (f" and {len(keys) - 10} more" if len(keys) > 10 else "")
+
+
+def move_back_from_state(
+    drained: Iterable[DrainedMove], state: ClusterState, *, sizes: Mapping[PartitionKey, int] | None = None
+) -> MoveBackPlan:
+    """:func:`plan_move_back` against a snapshot's model: every partition's target replicas, the
+    reassignments in flight (topic znodes and ``/admin/reassign_partitions``), each topic's
+    incarnation (id, czxid) and the registered brokers."""
+    current = {(p.topic, p.partition): p.target_replicas or p.replicas for p in state.partitions()}
+    reassigning = {(p.topic, p.partition) for p in state.partitions() if p.is_reassigning}
+    if state.reassign_partitions is not None:
+        reassigning |= {(e.topic, e.partition) for e in state.reassign_partitions.partitions}
+    return plan_move_back(
+        drained,
+        current,
+        reassigning=reassigning,
+        sizes=sizes,
+        topics={
+            name: (None if t.topic_id is None else str(t.topic_id), t.czxid)
+            for name, t in state.topics.items()
+        },
+        registered=state.live_broker_ids,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# What a person reads
+# ---------------------------------------------------------------------------------------------
+
+
+def plan_summary(document: Mapping[str, Any], moves: int) -> str:
+    """``summary.txt`` of a post-maintenance plan (its ``plan.json`` document), for a person to read."""
+    lines = [f"Post-maintenance plan for {document['cluster']}; snapshot {document['snapshot']}"]
+    if document["restores"]:
+        lines.append(f"restores drain run {document['restores']} (run id {document['restores_run_id']})")
+    gate = document["gate"]
+    lines.append(
+        f"health gate: {'passed' if gate['passed'] else 'FAILED'} (returning brokers "
+        f"{document['returning_brokers']}; under-replicated baseline {gate['baseline_under_replicated']}, "
+        f"from {gate['baseline_from']})"
+    )
+    lines += [f"  - {p}" for p in gate["problems"]]
+    back = document["move_back"]
+    if back["requested"]:
+        lines.append(f"move back: {moves} partition(s) in {len(document['batches'])} batch(es)")
+        for batch in document["batches"]:
+            lines += [f"  {m['topic']}-{m['partition']}: {m['current']} -> {m['target']}" for m in batch]
+        if back["already_back"]:
+            lines.append(f"already where they were before the drain: {', '.join(back['already_back'])}")
+        if back["untouched"]:
+            lines.append("left alone (reported, not moved):")
+            lines += [f"  - {u}" for u in back["untouched"]]
+    else:
+        lines.append("move back: not requested")
+    preview = document["election_preview"]
+    lines.append(
+        f"preferred leader election for brokers {preview['brokers']}: "
+        f"{len(preview['electable_now'])} partition(s) electable now (the election recomputes after the move-back)"
+    )
+    lines += [f"  - not electable: {n}" for n in preview["not_electable_now"][:10]]
+    return "\n".join(lines)
+
+
+def report_text(result: Mapping[str, Any]) -> str:
+    """``report.txt`` of a post-maintenance run from its ``verify.json`` result."""
+    lines = [f"Post-maintenance of {result['plan_dir']}"]
+    if result["restores"]:
+        lines.append(f"restores drain run {result['restores']} (run id {result['restores_run_id']})")
+    lines.append(f"returning brokers: {result['returning_brokers']}")
+    lines.append(
+        f"moved back: {result['moved_back'] - len(result['not_back'])} of {result['moved_back']} partition(s)"
+    )
+    lines += [f"  - not back: {n}" for n in result["not_back"]]
+    if result["untouched"]:
+        lines.append("left alone (moved since the drain, gone or moving):")
+        lines += [f"  - {u}" for u in result["untouched"]]
+    lines.append(result.get("election_line") or f"preferred leaders elected: {len(result['elected'])}")
+    lines += [f"  - not moved: {n}" for n in result["not_moved"]]
+    if result["problems"]:
+        lines.append("NOT DONE:")
+        lines += [f"  - {p}" for p in result["problems"]]
+    else:
+        lines.append(
+            "verified: partitions back in place with full ISRs, no leader imbalance on the returning brokers, "
+            "no replication throttle left"
+        )
+    return "\n".join(lines) + "\n"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -357,30 +357,28 @@ def _as_refusal(decision: Decision, step: Step) -> Refusal:
     )
 
 
-def _read_entity(hook: KafkaZooKeeperHook, path: str) -> znodes.ConfigEntity | None:
+def _entity(
+    step: ThrottleSet | ThrottleClear, ctx: StepContext
+) -> tuple[Refusal | None, znodes.ConfigEntity | None]:
+    """The step's config entity as read now: (a refusal when it is no config znode Kafka can read,
+    the entity; None when the znode does not exist)."""
     try:
-        data, _ = hook.get_znode(path)
+        data, _ = ctx.hook.get_znode(step.entity_path)
     except ZnodeNotFoundError:
-        return None
-    return znodes.ConfigEntity.decode(data, path)
-
-
-def _entity_refusal(step: ThrottleSet | ThrottleClear, ctx: StepContext) -> Refusal | str | None:
-    """A refusal when the entity znode is unusable; ``"absent"`` when it does not exist."""
+        return None, None
     try:
-        entity = _read_entity(ctx.hook, step.entity_path)
+        return None, znodes.ConfigEntity.decode(data, step.entity_path)
     except (znodes.ZnodeFormatError, ValueError) as exc:
-        return Refusal(
-            "znode-unreadable",
-            f"{ctx.hook.describe_path(step.entity_path)} is not a config znode Kafka can read ({exc})",
-            "Nothing was written; repair the znode (kafka-configs) and run again",
-            step.id,
-            (step.entity_path,),
+        return (
+            Refusal(
+                "znode-unreadable",
+                f"{ctx.hook.describe_path(step.entity_path)} is not a config znode Kafka can read ({exc})",
+                "Nothing was written; repair the znode (kafka-configs) and run again",
+                step.id,
+                (step.entity_path,),
+            ),
+            None,
         )
-    if entity is None:
-        return "absent"
-    ctx.cache[f"entity:{step.entity_path}"] = entity
-    return None
 
 
 class ThrottleSetHandler:
@@ -388,10 +386,10 @@ class ThrottleSetHandler:
 
     def preflight(self, step: Step, ctx: StepContext) -> Sequence[Refusal] | StepState:
         assert isinstance(step, ThrottleSet) and isinstance(ctx, DrainContext)
-        found = _entity_refusal(step, ctx)
-        if isinstance(found, Refusal):
-            return [found]
-        if found == "absent" and step.entity_type == "topics":
+        refusal, entity = _entity(step, ctx)
+        if refusal is not None:
+            return [refusal]
+        if entity is None and step.entity_type == "topics":
             return [
                 Refusal(
                     "znode-gone",
@@ -405,7 +403,6 @@ class ThrottleSetHandler:
         batch = next((s for s in ctx.plan_steps if s.id == step.batch_step), None)
         if isinstance(batch, DrainBatch) and ctx.verdict(batch).action is Action.SKIP:
             return StepState.DONE  # the batch is complete: its throttles are not needed
-        entity = ctx.cache.get(f"entity:{step.entity_path}")
         if entity is not None and all(entity.config.get(k) == v for k, v in step.keys):
             return StepState.DONE  # an earlier try set exactly these (recorded before its write)
         return StepState.PENDING
@@ -523,12 +520,12 @@ class ThrottleClearHandler:
             ctx.cache["clear_decision"] = decision
             if decision.action is Action.REFUSE:  # said once, for the whole run
                 refusals.append(_as_refusal(decision, step))
-        found = _entity_refusal(step, ctx)
-        if isinstance(found, Refusal):
-            refusals.append(found)
+        refusal, entity = _entity(step, ctx)
+        if refusal is not None:
+            refusals.append(refusal)
         if refusals:
             return refusals
-        return StepState.DONE if found == "absent" else StepState.PENDING
+        return StepState.DONE if entity is None else StepState.PENDING
 
     def apply(self, steps: Sequence[Step], ctx: StepContext) -> Mapping[str, Mapping[str, Any]]:
         (step,) = steps

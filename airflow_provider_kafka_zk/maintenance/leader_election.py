@@ -182,7 +182,8 @@ class ElectionRequestHandler:
         # recorded before the create: a retry recognises the znode as this run's
         record = ctx.record
         record["in_flight"] = [list(tp) for tp in batch]
-        record["requested"] += [list(tp) for tp in batch]
+        # a request recorded by a try that stopped before its create is not listed twice
+        record["requested"] += [list(tp) for tp in batch if list(tp) not in record["requested"]]
         record["batches"].append([list(tp) for tp in batch])
         ctx.save()
         ctx.progress.set_pending(step.id, {"partitions": [list(tp) for tp in batch]})

@@ -48,7 +48,9 @@ from airflow_provider_kafka_zk.kafka.post_maintenance import (
     batch_moves,
     count_under_replicated,
     health_gate,
-    plan_move_back,
+    move_back_from_state,
+    plan_summary,
+    report_text,
 )
 from airflow_provider_kafka_zk.maintenance import RunIdentity, parse_safety_flags
 from airflow_provider_kafka_zk.maintenance.leader_election import (
@@ -356,22 +358,8 @@ class PostMaintenancePlanOperator(BaseOperator):
             )
         )
 
-        current = {(p.topic, p.partition): p.target_replicas or p.replicas for p in state.partitions()}
-        reassigning = {(p.topic, p.partition) for p in state.partitions() if p.is_reassigning}
-        if state.reassign_partitions is not None:
-            reassigning |= {(e.topic, e.partition) for e in state.reassign_partitions.partitions}
         sizes, _ = inventory_sizes(base, self.cluster, _resolve_ts(self.inventory_ts, context))
-        back = plan_move_back(
-            drained if move_back else [],
-            current,
-            reassigning=reassigning,
-            sizes=sizes,
-            topics={
-                name: (None if t.topic_id is None else str(t.topic_id), t.czxid)
-                for name, t in state.topics.items()
-            },
-            registered=state.live_broker_ids,
-        )
+        back = move_back_from_state(drained if move_back else [], state, sizes=sizes)
         request = dict(drain_plan["request"]) if drain_plan is not None else {"scope": "all"}
         limit = max_partitions or int(request.get("max_partitions_per_batch") or 100)
         byte_limit = max_bytes if max_bytes is not None else request.get("max_bytes_per_batch")
@@ -452,7 +440,7 @@ class PostMaintenancePlanOperator(BaseOperator):
             },
         }
         location.write(PLAN_FILE, json.dumps(document, indent=1))
-        summary = _plan_summary(document, len(back.moves))
+        summary = plan_summary(document, len(back.moves))
         location.write(SUMMARY_FILE, summary + "\n")
         self.log.info("Post-maintenance plan %s\n%s", location.url, summary)
         if not gate.passed:
@@ -484,38 +472,6 @@ class PostMaintenancePlanOperator(BaseOperator):
             before = ClusterState.from_snapshot(rows)
             return count_under_replicated(before), f"the drain's safety snapshot {drain_plan['snapshot']}"
         return 0, "default (no drain run named)"
-
-
-def _plan_summary(document: Mapping[str, Any], moves: int) -> str:
-    lines = [f"Post-maintenance plan for {document['cluster']}; snapshot {document['snapshot']}"]
-    if document["restores"]:
-        lines.append(f"restores drain run {document['restores']} (run id {document['restores_run_id']})")
-    gate = document["gate"]
-    lines.append(
-        f"health gate: {'passed' if gate['passed'] else 'FAILED'} (returning brokers "
-        f"{document['returning_brokers']}; under-replicated baseline {gate['baseline_under_replicated']}, "
-        f"from {gate['baseline_from']})"
-    )
-    lines += [f"  - {p}" for p in gate["problems"]]
-    back = document["move_back"]
-    if back["requested"]:
-        lines.append(f"move back: {moves} partition(s) in {len(document['batches'])} batch(es)")
-        for batch in document["batches"]:
-            lines += [f"  {m['topic']}-{m['partition']}: {m['current']} -> {m['target']}" for m in batch]
-        if back["already_back"]:
-            lines.append(f"already where they were before the drain: {', '.join(back['already_back'])}")
-        if back["untouched"]:
-            lines.append("left alone (reported, not moved):")
-            lines += [f"  - {u}" for u in back["untouched"]]
-    else:
-        lines.append("move back: not requested")
-    preview = document["election_preview"]
-    lines.append(
-        f"preferred leader election for brokers {preview['brokers']}: "
-        f"{len(preview['electable_now'])} partition(s) electable now (the election recomputes after the move-back)"
-    )
-    lines += [f"  - not electable: {n}" for n in preview["not_electable_now"][:10]]
-    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -771,7 +727,7 @@ class PostMaintenanceVerifyOperator(RunVerifyOperator):
             "problems": problems,
         }
         location.write(VERIFY_FILE, json.dumps(result, indent=1, default=str))
-        report = _report(result)
+        report = report_text(result)
         location.write(REPORT_FILE, report)
         for line in report.splitlines():
             self.log.info("%s", line)
@@ -812,31 +768,6 @@ class PostMaintenanceVerifyOperator(RunVerifyOperator):
             requested=[(t, int(p)) for t, p in election.get("requested", [])],
             moved=moved,
         )
-
-
-def _report(result: Mapping[str, Any]) -> str:
-    lines = [f"Post-maintenance of {result['plan_dir']}"]
-    if result["restores"]:
-        lines.append(f"restores drain run {result['restores']} (run id {result['restores_run_id']})")
-    lines.append(f"returning brokers: {result['returning_brokers']}")
-    lines.append(
-        f"moved back: {result['moved_back'] - len(result['not_back'])} of {result['moved_back']} partition(s)"
-    )
-    lines += [f"  - not back: {n}" for n in result["not_back"]]
-    if result["untouched"]:
-        lines.append("left alone (moved since the drain, gone or moving):")
-        lines += [f"  - {u}" for u in result["untouched"]]
-    lines.append(result.get("election_line") or f"preferred leaders elected: {len(result['elected'])}")
-    lines += [f"  - not moved: {n}" for n in result["not_moved"]]
-    if result["problems"]:
-        lines.append("NOT DONE:")
-        lines += [f"  - {p}" for p in result["problems"]]
-    else:
-        lines.append(
-            "verified: partitions back in place with full ISRs, no leader imbalance on the returning brokers, "
-            "no replication throttle left"
-        )
-    return "\n".join(lines) + "\n"
 
 
 __all__ = [
