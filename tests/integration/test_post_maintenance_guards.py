@@ -28,7 +28,9 @@ from kazoo.client import KazooClient
 
 from airflow_provider_kafka_zk.artefacts.snapshots import write_snapshot
 from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook
+from airflow_provider_kafka_zk.hooks.zookeeper_drain import observe
 from airflow_provider_kafka_zk.kafka import znodes as zk
+from airflow_provider_kafka_zk.kafka.drain_execution import Action, next_step
 from airflow_provider_kafka_zk.kafka.post_maintenance import plan_move_back
 from airflow_provider_kafka_zk.maintenance import MaintenanceRefusedError
 from airflow_provider_kafka_zk.operators.drain import (
@@ -36,7 +38,12 @@ from airflow_provider_kafka_zk.operators.drain import (
     DrainExecuteOperator,
     DrainPlanOperator,
 )
-from airflow_provider_kafka_zk.operators.drain_artefacts import DrainLocation, PlanOutdatedError
+from airflow_provider_kafka_zk.operators.drain_artefacts import (
+    DrainLocation,
+    PlanOutdatedError,
+    load_plan,
+    plan_batches,
+)
 from airflow_provider_kafka_zk.operators.post_maintenance import (
     PostMaintenanceError,
     PostMaintenancePlanOperator,
@@ -212,6 +219,17 @@ def _first_event(trigger) -> dict:
     return asyncio.run(first())
 
 
+def _old_decision(world: World, plan_dir: str, topic: str, partition: int) -> Action:
+    """What the execute step decided before the preflight, for the batch moving ``topic-partition``:
+    :func:`next_step` on what ZooKeeper shows, by assignment alone."""
+    batches = plan_batches(load_plan(plan_dir))
+    index = next(
+        i for i, b in enumerate(batches) if any((m.topic, m.partition) == (topic, partition) for m in b)
+    )
+    with KafkaZooKeeperHook(world.conn_id) as hook:
+        return next_step(batches, index, observe(hook, batches[index]), rate=1_000_000).action
+
+
 @pytest.fixture
 def world(zookeeper_server, tmp_path, monkeypatch) -> Iterator[World]:
     w = World(zookeeper_server, tmp_path, monkeypatch)
@@ -272,6 +290,9 @@ def test_a_broker_gone_after_the_plan_refuses_the_whole_move_back_before_its_fir
     result = world.plan_back(drain, [1, 2], max_under_replicated=100)
     assert len([m for b in _plan_document(result)["batches"] for m in b]) == 4
     world.stop(2)  # broker 2 goes down again between the plan and the move-back
+    # the damage: the old execute decided each batch on the assignment alone (next_step), so it
+    # submitted the batch that puts single-2/3 back onto broker 2, which never completes
+    assert _old_decision(world, result["plan_dir"], "single", 2) is Action.SUBMIT
 
     before = world.state()
     for dry_run in (True, False):
@@ -329,6 +350,8 @@ def test_a_topic_recreated_after_the_move_back_plan_refuses_before_the_first_wri
     ]
     assert plan["topics"]["single"]["czxid"] > 0  # the move-back pins the topic it planned
     world.recreate("single")  # between the plan and the execution
+    # the damage: same name, same layout -- the old execute's decision submits the new topic's move
+    assert _old_decision(world, result["plan_dir"], "single", 0) is Action.SUBMIT
 
     before = world.state()
     with pytest.raises(PlanOutdatedError) as refused:
