@@ -43,6 +43,10 @@ class ZnodeExpectation:
     :param done_data: the bytes the step writes there: found, the step already ran (a resumed run).
     :param czxid: the znode's incarnation the plan read (a topic deleted and created again under
         the same name has another one); None: not compared.
+    :param any_version: the znode must exist (and be the incarnation ``czxid``) but may have been
+        rewritten since (a topic znode a reassignment of the same run rewrites): version and bytes
+        are not compared.
+    :param done_absent: the step deletes the znode: found absent, an earlier try already did.
     """
 
     path: str
@@ -50,6 +54,8 @@ class ZnodeExpectation:
     data: bytes | None = None
     done_data: bytes | None = None
     czxid: int | None = None
+    any_version: bool = False
+    done_absent: bool = False
 
 
 @dataclass(frozen=True)
@@ -114,6 +120,8 @@ def znode_verdict(
             step_id,
             (path,),
         )
+    if observed is None and expected.done_absent:
+        return StepState.DONE
     if observed is None:
         return Refusal(
             "znode-gone",
@@ -133,6 +141,8 @@ def znode_verdict(
             step_id,
             (path,),
         )
+    if expected.any_version:
+        return StepState.PENDING
     same_data = expected.data is None or observed.data == expected.data
     if observed.version != expected.version or not same_data:
         return Refusal(
@@ -629,87 +639,402 @@ class BrokerRestart(Step):
         )
 
 
-# --- the kinds another mutation ports onto the executor (types and expectations; their handlers
-# --- land with those mutations) -----------------------------------------------------------------
+# --- a drain (and a post-maintenance move-back, written as a drain plan) -----------------------
+
+
+def _config_path(entity_type: str, entity_name: str) -> str:
+    return f"/config/{entity_type}/{entity_name}"
 
 
 @dataclass(frozen=True)
 class PartitionMove:
-    """One partition of a reassignment, identified by its topic's incarnation (not by name only)."""
+    """One partition of a reassignment, identified by its topic's incarnation (not by name only).
+
+    :param topic_id: the topic's id when the plan read it (None: the znode had none).
+    :param topic_czxid: the topic znode's creation zxid when the plan read it: a topic deleted and
+        created again under the same name has another one (None: an older plan, not compared).
+    """
 
     topic: str
     partition: int
     replicas_before: tuple[int, ...]
     replicas_after: tuple[int, ...]
     topic_id: str | None = None
-    topic_czxid: int | None = None  # where the topic has no id: its znode's creation zxid
+    topic_czxid: int | None = None
+    size_bytes: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "partition": self.partition,
+            "replicas_before": list(self.replicas_before),
+            "replicas_after": list(self.replicas_after),
+            "topic_id": self.topic_id,
+            "topic_czxid": self.topic_czxid,
+            "size_bytes": self.size_bytes,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> PartitionMove:
+        czxid = d.get("topic_czxid")
+        return cls(
+            str(d["topic"]),
+            int(d["partition"]),
+            tuple(int(b) for b in d["replicas_before"]),
+            tuple(int(b) for b in d["replicas_after"]),
+            d.get("topic_id"),
+            None if czxid is None else int(czxid),
+            int(d.get("size_bytes") or 0),
+        )
 
 
 @dataclass(frozen=True)
 class DrainBatch(Step):
-    """Create ``/admin/reassign_partitions`` for one batch of moves, then wait for Kafka to finish it."""
+    """Create ``/admin/reassign_partitions`` for one batch of moves, then wait for Kafka to finish it.
+
+    What ``/admin/reassign_partitions`` must show (absent, this batch's own request, or an earlier
+    batch of the same plan still in flight) is judged by the handler, not as a znode expectation:
+    a retried run finds its own request there and waits for it. Every target broker must be
+    registered (a replica assigned to a broker that is down never joins the ISR, so the batch never
+    completes); every moved topic must still be the incarnation the plan read (any version: the
+    reassignment itself rewrites the topic znode).
+    """
 
     KIND: ClassVar[str] = "drain_batch"
-    batch: int = 0
+    batch: int = 0  # 0-based, in plan order
+    batches: int = 1  # how many batches the plan has (for labels)
     moves: tuple[PartitionMove, ...] = ()
 
+    @property
+    def label(self) -> str:
+        return f"batch {self.batch + 1}/{self.batches}"
+
     def znodes(self) -> tuple[ZnodeExpectation, ...]:
-        return (ZnodeExpectation(REASSIGN_PARTITIONS, None),)
+        incarnations = {m.topic: m.topic_czxid for m in self.moves if m.topic_czxid is not None}
+        return tuple(
+            ZnodeExpectation(f"/brokers/topics/{t}", -1, czxid=c, any_version=True)
+            for t, c in sorted(incarnations.items())
+        )
 
     def brokers(self) -> tuple[int, ...]:
         return tuple(sorted({b for m in self.moves for b in m.replicas_after}))
 
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.KIND,
+            "id": self.id,
+            "batch": self.batch,
+            "batches": self.batches,
+            "moves": [m.to_dict() for m in self.moves],
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> DrainBatch:
+        return cls(
+            id=str(d["id"]),
+            batch=int(d["batch"]),
+            batches=int(d.get("batches") or 1),
+            moves=tuple(PartitionMove.from_dict(m) for m in d.get("moves") or ()),
+        )
+
+    def describe(self) -> str:
+        shown = ", ".join(
+            f"{m.topic}-{m.partition} {list(m.replicas_before)} -> {list(m.replicas_after)}"
+            for m in self.moves[:10]
+        )
+        more = f" and {len(self.moves) - 10} more" if len(self.moves) > 10 else ""
+        return (
+            f"create {REASSIGN_PARTITIONS} for {self.label}: {len(self.moves)} partition(s) ({shown}{more}), "
+            "then wait until Kafka completed it"
+        )
+
 
 @dataclass(frozen=True)
 class ThrottleSet(Step):
-    """Set replication throttle keys in one config entity znode (+ its change notification)."""
+    """Set replication throttle keys in one config entity (+ its change notification), before a batch.
+
+    ``kafka-configs``' ZooKeeper path: read the whole map, merge these keys, versioned write, notify.
+    The entity's version is not planned (batches of one run write the same entities in turn); the
+    preflight checks the znode is a readable config entity. ``batch_step`` is the batch the
+    throttles are for: already complete, they are not needed.
+    """
 
     KIND: ClassVar[str] = "throttle_set"
-    entity_path: str = ""
-    expected_version: int | None = None  # None: the entity znode does not exist yet
+    GROUP: ClassVar[str | None] = "throttle-sets"
+    entity_type: str = ""  # topics | brokers
+    entity_name: str = ""
     keys: tuple[tuple[str, str], ...] = ()
+    batch_step: str = ""
 
-    def znodes(self) -> tuple[ZnodeExpectation, ...]:
-        return (ZnodeExpectation(self.entity_path, self.expected_version),)
+    @property
+    def entity_path(self) -> str:
+        return _config_path(self.entity_type, self.entity_name)
+
+    @property
+    def entity_key(self) -> str:
+        """``topics/<name>`` or ``brokers/<id>``, as ``throttles.json`` names it."""
+        return f"{self.entity_type}/{self.entity_name}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.KIND,
+            "id": self.id,
+            "entity_type": self.entity_type,
+            "entity_name": self.entity_name,
+            "keys": dict(self.keys),
+            "batch_step": self.batch_step,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ThrottleSet:
+        return cls(
+            id=str(d["id"]),
+            entity_type=str(d["entity_type"]),
+            entity_name=str(d["entity_name"]),
+            keys=tuple(sorted((str(k), str(v)) for k, v in dict(d["keys"]).items())),
+            batch_step=str(d.get("batch_step") or ""),
+        )
+
+    def describe(self) -> str:
+        return f"set {dict(self.keys)} on {self.entity_path} (+ a config change notification)"
 
 
 @dataclass(frozen=True)
 class ThrottleClear(Step):
-    """Remove the throttle keys a run set, only where they still hold the value it wrote."""
+    """Remove the throttle keys a run set from one entity, only where they still hold its values."""
 
     KIND: ClassVar[str] = "throttle_clear"
-    entity_path: str = ""
+    entity_type: str = ""
+    entity_name: str = ""
     keys: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def entity_path(self) -> str:
+        return _config_path(self.entity_type, self.entity_name)
+
+    @property
+    def entity_key(self) -> str:
+        return f"{self.entity_type}/{self.entity_name}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.KIND,
+            "id": self.id,
+            "entity_type": self.entity_type,
+            "entity_name": self.entity_name,
+            "keys": dict(self.keys),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ThrottleClear:
+        return cls(
+            id=str(d["id"]),
+            entity_type=str(d["entity_type"]),
+            entity_name=str(d["entity_name"]),
+            keys=tuple(sorted((str(k), str(v)) for k, v in dict(d["keys"]).items())),
+        )
+
+    def describe(self) -> str:
+        return (
+            f"remove {sorted(k for k, _ in self.keys)} from {self.entity_path} where they still hold this run's "
+            "values (+ a config change notification)"
+        )
+
+
+# --- a preferred leader election ------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class ElectionRequest(Step):
-    """Create ``/admin/preferred_replica_election`` for ``partitions``."""
+    """Create ``/admin/preferred_replica_election`` for ``partitions``, then wait until the controller
+    processed it (it deletes the znode).
+
+    The znode (absent, or this run's own request in flight) is judged by the handler. A partition
+    is requested only while its preferred replica is registered and in the ISR when the request is
+    made; one that is not then is reported, not requested (Kafka's election would not move it).
+    """
 
     KIND: ClassVar[str] = "election_request"
     partitions: tuple[tuple[str, int, int], ...] = ()  # (topic, partition, preferred replica)
 
-    def znodes(self) -> tuple[ZnodeExpectation, ...]:
-        return (ZnodeExpectation(PREFERRED_REPLICA_ELECTION, None),)
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.KIND, "id": self.id, "partitions": [list(p) for p in self.partitions]}
 
-    def brokers(self) -> tuple[int, ...]:
-        return tuple(sorted({b for _, _, b in self.partitions}))
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ElectionRequest:
+        return cls(
+            id=str(d["id"]),
+            partitions=tuple((str(t), int(p), int(b)) for t, p, b in d.get("partitions") or ()),
+        )
+
+    def describe(self) -> str:
+        shown = ", ".join(f"{t}-{p}" for t, p, _ in self.partitions[:20])
+        more = f" and {len(self.partitions) - 20} more" if len(self.partitions) > 20 else ""
+        return (
+            f"create {PREFERRED_REPLICA_ELECTION} with {len(self.partitions)} partition(s) ({shown}{more}), "
+            "then wait until the controller processed it"
+        )
+
+
+# --- a deletion cleanup -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QuarantineDir:
+    """One leftover directory of a deleted topic: ``<log_dir>/<name>`` (``kind`` from its name)."""
+
+    log_dir: str
+    name: str
+    kind: str
+    topic: str
+
+    @property
+    def path(self) -> str:
+        return f"{self.log_dir.rstrip('/')}/{self.name}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"log_dir": self.log_dir, "name": self.name, "kind": self.kind, "topic": self.topic}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> QuarantineDir:
+        return cls(str(d["log_dir"]), str(d["name"]), str(d["kind"]), str(d["topic"]))
 
 
 @dataclass(frozen=True)
 class QuarantineMove(Step):
-    """Rename leftover directories of deleted topics into a quarantine folder on the same broker."""
+    """Rename leftover directories of deleted topics into a quarantine folder on the same broker host.
+
+    Every topic whose directories move must still be gone from ZooKeeper (no topic znode, no
+    deletion marker): a topic created again may own directories of that name. The host checks the
+    rest (paths, symlinks, the filesystem, a running broker) in a dry run of the same script.
+    """
 
     KIND: ClassVar[str] = "quarantine_move"
     broker_id: int = -1
-    log_dir: str = ""
-    dir_names: tuple[str, ...] = ()
-    destination: str = ""
+    dirs: tuple[QuarantineDir, ...] = ()
+    quarantine_dir: str | None = None
+    ts: str = ""
+    broker_running: bool | None = None
+    allow_running_broker_orphans: bool = False
+
+    @property
+    def topics(self) -> tuple[str, ...]:
+        return tuple(sorted({d.topic for d in self.dirs}))
+
+    def znodes(self) -> tuple[ZnodeExpectation, ...]:
+        return tuple(
+            ZnodeExpectation(path, None)
+            for t in self.topics
+            for path in (f"/brokers/topics/{t}", f"/admin/delete_topics/{t}")
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.KIND,
+            "id": self.id,
+            "broker_id": self.broker_id,
+            "dirs": [d.to_dict() for d in self.dirs],
+            "quarantine_dir": self.quarantine_dir,
+            "ts": self.ts,
+            "broker_running": self.broker_running,
+            "allow_running_broker_orphans": self.allow_running_broker_orphans,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> QuarantineMove:
+        return cls(
+            id=str(d["id"]),
+            broker_id=int(d["broker_id"]),
+            dirs=tuple(QuarantineDir.from_dict(x) for x in d.get("dirs") or ()),
+            quarantine_dir=d.get("quarantine_dir"),
+            ts=str(d["ts"]),
+            broker_running=d.get("broker_running"),
+            allow_running_broker_orphans=bool(d.get("allow_running_broker_orphans")),
+        )
+
+    def describe(self) -> str:
+        where = self.quarantine_dir or "<log dir>/../kafka-quarantine"
+        return (
+            f"broker {self.broker_id}: move {len(self.dirs)} leftover director(ies) of "
+            f"{', '.join(self.topics)} into {where}/{self.ts}/ (same filesystem, no symlink followed)"
+        )
+
+
+@dataclass(frozen=True)
+class ConfigZnodeDelete(Step):
+    """Delete a deleted topic's leftover ``/config/topics/<t>`` (versioned; its bytes saved first).
+
+    The topic and its deletion marker must still be gone; the znode must hold the version and bytes
+    the plan read (absent: an earlier try deleted it). Consecutive deletes go in one ZooKeeper multi.
+    """
+
+    KIND: ClassVar[str] = "delete_config_znode"
+    GROUP: ClassVar[str | None] = "config-znode-deletes"
+    topic: str = ""
+    expected_version: int = 0
+    data: bytes | None = None
+
+    @property
+    def path(self) -> str:
+        return _config_path("topics", self.topic)
+
+    def znodes(self) -> tuple[ZnodeExpectation, ...]:
+        return (
+            ZnodeExpectation(f"/brokers/topics/{self.topic}", None),
+            ZnodeExpectation(f"/admin/delete_topics/{self.topic}", None),
+            ZnodeExpectation(self.path, self.expected_version, self.data, done_absent=True),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.KIND,
+            "id": self.id,
+            "topic": self.topic,
+            "path": self.path,
+            "expected_version": self.expected_version,
+            "data_b64": None if self.data is None else _b64(self.data),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ConfigZnodeDelete:
+        data = d.get("data_b64")
+        return cls(
+            id=str(d["id"]),
+            topic=str(d["topic"]),
+            expected_version=int(d["expected_version"]),
+            data=None if data is None else base64.b64decode(data),
+        )
+
+    def describe(self) -> str:
+        return f"delete {self.path} (versioned: version {self.expected_version}; its bytes saved first)"
 
 
 STEP_TYPES: dict[str, type[Step]] = {
-    t.KIND: t for t in (TopicIdWrite, ControllerMove, HealthWait, FileRemoval, BrokerRestart)
+    t.KIND: t
+    for t in (
+        TopicIdWrite,
+        ControllerMove,
+        HealthWait,
+        FileRemoval,
+        BrokerRestart,
+        DrainBatch,
+        ThrottleSet,
+        ThrottleClear,
+        ElectionRequest,
+        QuarantineMove,
+        ConfigZnodeDelete,
+    )
 }
+
+
+def content_id(prefix: str, *parts: Any) -> str:
+    """A step id stable for the same content (a re-planned, identical step keeps its id; a step
+    with other content gets another, so a retry never skips it as done)."""
+    import hashlib
+    import json
+
+    digest = hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:12]
+    return f"{prefix}:{digest}"
 
 
 def step_from_dict(d: Mapping[str, Any]) -> Step:

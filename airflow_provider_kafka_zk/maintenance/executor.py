@@ -60,6 +60,8 @@ class PreflightRefusedError(MaintenanceRefusedError):
     """
 
     def __init__(self, what: str, refusals: Sequence[Refusal], *, dry_run: bool) -> None:
+        self.what = what
+        self.dry_run = dry_run
         self.refusals = tuple(refusals)
         rules = sorted({r.rule for r in self.refusals})
         head = (
@@ -78,10 +80,11 @@ class ProgressLog:
     records of steps started but not finished (``pending``), and the run's baseline.
 
     :param artefact_dir: the run's artefact folder (local path or fsspec URL).
+    :param name: the file's name (a second mutation sharing the folder keeps its own record).
     """
 
-    def __init__(self, artefact_dir: str) -> None:
-        self.url = f"{artefact_dir.rstrip('/')}/{PROGRESS_FILE}"
+    def __init__(self, artefact_dir: str, name: str = PROGRESS_FILE) -> None:
+        self.url = f"{artefact_dir.rstrip('/')}/{name}"
         self.data: dict[str, Any] = self._read()
 
     def _read(self) -> dict[str, Any]:

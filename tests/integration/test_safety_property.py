@@ -15,6 +15,11 @@ log dir / through a symlink / with ``..``) -- each operator run must end in one 
 * it returns (or defers) and the state is the one predicted from the inputs: unchanged for a dry
   run; for a real run with the right connection, what the plan says and nothing else.
 
+Operators: the drain's execute and clear steps, the deletion cleanup, the snapshot load, the topicId
+repair, and the post-maintenance path -- the move-back of a real drain (also with its returning
+broker down again, or a moved-back topic deleted and created again, after the plan: both must refuse)
+and the preferred leader election (also while someone else's election is in flight).
+
 The draw is seeded: ``KAFKA_ZK_SAFETY_PROPERTY_SEED`` (default below) fixes every case, the case's
 own seed and its drawn inputs are in its test id and in every failure message. The schedule is
 stratified so that every connection kind, every flag value and every quarantine kind is drawn at
@@ -48,6 +53,7 @@ from airflow_provider_kafka_zk.hooks.zookeeper import (
     ZooKeeperConnectionError,
 )
 from airflow_provider_kafka_zk.kafka import znodes as zk
+from airflow_provider_kafka_zk.kafka.leadership import ElectionScope, choose_election
 from airflow_provider_kafka_zk.kafka.logdir import DirKind
 from airflow_provider_kafka_zk.kafka.reassignment import plan_throttles
 from airflow_provider_kafka_zk.kafka.safety import LEASE_PATH, LEASE_ROOT, LeaseHolder
@@ -63,6 +69,12 @@ from airflow_provider_kafka_zk.operators.drain import (
     DrainPlanOperator,
 )
 from airflow_provider_kafka_zk.operators.drain_artefacts import DrainError
+from airflow_provider_kafka_zk.operators.post_maintenance import (
+    PostMaintenanceError,
+    PostMaintenancePlanOperator,
+    PreferredLeaderElectionOperator,
+    read_leadership,
+)
 from airflow_provider_kafka_zk.operators.snapshot import (
     SourceClusterGuardError,
     ZooKeeperSnapshotLoadOperator,
@@ -153,6 +165,7 @@ class Case:
     target: str | None = None  # load
     snapshot: str | None = None  # load: ok | missing
     race: bool = False  # repair: the plan's second topic znode changes after the plan
+    incident: str | None = None  # moveback / elect: the cluster changes after the plan (must refuse)
 
     @property
     def flag(self) -> dict[str, Any]:
@@ -166,6 +179,8 @@ class Case:
             "clear": ("state",),
             "cleanup": ("quarantine",),
             "repair": ("race",),
+            "moveback": ("throttle", "incident"),
+            "elect": ("incident",),
         }
         for name in extra.get(self.op, ("target", "snapshot")):
             parts.append(f"{name}={getattr(self, name)!r}")
@@ -196,6 +211,10 @@ class Case:
             return False
         if self.op == "repair" and self.race:
             return False  # the cluster is not in the state the plan assumed: must refuse
+        if self.op == "moveback" and (self.incident is not None or not positive(self.throttle)):
+            return False
+        if self.op == "elect" and self.incident is not None:
+            return False
         if self.op == "cleanup" and self.mutates() and self.quarantine not in GOOD_QUARANTINES:
             return False
         return not (
@@ -248,6 +267,14 @@ def _draw_cases(base_seed: int) -> list[Case]:
     # the topicId repair through the step executor (write_back of two topics, a controller move)
     profiles += [("repair", p) for p in ["real", "real", "dry", "race", *schedule.sample(WRONG_CONNS, 3)]]
     profiles += [("repair", "bad_flag")]
+    # post-maintenance: the move-back of a real drain, and the preferred leader election
+    profiles += [
+        ("moveback", p)
+        for p in ["real", "real", "dry", "broker_down", "recreated", *schedule.sample(WRONG_CONNS, 3)]
+    ]
+    profiles += [("moveback", "bad_flag")]
+    profiles += [("elect", p) for p in ["real", "real", "dry", "foreign", *schedule.sample(WRONG_CONNS, 3)]]
+    profiles += [("elect", "bad_flag")]
     cases = []
     counters: dict[str, int] = {}
     for number, (op, profile) in enumerate(profiles):
@@ -318,6 +345,26 @@ def _draw_cases(base_seed: int) -> list[Case]:
             else:
                 dry_run = valid(REAL + DRY) if rng.random() < 0.75 else anything()
             cases.append(Case(op, index, seed, conn, (("dry_run", dry_run),), race=kind == "race"))
+        elif op in ("moveback", "elect"):
+            incident = kind if kind in ("broker_down", "recreated", "foreign") else None
+            if kind == "real" or incident:
+                dry_run = valid(REAL)
+            elif kind == "dry":
+                dry_run = valid(DRY)
+            elif kind == "bad_flag":
+                dry_run = next(bad_flags)
+            else:
+                dry_run = valid(REAL + DRY) if rng.random() < 0.75 else anything()
+            throttle = None
+            if op == "moveback":
+                throttle = (
+                    valid(GOOD_THROTTLES)
+                    if kind == "real" or incident or rng.random() < 0.8
+                    else valid(BAD_THROTTLES)
+                )
+            cases.append(
+                Case(op, index, seed, conn, (("dry_run", dry_run),), throttle=throttle, incident=incident)
+            )
         else:  # load
             if kind == "bad_flag":
                 replay = next(bad_flags)
@@ -382,13 +429,16 @@ def _params() -> Iterator[Any]:
 # ---------------------------------------------------------------------------------------------
 
 DRAIN_CLUSTER = "prop-drain"
+MOVEBACK_CLUSTER = "prop-moveback"
+ELECT_CLUSTER = "prop-elect"
 REPAIR_CLUSTER = "prop-repair"
 REPAIR_TOPICS = ["diverged", "precursor"]
 DRAINED = 1
 DELETION_CLUSTER = "prop-live"
 SSH_ADDRESSES = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
 LIVE_HOSTS = {0: SSH_ADDRESSES[0], 1: SSH_ADDRESSES[1], 2: SSH_ADDRESSES[2]}
-LEFTOVER_BROKER = 2  # stopped; holds every leftover of old-logs
+LEFTOVER_BROKER = 2  # stopped; holds old-logs' plain leftover directory
+DELETE_LEFTOVER_BROKER = 1  # running; holds old-logs' -delete directory (its own delete failed)
 SSH_CONN = "prop_safety_ssh"
 DAY_MS = 86_400_000
 # old-logs' -delete directory was "renamed two days ago" (its mtime says so), but its age runs from
@@ -419,7 +469,9 @@ def _drain_spec(name: str, seed: int) -> ClusterSpec:
 
 def _deletion_cluster(seed: int) -> SimulatedCluster:
     """``events`` live; ``old-logs`` deleted, leaving on broker 2 (stopped cleanly) a plain partition
-    directory and a ``-delete`` directory; its config znode is planted after the deploy."""
+    directory and on broker 1 (running) a ``-delete`` directory its own delete failed on; its config
+    znode is planted after the deploy. (A stopped broker's ``-delete`` directory waits for its start:
+    PENDING_DELETE_DELAY, never a leftover to clean.)"""
     spec = ClusterSpec(
         name="live",
         brokers=tuple(BrokerSpec(broker_id=b, host=h) for b, h in LIVE_HOSTS.items()),
@@ -436,7 +488,7 @@ def _deletion_cluster(seed: int) -> SimulatedCluster:
         "old-logs", LEFTOVER_BROKER, [0], kind=DirKind.NORMAL, age_ms=3 * DAY_MS, topic_id=topic_id
     )
     cluster.leave_leftover_dirs(
-        "old-logs", LEFTOVER_BROKER, [1], kind=DirKind.DELETE, age_ms=2 * DAY_MS, topic_id=topic_id
+        "old-logs", DELETE_LEFTOVER_BROKER, [1], kind=DirKind.DELETE, age_ms=2 * DAY_MS, topic_id=topic_id
     )
     cluster.stop_broker(LEFTOVER_BROKER, clean=True)
     return cluster
@@ -538,6 +590,8 @@ class World:
                 "clear-moving": lambda: self._build_clear(settled=False),
                 "cleanup": self._build_cleanup,
                 "repair": self._build_repair,
+                "moveback": self._build_moveback,
+                "elect": self._build_elect,
             }[kind]()
             self.dirty.discard(kind)
         return self.current[kind]
@@ -618,6 +672,101 @@ class World:
         deployment.extra["plan_dir"] = result["plan_dir"]
         return deployment
 
+    # ------------------------------------------------------------------ post-maintenance
+    def _drain_for_real(self, deployment: Deployment, cluster: str) -> str:
+        """Broker 1 drained for real (plan, execute, Kafka's controller, clear): its plan dir."""
+        with KafkaZooKeeperHook(deployment.conn_id) as hook:
+            ref, _ = write_snapshot(
+                str(self.base), cluster, hook.snapshot(), source=hook.target_description()
+            )
+        plan_dir = DrainPlanOperator(
+            task_id="plan",
+            cluster=cluster,
+            base_path=str(self.base),
+            brokers=[DRAINED],
+            snapshot_path=ref.path,
+            inventory_ts="none",
+            drain_ts=f"drain-{uuid.uuid4().hex[:8]}",
+        ).execute({})["plan_dir"]
+        context = {"run_id": f"prop-drain-{uuid.uuid4().hex[:8]}"}
+        operator = _execute_operator(plan_dir, deployment.conn_id, dry_run=False, throttle=1_000_000)
+        controller = SimulatedController(deployment.deployed, partitions_per_step=10)
+        try:
+            call = lambda: operator.execute(context)  # noqa: E731
+            while True:
+                try:
+                    call()
+                    break
+                except TaskDeferred as deferred:
+                    controller.run_until_idle()
+                    event = _first_event(deferred.trigger)
+                    call = lambda event=event: operator.execute_complete(context, event)  # noqa: E731
+        finally:
+            controller.stop()
+        ClearReplicationThrottlesOperator(
+            task_id="clear", plan_dir=plan_dir, kafka_zookeeper_conn_id=deployment.conn_id, dry_run=False
+        ).execute(context)
+        return plan_dir
+
+    def _maintenance(self, deployment: Deployment) -> None:
+        """The maintenance window: broker 1 stops (controlled shutdown) and starts again."""
+        deployment.deployed.cluster.stop_broker(DRAINED, clean=True)
+        deployment.deployed.sync()
+        deployment.deployed.cluster.start_broker(DRAINED)
+        deployment.deployed.sync()
+
+    def _build_moveback(self) -> Deployment:
+        """A real drain of broker 1, the maintenance, and the post-maintenance plan that moves its four
+        RF=1 partitions back in two batches (the move-back cases each execute a fresh copy of it)."""
+        deployment = self._deploy(SimulatedCluster(_drain_spec(MOVEBACK_CLUSTER, seed=9)), "moveback")
+        drain_dir = self._drain_for_real(deployment, MOVEBACK_CLUSTER)
+        self._maintenance(deployment)
+        with KafkaZooKeeperHook(deployment.conn_id) as hook:
+            ref, _ = write_snapshot(
+                str(self.base), MOVEBACK_CLUSTER, hook.snapshot(), source=hook.target_description()
+            )
+        result = PostMaintenancePlanOperator(
+            task_id="plan",
+            cluster=MOVEBACK_CLUSTER,
+            base_path=str(self.base),
+            brokers=[DRAINED],
+            drain_run=drain_dir,
+            snapshot_path=ref.path,
+            inventory_ts="none",
+            max_partitions_per_batch=2,
+            run_ts=f"post-{uuid.uuid4().hex[:8]}",
+        ).execute({"run_id": "prop-post"})
+        plan = json.loads(Path(result["plan_dir"], "plan.json").read_text())
+        assert [len(b) for b in plan["batches"]] == [2, 2], plan["batches"]
+        assert all(m["target"] == [DRAINED] for b in plan["batches"] for m in b)
+        deployment.extra["plan_dir"] = result["plan_dir"]
+        return deployment
+
+    def _build_elect(self) -> Deployment:
+        """Broker 1 back from the maintenance, leading none of the partitions it is preferred for."""
+        deployment = self._deploy(SimulatedCluster(_drain_spec(ELECT_CLUSTER, seed=5)), "elect")
+        self._maintenance(deployment)
+        with KafkaZooKeeperHook(deployment.conn_id) as hook:
+            choice = choose_election(read_leadership(hook), ElectionScope())
+            ref, _ = write_snapshot(
+                str(self.base), ELECT_CLUSTER, hook.snapshot(), source=hook.target_description()
+            )
+        assert choice.electable, "the maintenance left no preferred leader to elect"
+        # the post-maintenance plan the election is pinned to (its cluster identity), as the DAG runs it
+        result = PostMaintenancePlanOperator(
+            task_id="plan",
+            cluster=ELECT_CLUSTER,
+            base_path=str(self.base),
+            brokers=[DRAINED],
+            snapshot_path=ref.path,
+            inventory_ts="none",
+            run_ts=f"post-{uuid.uuid4().hex[:8]}",
+        ).execute({"run_id": "prop-post"})
+        deployment.extra.update(
+            electable=sorted((t, p) for t, p in choice.electable), plan_dir=result["plan_dir"]
+        )
+        return deployment
+
     def _build_cleanup(self) -> Deployment:
         deployment = self._deploy(_deletion_cluster(seed=31), "cleanup")
         self.client.create(deployment.chroot + "/config/topics/old-logs", CONFIG_LEFT)
@@ -626,9 +775,13 @@ class World:
         (root / "qlink").symlink_to(root / "qreal")
         [log_dir] = [str(d) for d in deployment.deployed.hosts[LEFTOVER_BROKER].log_dirs]
         leftovers = sorted(
-            p.name for p in Path(log_dir).iterdir() if p.is_dir() and p.name.startswith("old-logs-")
+            (str(d), p.name)
+            for b in (DELETE_LEFTOVER_BROKER, LEFTOVER_BROKER)
+            for d in deployment.deployed.hosts[b].log_dirs
+            for p in Path(d).iterdir()
+            if p.is_dir() and p.name.startswith("old-logs-")
         )
-        assert len(leftovers) == 2 and sum(n.endswith("-delete") for n in leftovers) == 1, leftovers
+        assert len(leftovers) == 2 and sum(n.endswith("-delete") for _, n in leftovers) == 1, leftovers
         deployment.extra.update(log_dir=log_dir, leftovers=leftovers)
         return deployment
 
@@ -672,6 +825,8 @@ def world(zookeeper_server, sshd, tmp_path_factory) -> Iterator[World]:
 # What counts as a refusal, per operator (raised before anything changed)
 REFUSALS: dict[str, tuple[type[BaseException], ...]] = {
     "repair": (MaintenanceRefusedError, ZooKeeperConnectionError),
+    "moveback": (MaintenanceRefusedError, DrainError, ZooKeeperConnectionError),
+    "elect": (MaintenanceRefusedError, PostMaintenanceError, ZooKeeperConnectionError),
     "execute": (MaintenanceRefusedError, DrainError, ZooKeeperConnectionError),
     "clear": (MaintenanceRefusedError, DrainError, ZooKeeperConnectionError),
     "cleanup": (MaintenanceRefusedError, QuarantinePathError, ZooKeeperConnectionError),
@@ -705,6 +860,17 @@ def _run(call: Callable[[], Any]) -> Outcome:
         return Outcome(raised=exc)
 
 
+def _first_event(trigger: Any) -> dict[str, Any]:
+    import asyncio
+
+    async def first() -> dict[str, Any]:
+        async for event in trigger.run():
+            return event.payload
+        raise AssertionError("the trigger fired nothing")
+
+    return asyncio.run(first())
+
+
 def _execute_operator(plan_dir: str, conn_id: str, *, dry_run: Any, throttle: Any) -> DrainExecuteOperator:
     return DrainExecuteOperator(
         task_id="execute",
@@ -729,6 +895,8 @@ def test_wrong_inputs_refuse_or_end_in_the_predicted_state(
         "cleanup": _case_cleanup,
         "load": _case_load,
         "repair": _case_repair,
+        "moveback": _case_moveback,
+        "elect": _case_elect,
     }[case.op](case, world, tmp_path)
 
 
@@ -943,6 +1111,112 @@ def deployment_lock(deployment: Deployment) -> Any:
     return contextlib.nullcontext()
 
 
+# ------------------------------------------------------------------------------------- moveback
+def _recreate(deployment: Deployment, topic: str) -> None:
+    """``topic`` deleted and created again with the same layout (a new znode incarnation)."""
+    cluster = deployment.deployed.cluster
+    layout = {p: tuple(m.replicas) for p, m in cluster.topic(topic).partitions.items()}
+    cluster.delete_topic(topic)
+    deployment.deployed.sync()
+    cluster.create_topic(TopicSpec(topic, len(layout), 1, assignment=layout, records_per_partition=3))
+    deployment.deployed.sync()
+
+
+def _case_moveback(case: Case, world: World, tmp_path: Path) -> None:
+    deployment = world.get("moveback")
+    plan_dir = tmp_path / "post"  # a fresh copy per case: progress and identity are the run's own
+    shutil.copytree(deployment.extra["plan_dir"], plan_dir)
+    plan = json.loads((plan_dir / "plan.json").read_text())
+    if case.incident == "broker_down":  # the returning broker goes down again after the plan
+        deployment.deployed.cluster.stop_broker(DRAINED, clean=True)
+        deployment.deployed.sync()
+        world.dirty.add("moveback")
+    elif case.incident == "recreated":  # a moved-back topic is deleted and created again after the plan
+        _recreate(deployment, "lonely")
+        world.dirty.add("moveback")
+    conn = world.conn_for(case.conn, deployment)
+    chroots = {deployment.chroot, world.other.chroot, world.missing_chroot}
+    roots = {deployment.root, world.other.root}
+    before = capture(world.client, chroots, roots)
+    operator = _execute_operator(str(plan_dir), conn, dry_run=case.flag["dry_run"], throttle=case.throttle)
+    run_id = f"prop-moveback-{case.seed}"
+    outcome = _run(lambda: operator.execute({"run_id": run_id}))
+    after = capture(world.client, chroots, roots)
+
+    def predict() -> None:
+        what = case.describe()
+        assert outcome.deferred is not None, f"[{what}] a real move-back must defer on batch 1: {outcome}"
+        b, a = before.zk[deployment.chroot], after.zk[deployment.chroot]
+        targets = {(m["topic"], int(m["partition"])): tuple(m["target"]) for m in plan["batches"][0]}
+        submitted = zk.ReassignPartitions.decode(a[zk.REASSIGN_PARTITIONS][0])
+        assert {(e.topic, e.partition): tuple(e.replicas) for e in submitted.partitions} == targets, what
+        throttles = plan_throttles(targets, _decode_topics(b), int(str(case.throttle)))
+        entities = {f"topics/{t}": c for t, c in throttles.topic_configs().items()}
+        entities |= {f"brokers/{br}": c for br, c in throttles.broker_configs().items()}
+        touched = {zk.REASSIGN_PARTITIONS, LEASE_ROOT, LEASE_PATH}
+        for key, config in entities.items():
+            path = f"{zk.CONFIG}/{key}"
+            touched.add(path)
+            was = _config(b, path)
+            assert _config(a, path) == {**(was or {}), **config}, f"[{what}] {path}"
+            assert a[path][1] == (0 if was is None else b[path][1] + 1), f"[{what}] {path} written twice"
+        assert _new_notifications(b, a) == sorted(entities), f"[{what}] one notification per throttled entity"
+        holder = LeaseHolder.decode(a[LEASE_PATH][0])
+        assert holder is not None and holder.run_id == run_id, f"[{what}] the lease: {holder}"
+        _assert_rest_unchanged(what, b, a, touched)
+        for chroot in chroots - {deployment.chroot}:
+            assert before.zk[chroot] == after.zk[chroot], f"[{what}] {chroot} changed"
+        assert before.disk == after.disk and before.root_children == after.root_children
+
+    if before != after:
+        world.dirty.add("moveback")
+    _judge(case, outcome, before, after, predict)
+
+
+# ------------------------------------------------------------------------------------- elect
+def _case_elect(case: Case, world: World, tmp_path: Path) -> None:
+    deployment = world.get("elect")
+    if case.incident == "foreign":  # someone else's election is in flight
+        world.client.create(
+            deployment.chroot + zk.PREFERRED_REPLICA_ELECTION,
+            zk.PreferredReplicaElection((zk.TopicPartition("single", 3),)).encode(),
+        )
+        world.dirty.add("elect")
+    conn = world.conn_for(case.conn, deployment)
+    chroots = {deployment.chroot, world.other.chroot, world.missing_chroot}
+    roots = {deployment.root, world.other.root}
+    before = capture(world.client, chroots, roots)
+    operator = PreferredLeaderElectionOperator(
+        task_id="elect",
+        cluster=ELECT_CLUSTER,
+        kafka_zookeeper_conn_id=conn,
+        artefact_dir=str(tmp_path / "election"),
+        plan_dir=deployment.extra["plan_dir"],
+        dry_run=case.flag["dry_run"],
+        poll_interval=0.2,
+        timeout=30,
+        deferrable=True,
+    )
+    outcome = _run(lambda: operator.execute({"run_id": f"prop-elect-{case.seed}"}))
+    after = capture(world.client, chroots, roots)
+
+    def predict() -> None:
+        what = case.describe()
+        assert outcome.deferred is not None, f"[{what}] a real election must defer on its request: {outcome}"
+        b, a = before.zk[deployment.chroot], after.zk[deployment.chroot]
+        requested = zk.PreferredReplicaElection.decode(a[zk.PREFERRED_REPLICA_ELECTION][0])
+        assert sorted(requested.partitions) == deployment.extra["electable"], f"[{what}] {requested}"
+        assert LEASE_PATH not in a and LEASE_ROOT not in a, f"[{what}] the lease went back at the deferral"
+        _assert_rest_unchanged(what, b, a, {zk.PREFERRED_REPLICA_ELECTION})
+        for chroot in chroots - {deployment.chroot}:
+            assert before.zk[chroot] == after.zk[chroot], f"[{what}] {chroot} changed"
+        assert before.disk == after.disk and before.root_children == after.root_children
+
+    if before != after:
+        world.dirty.add("elect")
+    _judge(case, outcome, before, after, predict)
+
+
 # ------------------------------------------------------------------------------------- clear
 def _case_clear(case: Case, world: World, tmp_path: Path) -> None:
     kind = f"clear-{case.state}"
@@ -1054,30 +1328,36 @@ def _case_cleanup(case: Case, world: World, tmp_path: Path) -> None:
             assert before.zk[chroot] == after.zk[chroot], f"[{what}] {chroot} changed"
         assert before.root_children == after.root_children
         assert before.disk[str(world.other.root)] == after.disk[str(world.other.root)]
-        # disks: exactly the leftovers moved into <quarantine>/<ts>/, byte for byte, plus the listing
-        log_dir = deployment.extra["log_dir"]
-        q_root = Path(quarantine or default_quarantine(log_dir))
 
+        # disks: exactly the leftovers moved into <quarantine>/<ts>/, byte for byte, plus a listing
+        # per broker (two brokers sharing an absolute quarantine: the second listing takes the next name)
         def rel(path: str | Path) -> str:
             return str(Path(path).relative_to(root))
 
-        tops = {rel(f"{log_dir}/{n}"): rel(q_root / ts / n) for n in deployment.extra["leftovers"]}
+        tops, q_roots = {}, set()
+        for log_dir, name in deployment.extra["leftovers"]:
+            q_root = Path(quarantine or default_quarantine(log_dir))
+            q_roots.add(q_root)
+            tops[rel(f"{log_dir}/{name}")] = rel(q_root / ts / name)
         disk_b, disk_a = before.disk[str(root)], after.disk[str(root)]
         expected = {}
         for path, value in disk_b.items():
             top = next((t for t in tops if path == t or path.startswith(t + "/")), None)
             expected[tops[top] + path[len(top) :] if top else path] = value
-        for parent in [q_root / ts, *(q_root / ts).parents]:
-            if parent == root:
-                break
-            expected.setdefault(rel(parent), ("d", 0, None))
-        listing = rel(q_root / ts / "quarantine-listing.json")
-        assert disk_a.get(listing, ("?",))[0] == "f", f"[{what}] no listing {listing}"
-        assert {p: v for p, v in disk_a.items() if p != listing} == expected, f"[{what}] " + str(
+        for q_root in q_roots:
+            for parent in [q_root / ts, *(q_root / ts).parents]:
+                if parent == root:
+                    break
+                expected.setdefault(rel(parent), ("d", 0, None))
+        listings = {p for p in disk_a if Path(p).name.startswith("quarantine-listing") and p not in disk_b}
+        assert len(listings) == 2 and all(disk_a[p][0] == "f" for p in listings), (
+            f"[{what}] listings {listings}"
+        )
+        assert {p: v for p, v in disk_a.items() if p not in listings} == expected, f"[{what}] " + str(
             differences(before, after)
         )
-        entries = json.loads((root / listing).read_text())
-        assert sorted(e["name"] for e in entries) == deployment.extra["leftovers"]
+        entries = [e["name"] for p in listings for e in json.loads((root / p).read_text())]
+        assert sorted(entries) == sorted(n for _, n in deployment.extra["leftovers"])
 
     if before != after:
         world.dirty.add("cleanup")
@@ -1157,7 +1437,7 @@ def test_the_draw_covers_every_kind_of_wrong_input() -> None:
     for case in CASES:
         by_op.setdefault(case.op, []).append(case)
     assert {c.conn for c in by_op["execute"]} == {"right", *WRONG_CONNS}
-    for op in ("execute", "clear", "cleanup", "load", "repair"):
+    for op in ("execute", "clear", "cleanup", "load", "repair", "moveback", "elect"):
         assert sum(c.fully_valid() and c.mutates() for c in by_op[op]) >= 2, op
         assert len({c.conn for c in by_op[op]}) >= 2, op
     # every bad quarantine path is tried by a real cleanup with the right connection
@@ -1170,7 +1450,9 @@ def test_the_draw_covers_every_kind_of_wrong_input() -> None:
     for value in FLAG_VALUES:
         assert any(type(v) is type(value) and v == value for v in drawn), value
     assert any(c.race and c.mutates() and c.conn == "right" for c in by_op["repair"])
-    assert 25 <= len(CASES) <= 60
+    assert {c.incident for c in by_op["moveback"]} == {None, "broker_down", "recreated"}
+    assert {c.incident for c in by_op["elect"]} == {None, "foreign"}
+    assert 25 <= len(CASES) <= 80
     assert len({c.describe() for c in CASES}) == len(CASES)
     # the same seed draws the same cases
     assert _draw_cases(BASE_SEED) == CASES

@@ -16,6 +16,7 @@ from airflow_provider_kafka_zk.kafka.restart_rules import (
 from airflow_provider_kafka_zk.kafka.steps import (
     BrokerRestart,
     CommandTemplateError,
+    ConfigZnodeDelete,
     ControllerMove,
     DrainBatch,
     ElectionRequest,
@@ -24,12 +25,17 @@ from airflow_provider_kafka_zk.kafka.steps import (
     ObservedZnode,
     PartitionMove,
     PlannedFile,
+    QuarantineDir,
+    QuarantineMove,
     Refusal,
     ReplicaDisk,
     StepState,
+    ThrottleClear,
+    ThrottleSet,
     TopicIdWrite,
     ZnodeExpectation,
     atomic_groups,
+    content_id,
     partition_file_verdict,
     remaining,
     render_command,
@@ -171,19 +177,57 @@ def test_steps_round_trip_through_plan_json_and_group_the_writes():
         step_from_dict({"kind": "teleport", "id": "x"})
 
 
-def test_the_kinds_other_mutations_port_onto_the_executor_name_what_they_expect():
+def test_the_ported_kinds_name_what_they_expect_and_round_trip():
     batch = DrainBatch(
-        id="batch:1",
-        batch=1,
+        id="batch-1",
+        batch=0,
+        batches=2,
         moves=(
-            PartitionMove("t", 0, (1,), (2,), topic_id="AAAAAAAAAAAAAAAAAAAAAg"),
+            PartitionMove("t", 0, (1,), (2,), topic_id="AAAAAAAAAAAAAAAAAAAAAg", topic_czxid=0x10),
             PartitionMove("u", 1, (1,), (3,)),
         ),
     )
-    assert batch.znodes() == (ZnodeExpectation("/admin/reassign_partitions", None),)
-    assert batch.brokers() == (2, 3)
-    election = ElectionRequest(id="elect", partitions=(("t", 0, 2),))
-    assert election.znodes()[0].version is None and election.brokers() == (2,)
+    # the topic must still be the incarnation the plan read (any version: the reassignment rewrites
+    # it); the reassign znode is the handler's (its own request in flight is no refusal)
+    assert batch.znodes() == (ZnodeExpectation("/brokers/topics/t", -1, czxid=0x10, any_version=True),)
+    assert batch.brokers() == (2, 3) and batch.label == "batch 1/2"
+    throttle = ThrottleSet(
+        id="batch-1:throttle:topics/t",
+        entity_type="topics",
+        entity_name="t",
+        keys=(("leader.replication.throttled.replicas", "0:1"),),
+        batch_step="batch-1",
+    )
+    assert throttle.entity_path == "/config/topics/t" and throttle.znodes() == () and throttle.GROUP
+    clear = ThrottleClear(id="c", entity_type="brokers", entity_name="2", keys=(("k", "v"),))
+    election = ElectionRequest(id="election-1", partitions=(("t", 0, 2),))
+    assert election.znodes() == () and election.brokers() == ()
+    move = QuarantineMove(
+        id="q",
+        broker_id=2,
+        dirs=(QuarantineDir("/data/k", "old-0", "normal", "old"),),
+        ts="20260101T000000",
+        broker_running=False,
+    )
+    assert [z.path for z in move.znodes()] == ["/brokers/topics/old", "/admin/delete_topics/old"]
+    assert all(z.version is None for z in move.znodes())
+    config = ConfigZnodeDelete(id="d", topic="old", expected_version=3, data=b"{}")
+    assert config.znodes()[-1] == ZnodeExpectation("/config/topics/old", 3, b"{}", done_absent=True)
+    for step in (batch, throttle, clear, election, move, config):
+        assert step_from_dict(step.to_dict()) == step, step.kind
+    assert content_id("q", [1, 2]) == content_id("q", [1, 2]) != content_id("q", [1, 3])
+
+
+def test_a_znode_any_version_and_a_deleted_znode_counted_as_done():
+    topic = ZnodeExpectation("/brokers/topics/t", -1, czxid=5, any_version=True)
+    assert znode_verdict("s", topic, ObservedZnode(b"x", 9, 5)) is StepState.PENDING
+    recreated = znode_verdict("s", topic, ObservedZnode(b"x", 0, 6))
+    assert isinstance(recreated, Refusal) and recreated.rule == "znode-recreated"
+    assert znode_verdict("s", topic, None).rule == "znode-gone"
+    deleted = ZnodeExpectation("/config/topics/t", 2, b"{}", done_absent=True)
+    assert znode_verdict("s", deleted, None) is StepState.DONE
+    assert znode_verdict("s", deleted, ObservedZnode(b"{}", 2)) is StepState.PENDING
+    assert znode_verdict("s", deleted, ObservedZnode(b"{}", 3)).rule == "znode-changed"
 
 
 # ---------------------------------------------------------------------------------------------
