@@ -243,8 +243,8 @@ def next_steps(
             "the move). Once no partition of this run moves, clear clear_throttles: it removes exactly "
             "what throttles.json lists."
         )
-    if rollback:
-        text.append("Rollback artefacts of this run: " + ", ".join(rollback) + ".")
+    if not rollback:
+        text.append("This run's folder holds no rollback artefact: undo by hand from its change logs.")
     return text, commands
 
 

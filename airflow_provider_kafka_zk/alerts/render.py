@@ -157,8 +157,9 @@ def slack_message(content: Mapping[str, Any]) -> dict[str, Any]:
     blocks.append(_section("\n".join(intro)))
     shown = content["incidents"][:SLACK_MAX_INCIDENTS]
     for item in shown:
+        status = "" if maintenance else f" {item['status'].upper()}"  # a maintenance run pages them all
         lines = [
-            f"*[{item['severity_label']}] {item['status'].upper()}* {_slack_escape(item['title'])}",
+            f"*[{item['severity_label']}]{status}* {_slack_escape(item['title'])}",
             _slack_escape(item["summary"]),
         ]
         lines += [f"• {_slack_escape(f['label'])}: `{_slack_escape(f['value'])}`" for f in item["facts"]]

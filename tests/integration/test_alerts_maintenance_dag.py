@@ -256,3 +256,33 @@ def test_a_run_that_succeeds_pages_nothing_but_says_when_a_failure_could_not_pag
     assert "'no_such_smtp' does not exist" in output
     (broken,) = _records(env, KRAFT, BROKEN)
     assert broken["notify_problems"] and (len(smtp.messages), len(slack.posts)) == before
+
+
+def test_the_email_renders_in_a_real_browser(failed_drain, env):
+    """Headless Debian Chromium renders the e-mail as sent (its cards, the steps, the commands).
+    The screenshot goes to $KAFKA_ZK_SCREENSHOTS (docs/screenshots refreshes the README's), else tmp."""
+    chromium = Path("/usr/bin/chromium")
+    assert chromium.is_file(), "apt-get install chromium"
+    _, mails, _, _ = failed_drain
+    shots = Path(os.environ.get("KAFKA_ZK_SCREENSHOTS") or env["work"] / "screenshots")
+    shots.mkdir(parents=True, exist_ok=True)
+    page = env["work"] / "maintenance-alert-email.html"
+    page.write_text(mails[0].html())
+    shot = shots / "kafka-zk-maintenance-alert-email.png"
+    shot.unlink(missing_ok=True)
+    subprocess.run(
+        [
+            str(chromium),
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--window-size=1000,2000",
+            f"--screenshot={shot}",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        timeout=180,
+        check=True,
+    )
+    assert shot.stat().st_size > 20_000  # a rendered page, not an empty one
