@@ -435,7 +435,7 @@ class MaintenanceRunAlertOperator(BaseOperator):
 
     def _run_folder(self, ti: Any, dag_run: Any, base: str) -> str | None:
         from airflow_provider_kafka_zk.alerts.maintenance import ARTEFACT_KIND
-        from airflow_provider_kafka_zk.operators.inventory import run_key_of
+        from airflow_provider_kafka_zk.operators._run import run_key_of
 
         if self.plan_task_id in self.dag.task_dict:
             plan = ti.xcom_pull(task_ids=self.plan_task_id)
@@ -480,7 +480,7 @@ class MaintenanceRunAlertOperator(BaseOperator):
         from airflow_provider_kafka_zk.alerts import maintenance as mt
         from airflow_provider_kafka_zk.artefacts.object_storage import artefacts_url
         from airflow_provider_kafka_zk.clusters import cluster_setting, load_clusters
-        from airflow_provider_kafka_zk.operators.inventory import run_key_of
+        from airflow_provider_kafka_zk.operators._run import run_key_of
         from airflow_provider_kafka_zk.plugins.links import PlanLink, RunReportLink, run_url
 
         ti, dag_run = context["ti"], context["dag_run"]

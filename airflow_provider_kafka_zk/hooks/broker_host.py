@@ -391,11 +391,24 @@ class BrokerHostHook(BaseHook):
                 hosts[registration.broker_id] = _registration_hosts(registration)
         return ZooKeeperView(cluster_id=cluster_id, registered_hosts=hosts)
 
+    @cached_property
+    def _cluster_connect(self) -> dict[str, Any]:
+        """The cluster's ZooKeeper hosts and chroot (from the connection, no I/O): a running broker
+        whose zookeeper.connect names another cluster is not this cluster's broker. A shared hook
+        (a trigger's session) is asked, not the connection again."""
+        if not self.kafka_zookeeper_conn_id:
+            return {}
+        from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook
+
+        config = (self._zookeeper or KafkaZooKeeperHook(self.kafka_zookeeper_conn_id)).config
+        return {"zookeeper_hosts": tuple(config.hosts), "chroot": config.chroot}
+
     def resolve_connections(self) -> None:
         """Read the SSH template and the ZooKeeper view now, on this thread (before any worker pool)."""
         self._template  # noqa: B018 - cached_property: resolved once, here
         self._ssh_extra  # noqa: B018
         self.zookeeper_view  # noqa: B018
+        self._cluster_connect  # noqa: B018
 
     def resolve(self, broker_id: int) -> BrokerAddress:
         """The broker's host: ``broker_hosts`` first, else its ZooKeeper registration."""
@@ -560,7 +573,9 @@ class BrokerHostHook(BaseHook):
                     ) from None
                 if assembler.awaiting_log_dirs:
                     try:
-                        facts = choose_server_properties(assembler.candidates, broker_id)
+                        facts = choose_server_properties(
+                            assembler.candidates, broker_id, **self._cluster_connect
+                        )
                     except ServerPropertiesSelectionError as exc:
                         _send(channel, _json_line({"log_dirs": None}))
                         raise ServerPropertiesNotFoundError(

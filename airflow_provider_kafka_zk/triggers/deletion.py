@@ -41,16 +41,6 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _now_ms() -> int:
-    """The wall clock directory ages are counted to when no ``now_ms`` is given.
-
-    One place, so tests can look from later: a ``-delete`` directory's age runs from its ctime (the
-    broker's rename), which cannot be backdated, so a simulated "renamed two days ago" directory is
-    only that old to a clock moved forward (tests/conftest.py ``deletion_clock``).
-    """
-    return int(time.time() * 1000)
-
-
 class TopicDeletionTrigger(BaseTrigger):
     """Poll until every topic's deletion verdict is settled, or ``deadline`` (epoch s) passes.
 

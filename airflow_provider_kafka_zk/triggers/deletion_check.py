@@ -11,6 +11,7 @@ expected broker was read.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -32,6 +33,16 @@ from airflow_provider_kafka_zk.kafka.inventory import effective_broker_id
 from airflow_provider_kafka_zk.kafka.logdir import DirKind
 
 _KINDS = {k.name.lower(): k for k in DirKind}
+
+
+def _now_ms() -> int:
+    """The wall clock directory ages are counted to when no ``now_ms`` is given.
+
+    One place, so tests can look from later: a ``-delete`` directory's age runs from its ctime (the
+    broker's rename), which cannot be backdated, so a simulated "renamed two days ago" directory is
+    only that old to a clock moved forward (tests/conftest.py ``deletion_clock``).
+    """
+    return int(time.time() * 1000)
 
 
 @dataclass(frozen=True)
@@ -305,9 +316,7 @@ def check_deletions(
     with ThreadPoolExecutor(max_workers=max(1, min(max_parallel, len(expected) or 1))) as pool:
         results = list(pool.map(inventory, expected))
     if now_ms is None:
-        from airflow_provider_kafka_zk.triggers import deletion  # its clock: tests look from later
-
-        now_ms = deletion._now_ms()
+        now_ms = _now_ms()
     facts: dict[int, BrokerDeletionFacts] = {}
     inventoried: dict[int, str] = {}
     not_inventoried: dict[int, str] = {}

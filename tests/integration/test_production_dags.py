@@ -37,7 +37,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_kafka_zk.kafka.audit import repair_commands
-from airflow_provider_kafka_zk.operators.inventory import run_key
+from airflow_provider_kafka_zk.operators._run import run_key
 from airflow_provider_kafka_zk.testing.airflow_production import (
     AirflowProduction,
     AirflowRunFailed,

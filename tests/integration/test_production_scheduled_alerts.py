@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_kafka_zk.alerts.record import stamp
-from airflow_provider_kafka_zk.operators.inventory import run_key
+from airflow_provider_kafka_zk.operators._run import run_key
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(3600)]
 
