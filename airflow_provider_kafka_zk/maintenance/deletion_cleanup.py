@@ -61,7 +61,7 @@ from airflow_provider_kafka_zk.maintenance.session import (
 
 if TYPE_CHECKING:
     from airflow_provider_kafka_zk.hooks.broker_host import BrokerHostHook
-    from airflow_provider_kafka_zk.triggers.deletion import BrokerDisk, DeletionCheck
+    from airflow_provider_kafka_zk.triggers.deletion_check import BrokerDisk, DeletionCheck
 
 log = logging.getLogger(__name__)
 

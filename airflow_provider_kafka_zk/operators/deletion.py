@@ -43,9 +43,9 @@ from airflow_provider_kafka_zk.maintenance import (
 )
 from airflow_provider_kafka_zk.maintenance.deletion_cleanup import QuarantineRefusedError
 from airflow_provider_kafka_zk.operators._run import run_key_of
-from airflow_provider_kafka_zk.triggers.deletion import (
+from airflow_provider_kafka_zk.triggers.deletion import TopicDeletionTrigger
+from airflow_provider_kafka_zk.triggers.deletion_check import (
     DeletionCheck,
-    TopicDeletionTrigger,
     host_hook_from_kwargs,
     pending_deletion_topics,
     run_check,

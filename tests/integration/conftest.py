@@ -1,0 +1,247 @@
+"""The production-shape deployment the harness modules share, one per session
+(``test_production_dags.py``: every DAG triggered three ways; ``test_production_scheduled_alerts.py``: alerts
+from scheduled and manual runs, the triggerer's event loop).
+
+The provider's wheel in a fresh virtualenv, PostgreSQL, LocalExecutor, and ``airflow api-server``,
+``scheduler``, ``dag-processor`` and ``triggerer`` as four processes
+(:mod:`airflow_provider_kafka_zk.testing.airflow_production`), with connections stored by ``airflow
+connections add`` before the first parse. The simulated clusters live in a ZooKeeper and an sshd of
+the session: ``prod`` (healthy, RF=1 topics, its simulated controller carrying out reassignments),
+``incident`` (the demo's incident cluster, scheduled every minute, alerting by e-mail to an SMTP
+server on loopback) and ``healthy`` (on a ZooKeeper of its own, stopped and started again in the
+outage test).
+
+What runs besides the triggered runs starts in :func:`alert_scenarios`, which the campaign asks for
+first, so it runs concurrently with it: the scheduler's runs of the failing ``incident`` daily DAG
+(paused after the second) and a failing KRaft readiness run.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_kafka_zk.testing.airflow_production import (
+    AirflowProduction,
+    PostgresServer,
+    ProductionVenv,
+)
+from airflow_provider_kafka_zk.testing.alert_sinks import SmtpSink
+from airflow_provider_kafka_zk.testing.simulator import DeployedCluster, healthy_cluster, incident_cluster
+from airflow_provider_kafka_zk.testing.simulator.runtime import ClusterRuntime
+from airflow_provider_kafka_zk.testing.simulator.scenarios import maintenance_cluster
+from airflow_provider_kafka_zk.testing.sshd import SshServer
+from airflow_provider_kafka_zk.testing.zookeeper import ZooKeeperServer
+
+REPO = Path(__file__).resolve().parents[2]
+HOSTS = tuple(f"127.0.0.{i}" for i in range(2, 8))  # the scenarios' brokers 0-5
+DAILY = "kafka_zk_daily_hygiene_{}"
+KRAFT = "kafka_zk_kraft_migration_readiness"
+ONCALL = "oncall@example.com"
+SCHEDULED_RUNS = 2
+"""Scheduled runs of the incident cluster's daily DAG: the first pages, the second must not."""
+NEVER = "0 0 29 2 *"
+"""A cron whose last fire time (29 Feb 2024) is before the daily DAGs' start date (1 Jan 2026): with
+catchup off, unpausing such a DAG schedules nothing before 2028, so the triggered runs of ``prod``
+and ``healthy`` have no scheduled run competing with them (their DAGs allow one active run)."""
+ALERT_TIMEOUT = 1500
+
+
+@dataclass
+class Deployment:
+    airflow: AirflowProduction
+    clusters: dict[str, DeployedCluster]
+    outage_zookeeper: ZooKeeperServer
+    artefacts: Path
+    prod_assignment: dict[tuple[str, int], tuple[int, ...]]
+    smtp: SmtpSink
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def assignment(self, cluster: str) -> dict[tuple[str, int], tuple[int, ...]]:
+        """The cluster's replica assignment now ((topic, partition) -> replicas)."""
+        return assignment(self.clusters[cluster])
+
+
+def cluster_table(name: str, deployed: DeployedCluster, artefacts: Path, **extra: str) -> str:
+    hosts = ", ".join(f'"{b}" = "{HOSTS[b]}"' for b in sorted(deployed.cluster.brokers))
+    lines = [
+        f"[clusters.{name}]",
+        f'kafka_zookeeper_conn_id = "kafka_zk_{name}"',
+        'ssh_conn_id = "kafka_zk_ssh"',
+        f'base_path = "{artefacts}"',
+        f'server_properties_path = "{deployed.root}/broker-{{broker_id}}/config/server.properties"',
+        f"broker_hosts = {{ {hosts} }}",
+        "retry_delay_s = 5",
+        *(f"{k} = {v}" for k, v in extra.items()),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def assignment(deployed: DeployedCluster) -> dict[tuple[str, int], tuple[int, ...]]:
+    return {
+        (t, p): tuple(partition.replicas)
+        for t, topic in deployed.cluster.topics.items()
+        for p, partition in topic.partitions.items()
+    }
+
+
+def _zookeeper_connection(deployed: DeployedCluster) -> dict[str, Any]:
+    return {
+        "conn_type": "kafkazookeeper",
+        "host": deployed.zookeeper_connect.rsplit("/", 1)[0],
+        "port": 2181,
+        "extra": {
+            "chroot": "/" + deployed.zookeeper_connect.rsplit("/", 1)[1],
+            "connect_timeout": 5,
+            "session_timeout": 10,
+        },
+    }
+
+
+@pytest.fixture(scope="session")
+def deployment(tmp_path_factory) -> Iterator[Deployment]:
+    work = tmp_path_factory.mktemp("production")
+    timings: dict[str, float] = {}
+    started = time.monotonic()
+    reuse = os.environ.get("KAFKA_ZK_PRODUCTION_VENV")
+    venv = ProductionVenv(Path(reuse)) if reuse else ProductionVenv.build(work)
+    timings["venv (wheel, venv, pip install)"] = time.monotonic() - started
+    artefacts = work / "artefacts"
+    with (
+        SmtpSink() as smtp,
+        ZooKeeperServer(work / "zookeeper") as zookeeper,
+        ZooKeeperServer(work / "zookeeper-outage") as outage_zookeeper,
+        SshServer(HOSTS, work_dir=work / "sshd") as sshd,
+        PostgresServer() as postgres,
+        DeployedCluster(
+            maintenance_cluster(name="prod"), zookeeper.connect_string, "/kafka_prod", work / "prod-hosts"
+        ) as prod,
+        DeployedCluster(
+            incident_cluster(name="incident"),
+            zookeeper.connect_string,
+            "/kafka_incident",
+            work / "incident-hosts",
+        ) as incident,
+        DeployedCluster(
+            healthy_cluster(name="healthy"),
+            outage_zookeeper.connect_string,
+            "/kafka_healthy",
+            work / "healthy-hosts",
+        ) as healthy,
+        ClusterRuntime(prod, restart_dir=work / "prod-restarts", reassignments=True),
+    ):
+        clusters = {"prod": prod, "incident": incident, "healthy": healthy}
+        clusters_file = work / "kafka_zk_clusters.toml"
+        clusters_file.write_text(
+            cluster_table("prod", prod, artefacts, engine='"spark"', schedule=f'"{NEVER}"')
+            # the failing daily run of issue 24: scheduled, paging by e-mail, its deletions check
+            # waiting in the triggerer (45 s: two looks) before it names the blocked deletion
+            + cluster_table(
+                "incident",
+                incident,
+                artefacts,
+                engine='"in-process"',
+                schedule='"* * * * *"',
+                deletion_wait_s="45",
+                notify=f'{{ kind = "smtp", to = ["{ONCALL}"], smtp_conn_id = "smtp_oncall" }}',
+            )
+            + cluster_table("healthy", healthy, artefacts, engine='"in-process"', schedule=f'"{NEVER}"')
+        )
+        connections = {f"kafka_zk_{name}": _zookeeper_connection(d) for name, d in clusters.items()}
+        connections["kafka_zk_ssh"] = sshd.airflow_connection_fields(HOSTS[0], conn_timeout=5)
+        connections["spark_default"] = {"conn_type": "spark", "host": "local[1]"}
+        connections["smtp_oncall"] = smtp.connection()
+        airflow = AirflowProduction(
+            venv,
+            postgres,
+            work / "airflow-home",
+            dags_folder=REPO / "dags",
+            extra_env={
+                "KAFKA_ZK_CLUSTERS_FILE": str(clusters_file),
+                "PYSPARK_PYTHON": str(venv.python),
+                "SPARK_LOCAL_IP": "127.0.0.1",
+                # as README "Deploying" sets it: the deletion check and the election wait in the triggerer
+                "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": "True",
+            },
+            connections=connections,
+            niceness={"triggerer": -10},
+        )
+        started = time.monotonic()
+        with airflow:
+            timings["airflow start (migrate, connections, reserialize, services healthy)"] = (
+                time.monotonic() - started
+            )
+            timings.update({f"  {k}": v for k, v in airflow.started_s.items()})
+            yield Deployment(airflow, clusters, outage_zookeeper, artefacts, assignment(prod), smtp, timings)
+
+
+@dataclass
+class AlertScenarios:
+    """The runs that page, started early: :attr:`scheduled` (the incident daily DAG's scheduled run
+    ids, filled in as the scheduler makes them) and :attr:`maintenance_run` (a KRaft readiness run
+    that fails while blockers remain)."""
+
+    airflow: AirflowProduction
+    scheduled_dag: str
+    maintenance_run: str
+    started: float
+    scheduled: list[str] = field(default_factory=list)
+    states_seen: dict[str, dict[str, set[str]]] = field(default_factory=dict)
+    error: str = ""
+    _done: threading.Event = field(default_factory=threading.Event)
+
+    def watch(self, stop: threading.Event) -> None:
+        """Pause the scheduled DAG as soon as its :data:`SCHEDULED_RUNS`-th run ended (runs follow
+        one another: one active run; a paused DAG's runs are not scheduled, so not sooner), and note
+        the task states seen. A further run the scheduler may have queued meanwhile does not start."""
+        try:
+            while not stop.is_set():
+                runs = self.airflow.runs(self.scheduled_dag, "scheduled")[:SCHEDULED_RUNS]
+                for run in runs:
+                    seen = self.states_seen.setdefault(run["dag_run_id"], {})
+                    for ti in self.airflow.task_instances(self.scheduled_dag, run["dag_run_id"]):
+                        seen.setdefault(ti["task_id"], set()).add(str(ti["state"]))
+                ended = [r for r in runs if r["state"] in ("success", "failed")]
+                if len(ended) == SCHEDULED_RUNS:
+                    self.airflow.pause(self.scheduled_dag)
+                    self.scheduled = [r["dag_run_id"] for r in runs]
+                    return
+                stop.wait(1)
+        except Exception as exc:  # the tests report it
+            self.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            self._done.set()
+
+    def wait(self) -> list[dict[str, Any]]:
+        """The scheduled runs once both ended (oldest first)."""
+        assert self._done.wait(ALERT_TIMEOUT), (
+            f"{self.scheduled_dag}: {SCHEDULED_RUNS} scheduled runs not done"
+        )
+        assert not self.error, self.error
+        return [self.airflow.run(self.scheduled_dag, run_id) for run_id in self.scheduled]
+
+
+@pytest.fixture(scope="session")
+def alert_scenarios(deployment: Deployment) -> Iterator[AlertScenarios]:
+    """Unpause the incident cluster's daily DAG (the scheduler runs it at once: its cron is every
+    minute) and trigger a KRaft readiness run of that cluster that fails on its blockers."""
+    airflow = deployment.airflow
+    scheduled_dag = DAILY.format("incident")
+    airflow.unpause(KRAFT)
+    airflow.unpause(scheduled_dag)
+    started = time.monotonic()
+    run_id = airflow.trigger_rest(KRAFT, {"cluster": "incident", "fail_on_blockers": True})
+    scenarios = AlertScenarios(airflow, scheduled_dag, run_id, started)
+    stop = threading.Event()
+    watcher = threading.Thread(target=scenarios.watch, args=(stop,), name="scheduled-runs", daemon=True)
+    watcher.start()
+    yield scenarios
+    stop.set()
+    watcher.join(30)
