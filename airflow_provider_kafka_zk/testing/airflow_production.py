@@ -790,16 +790,28 @@ class TriggerFormBrowser:
 
     def fill(self, dialog: Any, key: str, value: Any) -> None:
         """Type ``value`` into Param ``key``'s field the way its widget takes it."""
+        from selenium.common.exceptions import TimeoutException
         from selenium.webdriver.common.by import By
         from selenium.webdriver.common.keys import Keys
 
         field = self.field(dialog, key)
         self.driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", field)
-        combobox = field.find_elements(By.CSS_SELECTOR, "input[role=combobox]")
-        spin = field.find_elements(By.CSS_SELECTOR, "input[role=spinbutton]")
-        editor = field.find_elements(By.CSS_SELECTOR, "[aria-roledescription=editor]")
-        textarea = field.find_elements(By.CSS_SELECTOR, f"textarea[name=element_{key}]")
-        checkbox = field.find_elements(By.CSS_SELECTOR, f"input[type=checkbox][name=element_{key}]")
+        selectors = (
+            "input[role=combobox]",
+            "input[role=spinbutton]",
+            "[aria-roledescription=editor]",  # the JSON editor loads after the field, slowly under load
+            f"textarea[name=element_{key}]",
+            f"input[type=checkbox][name=element_{key}]",
+        )
+
+        def widgets(_driver: Any) -> list[list[Any]] | None:
+            found = [field.find_elements(By.CSS_SELECTOR, selector) for selector in selectors]
+            return found if any(found) else None
+
+        try:
+            combobox, spin, editor, textarea, checkbox = self._wait().until(widgets)
+        except TimeoutException:
+            raise AssertionError(f"no widget for {key} in the form") from None
         if combobox:
             combobox[0].click()
             combobox[0].send_keys(str(value))
@@ -828,13 +840,10 @@ class TriggerFormBrowser:
         elif textarea:
             textarea[0].clear()
             textarea[0].send_keys("\n".join(str(v) for v in value), Keys.TAB)
-        elif checkbox:
-            if checkbox[0].is_selected() != bool(value):
-                field.find_element(
-                    By.XPATH, ".//label[.//input[@type='checkbox']] | .//*[@data-part='control']"
-                ).click()
-        else:
-            raise AssertionError(f"no widget for {key} in the form")
+        elif checkbox[0].is_selected() != bool(value):
+            field.find_element(
+                By.XPATH, ".//label[.//input[@type='checkbox']] | .//*[@data-part='control']"
+            ).click()
 
     def trigger(self, dag_id: str, conf: Mapping[str, Any]) -> str:
         """Open the form, fill in ``conf``, name the run (Advanced Options -> Run ID), press Trigger;
