@@ -43,6 +43,7 @@ from airflow_provider_kafka_zk.maintenance import (
     parse_safety_flags,
     pin_zookeeper_identity,
 )
+from airflow_provider_kafka_zk.operators.approved_plan import require_approved_plan
 from airflow_provider_kafka_zk.operators.inventory import run_key_of
 from airflow_provider_kafka_zk.triggers.deletion import (
     DeletionCheck,
@@ -282,6 +283,7 @@ class TopicDeletionVerifyOperator(BaseOperator):
         )
 
     def execute(self, context: Context) -> list[dict[str, Any]]:
+        require_approved_plan(self, context)  # a real cleanup after an approval step: that plan, or nothing
         self._flags = self._parsed_flags()  # before any I/O: a typo in a safety switch refuses here
         topics = self._resolve_topics()
         # A marker is proof that someone asked, so marker topics count as requested too.

@@ -72,6 +72,7 @@ from airflow_provider_kafka_zk.maintenance import (
     parse_safety_flags,
 )
 from airflow_provider_kafka_zk.maintenance.session import read_lease
+from airflow_provider_kafka_zk.operators.approved_plan import require_approved_plan
 from airflow_provider_kafka_zk.operators.drain_artefacts import (
     PLAN_FILE,
     REASSIGNMENT_FILE,
@@ -512,6 +513,7 @@ class DrainExecuteOperator(BaseOperator):
         )
 
     def _run_from(self, context: Context, start: int) -> dict[str, Any]:
+        require_approved_plan(self, context)  # a real run: the approved plan, unchanged, or nothing
         # Flags and numbers first: a typo must refuse before anything is read or written.
         dry_run = parse_safety_flags(dry_run=self.dry_run)["dry_run"]
         rate = positive_int(self.throttle_bytes_per_sec, "throttle_bytes_per_sec")

@@ -52,6 +52,7 @@ from airflow_provider_kafka_zk.kafka.post_maintenance import (
     plan_move_back,
 )
 from airflow_provider_kafka_zk.maintenance import MaintenanceSession, RunIdentity, parse_safety_flags
+from airflow_provider_kafka_zk.operators.approved_plan import require_approved_plan
 from airflow_provider_kafka_zk.operators.drain_artefacts import (
     PLAN_FILE,
     PLAN_FORMAT,
@@ -600,6 +601,7 @@ class PreferredLeaderElectionOperator(BaseOperator):
         return self._run(context)
 
     def _run(self, context: Context) -> dict[str, Any]:
+        require_approved_plan(self, context)  # a real run: the approved plan, unchanged, or nothing
         dry_run = parse_safety_flags(dry_run=self.dry_run)["dry_run"]
         scope = self._scope()
         max_partitions, max_bytes, poll, timeout = self._numbers()

@@ -57,6 +57,7 @@ from airflow_provider_kafka_zk.maintenance import (
     RunIdentity,
     parse_safety_flags,
 )
+from airflow_provider_kafka_zk.operators.approved_plan import require_approved_plan
 from airflow_provider_kafka_zk.operators.drain_artefacts import (
     DrainLocation,
     RunVerifyOperator,
@@ -485,6 +486,7 @@ class TopicIdRepairExecuteOperator(BaseOperator):
 
     # ------------------------------------------------------------------ driver
     def execute(self, context: Context) -> dict[str, Any]:
+        require_approved_plan(self, context)  # a real run: the approved plan, unchanged, or nothing
         dry_run = parse_safety_flags(dry_run=self.dry_run)["dry_run"]
         for name in ("health_timeout", "restart_timeout", "gate_timeout", "poll_interval"):
             setattr(self, name, _positive_seconds(getattr(self, name), name))
