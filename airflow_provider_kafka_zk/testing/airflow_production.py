@@ -40,13 +40,17 @@ import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from ._process import ServerProcess, free_port, spawn_logged, terminate, terminate_at_exit
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = [
     "AirflowProduction",
     "AirflowRunFailed",
+    "LocalApiServer",
     "PostgresServer",
     "ProductionVenv",
     "TriggerFormBrowser",
@@ -350,6 +354,167 @@ def threading_is_main() -> bool:
 # ---------------------------------------------------------------------------------------------
 
 
+class ApprovalRest:
+    """What a person does with a waiting approval, over Airflow's REST API (``GET .../hitlDetails``,
+    ``PATCH .../taskInstances/{task}/{map_index}/hitlDetails``). Mixed into the deployments, which
+    give ``http(method, path, body, *, user=...)``."""
+
+    def http(self, method: str, path: str, body: Any = None, **kwargs: Any) -> tuple[int, bytes]:
+        raise NotImplementedError
+
+    def waiting_approvals(self, dag_id: str, run_id: str | None = None) -> list[dict[str, Any]]:
+        """The HITL requests of ``dag_id`` (one run, or any) that nobody answered yet."""
+        run = urllib.parse.quote(run_id, safe="") if run_id else "~"
+        status, raw = self.http(
+            "GET", f"/api/v2/dags/{dag_id}/dagRuns/{run}/hitlDetails?response_received=false"
+        )
+        if status != 200:
+            raise AssertionError(f"hitlDetails of {dag_id} answered {status}: {raw[:2000]!r}")
+        return [d for d in json.loads(raw)["hitl_details"] if d["task_instance"]["state"] == "awaiting_input"]
+
+    def wait_for_approval_request(
+        self,
+        dag_id: str,
+        run_id: str | None = None,
+        *,
+        timeout: float = 900,
+        alive: Callable[[], bool] | None = None,
+    ) -> dict[str, Any]:
+        """The first waiting approval of the run (or of the DAG): the HITL detail (subject, body,
+        assigned users, the task instance). ``alive()`` false stops the wait (the run ended)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = self.waiting_approvals(dag_id, run_id)
+            if found:
+                return found[0]
+            if alive is not None and not alive():
+                raise AssertionError(f"{dag_id} {run_id or ''} ended without asking for an approval")
+            time.sleep(1)
+        raise AssertionError(f"{dag_id} {run_id or ''}: no approval request within {timeout:.0f} s")
+
+    def respond(
+        self,
+        dag_id: str,
+        run_id: str,
+        task_id: str,
+        option: str,
+        comment: str | None = None,
+        *,
+        user: str | None = None,
+        expect: Iterable[int] = (200,),
+    ) -> dict[str, Any]:
+        """Approve or reject as ``user`` would (``option``: "Approve" / "Reject"); the response."""
+        path = (
+            f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id, safe='')}/taskInstances/"
+            f"{task_id}/-1/hitlDetails"
+        )
+        body = {"chosen_options": [option], "params_input": {"comment": comment} if comment else {}}
+        status, raw = self.http("PATCH", path, body, user=user)
+        if status not in tuple(expect):
+            raise AssertionError(f"PATCH {path} as {user or ADMIN} answered {status}: {raw[:2000]!r}")
+        return json.loads(raw) if raw else {}
+
+
+class LocalApiServer(ServerProcess, ApprovalRest):
+    """``airflow api-server`` alone, on loopback, for an Airflow home whose runs come from ``airflow
+    dags test`` (SQLite shared with it): what lets a person -- the demo, a test -- answer a
+    human-in-the-loop task of such a run over REST (``dags test`` keeps the run alive until a response
+    recorded from outside flips the task back to scheduled, Airflow 3.3.2 ``DAG.test``).
+
+    :param env: the Airflow environment of the runs (``AIRFLOW_HOME``, connections ...).
+    :param users: user name -> role (simple auth manager); each gets a generated password.
+    """
+
+    def __init__(self, env: Mapping[str, str], *, users: Mapping[str, str] | None = None) -> None:
+        self._owner_pid = os.getpid()
+        self._cleanup_dir = None
+        self._process = None
+        self._stop_finalizer = None
+        self.home = Path(env["AIRFLOW_HOME"])
+        self.users = dict(users or {ADMIN: "admin"})
+        self.passwords = {u: secrets.token_urlsafe(12) for u in self.users}
+        self.port = free_port("127.0.0.1")
+        self._tokens: dict[str, str] = {}
+        self.env = {
+            **env,
+            "AIRFLOW__API__HOST": "127.0.0.1",
+            "AIRFLOW__API__PORT": str(self.port),
+            "AIRFLOW__API__WORKERS": "1",
+            "AIRFLOW__API__BASE_URL": self.base_url,
+            "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_urlsafe(32),
+            "AIRFLOW__CORE__AUTH_MANAGER": (
+                "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
+            ),
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{u}:{r}" for u, r in self.users.items()),
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.home / "api-passwords.json"),
+        }
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.home / "api-server.log"
+
+    def start(self) -> Self:
+        if self.is_running:
+            return self
+        self.home.mkdir(parents=True, exist_ok=True)
+        (self.home / "api-passwords.json").write_text(json.dumps(self.passwords))
+        airflow = Path(sys.executable).parent / "airflow"
+        self._process = _spawn_with_env(
+            [*_pdeathsig(), str(airflow), "api-server"], self.log_path, self.env, self.home
+        )
+        self._stop_finalizer = terminate_at_exit(self, self._process, self._owner_pid, 30)
+        deadline = time.monotonic() + 300
+        while True:
+            self._raise_if_exited(RuntimeError, "airflow api-server", self.base_url)
+            with contextlib.suppress(OSError):
+                if self.http("GET", "/api/v2/monitor/health", auth=False, timeout=10)[0] == 200:
+                    return self
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"airflow api-server did not answer within 300 s:\n{self.log_tail()}")
+            time.sleep(0.5)
+
+    def stop(self) -> None:
+        if self._process is not None:
+            terminate(self._process, self._owner_pid, 30, descendants=True)
+        super().stop()
+
+    def token(self, user: str = ADMIN) -> str:
+        if user not in self._tokens:
+            status, body = self.http(
+                "POST", "/auth/token", {"username": user, "password": self.passwords[user]}, auth=False
+            )
+            if status not in (200, 201):
+                raise AssertionError(f"no token for {user}: {status} {body!r}")
+            self._tokens[user] = json.loads(body)["access_token"]
+        return self._tokens[user]
+
+    def http(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        auth: bool = True,
+        timeout: float = 120,
+        user: str | None = None,
+    ) -> tuple[int, bytes]:
+        headers = {"Content-Type": "application/json"}
+        if auth:
+            headers["Authorization"] = f"Bearer {self.token(user or ADMIN)}"
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            connection.request(method, path, body=None if body is None else json.dumps(body), headers=headers)
+            response = connection.getresponse()
+            return response.status, response.read()
+        finally:
+            connection.close()
+
+
 @dataclass
 class _Service:
     name: str
@@ -358,7 +523,7 @@ class _Service:
 
 
 @dataclass
-class AirflowProduction:
+class AirflowProduction(ApprovalRest):
     """api-server, scheduler, dag-processor and triggerer of one Airflow home, on PostgreSQL, with
     LocalExecutor and the simple auth manager (one admin whose password this object writes).
 
@@ -377,11 +542,15 @@ class AirflowProduction:
     dags_folder: Path
     extra_env: Mapping[str, str] = field(default_factory=dict)
     parallelism: int = 8
+    users: Mapping[str, str] = field(default_factory=dict)
+    """More users of the simple auth manager than the admin: name -> role (each gets a password)."""
     password: str = field(default_factory=lambda: secrets.token_urlsafe(16))
     port: int = field(default_factory=lambda: free_port("127.0.0.1"))
     services: dict[str, _Service] = field(default_factory=dict)
     started_s: dict[str, float] = field(default_factory=dict)
     _token: str | None = None
+    passwords: dict[str, str] = field(default_factory=dict)
+    _tokens: dict[str, str] = field(default_factory=dict)
 
     @property
     def base_url(self) -> str:
@@ -409,7 +578,9 @@ class AirflowProduction:
                 "AIRFLOW__CORE__AUTH_MANAGER": (
                     "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
                 ),
-                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{ADMIN}:admin",
+                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(
+                    [f"{ADMIN}:admin", *(f"{u}:{r}" for u, r in self.users.items())]
+                ),
                 "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
                 "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.home / "passwords.json"),
                 "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags_folder),
@@ -435,7 +606,8 @@ class AirflowProduction:
         """``airflow db migrate``, ``airflow dags reserialize``, then the four services; returns when
         the API reports the scheduler, dag-processor and triggerer healthy."""
         self.home.mkdir(parents=True, exist_ok=True)
-        (self.home / "passwords.json").write_text(json.dumps({ADMIN: self.password}))
+        self.passwords = {ADMIN: self.password, **{u: secrets.token_urlsafe(12) for u in self.users}}
+        (self.home / "passwords.json").write_text(json.dumps(self.passwords))
         started = time.monotonic()
         self.cli("db", "migrate", timeout=900)
         self.started_s["db migrate"] = time.monotonic() - started
@@ -522,11 +694,20 @@ class AirflowProduction:
 
     # ------------------------------------------------------------------ the REST API
     def http(
-        self, method: str, path: str, body: Any = None, *, auth: bool = True, timeout: float = 120
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        auth: bool = True,
+        timeout: float = 120,
+        user: str | None = None,
     ) -> tuple[int, bytes]:
         headers = {"Content-Type": "application/json"}
         if auth:
-            headers["Authorization"] = f"Bearer {self.token()}"
+            headers["Authorization"] = (
+                f"Bearer {self.token() if user in (None, ADMIN) else self.user_token(user)}"
+            )
         connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         try:
             connection.request(method, path, body=None if body is None else json.dumps(body), headers=headers)
@@ -550,6 +731,17 @@ class AirflowProduction:
                 raise AssertionError(f"no token for {ADMIN}: {status} {body!r}")
             self._token = json.loads(body)["access_token"]
         return self._token
+
+    def user_token(self, user: str) -> str:
+        """A token of one of :attr:`users`."""
+        if user not in self._tokens:
+            status, body = self.http(
+                "POST", "/auth/token", {"username": user, "password": self.passwords[user]}, auth=False
+            )
+            if status not in (200, 201):
+                raise AssertionError(f"no token for {user}: {status} {body!r}")
+            self._tokens[user] = json.loads(body)["access_token"]
+        return self._tokens[user]
 
     def unpause(self, dag_id: str) -> None:
         self.api("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})
