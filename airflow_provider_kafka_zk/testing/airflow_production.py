@@ -50,6 +50,8 @@ if TYPE_CHECKING:
 __all__ = [
     "AirflowProduction",
     "AirflowRunFailed",
+    "ApiClient",
+    "ApprovalRest",
     "LocalApiServer",
     "PostgresServer",
     "ProductionVenv",
@@ -415,7 +417,55 @@ class ApprovalRest:
         return json.loads(raw) if raw else {}
 
 
-class LocalApiServer(ServerProcess, ApprovalRest):
+class ApiClient(ApprovalRest):
+    """Airflow's REST API at ``base_url`` with the simple auth manager's users (name -> password), as a
+    person or a script uses it (a token per user from ``POST /auth/token``).
+
+    :param base_url: the api-server, e.g. ``http://127.0.0.1:8080``.
+    :param passwords: user name -> password.
+    """
+
+    def __init__(self, base_url: str, passwords: Mapping[str, str]) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.passwords = dict(passwords)
+        self._tokens: dict[str, str] = {}
+
+    def token(self, user: str = ADMIN) -> str:
+        if user not in self._tokens:
+            status, body = self.http(
+                "POST", "/auth/token", {"username": user, "password": self.passwords[user]}, auth=False
+            )
+            if status not in (200, 201):
+                raise AssertionError(f"no token for {user}: {status} {body!r}")
+            self._tokens[user] = json.loads(body)["access_token"]
+        return self._tokens[user]
+
+    def http(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        auth: bool = True,
+        timeout: float = 120,
+        user: str | None = None,
+    ) -> tuple[int, bytes]:
+        headers = {"Content-Type": "application/json"}
+        if auth:
+            headers["Authorization"] = f"Bearer {self.token(user or ADMIN)}"
+        where = urllib.parse.urlsplit(self.base_url)
+        connection = http.client.HTTPConnection(
+            where.hostname or "127.0.0.1", where.port or 80, timeout=timeout
+        )
+        try:
+            connection.request(method, path, body=None if body is None else json.dumps(body), headers=headers)
+            response = connection.getresponse()
+            return response.status, response.read()
+        finally:
+            connection.close()
+
+
+class LocalApiServer(ServerProcess, ApiClient):
     """``airflow api-server`` alone, on loopback, for an Airflow home whose runs come from ``airflow
     dags test`` (SQLite shared with it): what lets a person -- the demo, a test -- answer a
     human-in-the-loop task of such a run over REST (``dags test`` keeps the run alive until a response
@@ -432,9 +482,10 @@ class LocalApiServer(ServerProcess, ApprovalRest):
         self._stop_finalizer = None
         self.home = Path(env["AIRFLOW_HOME"])
         self.users = dict(users or {ADMIN: "admin"})
-        self.passwords = {u: secrets.token_urlsafe(12) for u in self.users}
         self.port = free_port("127.0.0.1")
-        self._tokens: dict[str, str] = {}
+        ApiClient.__init__(
+            self, f"http://127.0.0.1:{self.port}", {u: secrets.token_urlsafe(12) for u in self.users}
+        )
         self.env = {
             **env,
             "AIRFLOW__API__HOST": "127.0.0.1",
@@ -449,10 +500,6 @@ class LocalApiServer(ServerProcess, ApprovalRest):
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.home / "api-passwords.json"),
         }
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
 
     @property
     def log_path(self) -> Path:
@@ -482,37 +529,6 @@ class LocalApiServer(ServerProcess, ApprovalRest):
         if self._process is not None:
             terminate(self._process, self._owner_pid, 30, descendants=True)
         super().stop()
-
-    def token(self, user: str = ADMIN) -> str:
-        if user not in self._tokens:
-            status, body = self.http(
-                "POST", "/auth/token", {"username": user, "password": self.passwords[user]}, auth=False
-            )
-            if status not in (200, 201):
-                raise AssertionError(f"no token for {user}: {status} {body!r}")
-            self._tokens[user] = json.loads(body)["access_token"]
-        return self._tokens[user]
-
-    def http(
-        self,
-        method: str,
-        path: str,
-        body: Any = None,
-        *,
-        auth: bool = True,
-        timeout: float = 120,
-        user: str | None = None,
-    ) -> tuple[int, bytes]:
-        headers = {"Content-Type": "application/json"}
-        if auth:
-            headers["Authorization"] = f"Bearer {self.token(user or ADMIN)}"
-        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-        try:
-            connection.request(method, path, body=None if body is None else json.dumps(body), headers=headers)
-            response = connection.getresponse()
-            return response.status, response.read()
-        finally:
-            connection.close()
 
 
 @dataclass
@@ -1007,6 +1023,34 @@ class TriggerFormBrowser:
                 ).click()
         else:
             raise AssertionError(f"no widget for {key} in the form")
+
+    def approval_page(
+        self,
+        dag_id: str,
+        run_id: str,
+        must_show: Iterable[str],
+        screenshot: Path | None = None,
+        task_id: str = "approve",
+    ) -> str:
+        """The task's Required Actions page (where a person approves or rejects), once it shows every
+        text of ``must_show``; its text. ``screenshot``: save one there."""
+        from selenium.webdriver.common.by import By
+
+        wanted = list(must_show)
+        run = urllib.parse.quote(run_id, safe="")
+        self.driver.get(f"{self.airflow.base_url}/dags/{dag_id}/runs/{run}/tasks/{task_id}/required_actions")
+        try:
+            self._wait().until(lambda d: all(w in d.find_element(By.TAG_NAME, "body").text for w in wanted))
+        except Exception:
+            path = Path(tempfile.mkdtemp(prefix="kafka-zk-approval-page-")) / "page.png"
+            self.driver.save_screenshot(str(path))
+            raise AssertionError(
+                f"the approval page of {dag_id} {run_id} does not show {wanted} (screenshot {path})"
+            ) from None
+        if screenshot is not None:
+            screenshot.parent.mkdir(parents=True, exist_ok=True)
+            assert self.driver.save_screenshot(str(screenshot))
+        return str(self.driver.find_element(By.TAG_NAME, "body").text)
 
     def trigger(self, dag_id: str, conf: Mapping[str, Any]) -> str:
         """Open the form, fill in ``conf``, name the run (Advanced Options -> Run ID), press Trigger;

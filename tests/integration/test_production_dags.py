@@ -5,14 +5,16 @@ loopback), LocalExecutor, and ``airflow api-server``, ``scheduler``, ``dag-proce
 ``triggerer`` as four processes (``airflow_provider_kafka_zk.testing.airflow_production``).
 Connections are stored with ``airflow connections add``.
 
-The simulated clusters live in a ZooKeeper and an sshd of this module: ``prod`` (healthy, RF=1
-topics, its simulated controller carrying out reassignments in a thread), ``incident`` (the demo's
-incident cluster) and ``healthy`` (on a ZooKeeper of its own, stopped and started again in the
-outage test). Every DAG is triggered three ways and must succeed each time:
+The simulated clusters (tests/integration/conftest.py, the session's deployment): ``prod`` (healthy,
+RF=1 topics, its simulated controller carrying out reassignments in a thread), ``incident`` (the
+demo's incident cluster) and ``healthy`` (on a ZooKeeper of its own, stopped and started again in
+the outage test). Every DAG is triggered three ways and must succeed each time:
 
 * ``POST /api/v2/dags/{id}/dagRuns`` with ``logical_date: null`` (Airflow 3's default; the run has no
   ``ts``/``ds``: the bug of issue 24), including a real drain (its wait on the reassignment deferred
-  to the triggerer) and the post-maintenance move-back of that drain by run id;
+  to the triggerer) and the post-maintenance move-back of that drain by run id -- both real runs
+  wait in their ``approve`` task until the test approves them over REST, as a person would
+  (issue 25);
 * ``airflow dags trigger`` (no logical date either), the topicId repair by the exact command line
   the audit report prints;
 * the trigger form in headless Chromium, filled in field by field as a person does.
@@ -26,40 +28,29 @@ built before (for iterating on the tests, never in CI).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from airflow_provider_kafka_zk.kafka.approval import PLAN_INPUTS, plan_digest
 from airflow_provider_kafka_zk.kafka.audit import repair_commands
 from airflow_provider_kafka_zk.operators.inventory import run_key
 from airflow_provider_kafka_zk.testing.airflow_production import (
     AirflowProduction,
     AirflowRunFailed,
-    PostgresServer,
-    ProductionVenv,
-    TriggerFormBrowser,
     tail,
     triggered_run_id,
 )
-from airflow_provider_kafka_zk.testing.simulator import DeployedCluster, healthy_cluster, incident_cluster
-from airflow_provider_kafka_zk.testing.simulator.runtime import ClusterRuntime
-from airflow_provider_kafka_zk.testing.simulator.scenarios import maintenance_cluster
-from airflow_provider_kafka_zk.testing.sshd import SshServer
-from airflow_provider_kafka_zk.testing.zookeeper import ZooKeeperServer
+from airflow_provider_kafka_zk.testing.simulator import DeployedCluster
 
 # The first test pays for the deployment and for every run (they run concurrently, once): more than
 # the suite's 600 s per test on two shared cores.
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(3600)]
 
-REPO = Path(__file__).resolve().parents[2]
-HOSTS = tuple(f"127.0.0.{i}" for i in range(2, 8))  # the scenarios' brokers 0-5
 DAILY = "kafka_zk_daily_hygiene_{}"
 DRAIN = "kafka_zk_pre_maintenance_drain"
 POST = "kafka_zk_post_maintenance"
@@ -71,105 +62,13 @@ RUN_TIMEOUT = 1500  # generous: two cores shared by 4 services, LocalExecutor wo
 
 
 # ----------------------------------------------------------------------------- the deployment
-@dataclass
-class Deployment:
-    airflow: AirflowProduction
-    clusters: dict[str, DeployedCluster]
-    outage_zookeeper: ZooKeeperServer
-    artefacts: Path
-    prod_assignment: dict[tuple[str, int], tuple[int, ...]]
-    timings: dict[str, float] = field(default_factory=dict)
-
-
-def _cluster_table(name: str, deployed: DeployedCluster, artefacts: Path, **extra: str) -> str:
-    hosts = ", ".join(f'"{b}" = "{HOSTS[b]}"' for b in sorted(deployed.cluster.brokers))
-    lines = [
-        f"[clusters.{name}]",
-        f'kafka_zookeeper_conn_id = "kafka_zk_{name}"',
-        'ssh_conn_id = "kafka_zk_ssh"',
-        f'base_path = "{artefacts}"',
-        f'server_properties_path = "{deployed.root}/broker-{{broker_id}}/config/server.properties"',
-        f"broker_hosts = {{ {hosts} }}",
-        "retry_delay_s = 5",
-        *(f"{k} = {v}" for k, v in extra.items()),
-    ]
-    return "\n".join(lines) + "\n"
+# The session's deployment (tests/integration/conftest.py: ``production``) is shared with
+# test_production_approval.py.
 
 
 @pytest.fixture(scope="module")
-def deployment(tmp_path_factory) -> Iterator[Deployment]:
-    work = tmp_path_factory.mktemp("production")
-    timings: dict[str, float] = {}
-    started = time.monotonic()
-    reuse = os.environ.get("KAFKA_ZK_PRODUCTION_VENV")
-    venv = ProductionVenv(Path(reuse)) if reuse else ProductionVenv.build(work)
-    timings["venv (wheel, venv, pip install)"] = time.monotonic() - started
-    artefacts = work / "artefacts"
-    with (
-        ZooKeeperServer(work / "zookeeper") as zookeeper,
-        ZooKeeperServer(work / "zookeeper-outage") as outage_zookeeper,
-        SshServer(HOSTS, work_dir=work / "sshd") as sshd,
-        PostgresServer() as postgres,
-        DeployedCluster(
-            maintenance_cluster(name="prod"), zookeeper.connect_string, "/kafka_prod", work / "prod-hosts"
-        ) as prod,
-        DeployedCluster(
-            incident_cluster(name="incident"),
-            zookeeper.connect_string,
-            "/kafka_incident",
-            work / "incident-hosts",
-        ) as incident,
-        DeployedCluster(
-            healthy_cluster(name="healthy"),
-            outage_zookeeper.connect_string,
-            "/kafka_healthy",
-            work / "healthy-hosts",
-        ) as healthy,
-        ClusterRuntime(prod, restart_dir=work / "prod-restarts", reassignments=True),
-    ):
-        clusters = {"prod": prod, "incident": incident, "healthy": healthy}
-        clusters_file = work / "kafka_zk_clusters.toml"
-        clusters_file.write_text(
-            _cluster_table("prod", prod, artefacts, engine='"spark"')
-            + _cluster_table("incident", incident, artefacts, engine='"in-process"')
-            + _cluster_table("healthy", healthy, artefacts, engine='"in-process"')
-        )
-        airflow = AirflowProduction(
-            venv,
-            postgres,
-            work / "airflow-home",
-            dags_folder=REPO / "dags",
-            extra_env={
-                "KAFKA_ZK_CLUSTERS_FILE": str(clusters_file),
-                "PYSPARK_PYTHON": str(venv.python),
-                "SPARK_LOCAL_IP": "127.0.0.1",
-                # runs come from triggers only: no scheduled run of a daily DAG competes with them
-                "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",
-            },
-        )
-        started = time.monotonic()
-        with airflow:
-            timings["airflow start (migrate, reserialize, services healthy)"] = time.monotonic() - started
-            timings.update({f"  {k}": v for k, v in airflow.started_s.items()})
-            started = time.monotonic()
-            for name, deployed in clusters.items():
-                airflow.add_connection(
-                    f"kafka_zk_{name}",
-                    {
-                        "conn_type": "kafkazookeeper",
-                        "host": deployed.zookeeper_connect.rsplit("/", 1)[0],
-                        "port": 2181,
-                        "extra": {
-                            "chroot": "/" + deployed.zookeeper_connect.rsplit("/", 1)[1],
-                            "connect_timeout": 5,
-                            "session_timeout": 10,
-                        },
-                    },
-                )
-            airflow.add_connection("kafka_zk_ssh", sshd.airflow_connection_fields(HOSTS[0], conn_timeout=5))
-            airflow.add_connection("spark_default", {"conn_type": "spark", "host": "local[1]"})
-            timings["connections add (5)"] = time.monotonic() - started
-            yield Deployment(airflow, clusters, outage_zookeeper, artefacts, _assignment(prod), timings)
+def deployment(production):
+    return production
 
 
 def _assignment(deployed: DeployedCluster) -> dict[tuple[str, int], tuple[int, ...]]:
@@ -192,6 +91,7 @@ class Run:
     seconds: float = 0.0
     triggered_at: float = 0.0
     states_seen: dict[str, set[str]] = field(default_factory=dict)
+    approval: dict[str, Any] = field(default_factory=dict)  # the HITL request it showed, when approved
 
 
 @dataclass
@@ -211,9 +111,26 @@ def _watch(run: Run):
     return seen
 
 
+def _approving(airflow: AirflowProduction, run: Run):
+    """The watch of a real run: record its states, and approve its plan over REST once it waits."""
+    states = _watch(run)
+
+    def seen(task_instances: list[dict[str, Any]]) -> None:
+        states(task_instances)
+        if not run.approval and any(
+            ti["task_id"] == "approve" and ti["state"] == "awaiting_input" for ti in task_instances
+        ):
+            [request] = airflow.waiting_approvals(run.dag_id, run.run_id)
+            airflow.respond(run.dag_id, run.run_id, "approve", "Approve", "reviewed by the campaign")
+            run.approval = request
+
+    return seen
+
+
 def _wait(airflow: AirflowProduction, run: Run) -> None:
+    watch = _approving(airflow, run) if run.conf.get("dry_run") is False else _watch(run)
     try:
-        airflow.wait_for_run(run.dag_id, run.run_id, timeout=RUN_TIMEOUT, watch=_watch(run))
+        airflow.wait_for_run(run.dag_id, run.run_id, timeout=RUN_TIMEOUT, watch=watch)
         run.state = "success"
     except AirflowRunFailed as exc:
         run.state, run.error = "failed", str(exc)
@@ -229,7 +146,7 @@ REST_RUNS = [
 
 
 @pytest.fixture(scope="module")
-def campaign(deployment: Deployment, browser_session) -> Campaign:
+def campaign(deployment, browser_session) -> Campaign:
     """Trigger every DAG over REST, the CLI and the browser form, then wait for every run."""
     airflow = deployment.airflow
     started = time.monotonic()
@@ -354,8 +271,39 @@ def test_the_real_drain_waited_in_the_triggerer_and_was_put_back(deployment, cam
     # once-a-minute sample: a short wait falls between two.)
     triggerer_log = airflow.services_log("triggerer")
     assert "airflow_provider_kafka_zk.kazoo" in triggerer_log, tail(airflow.home / "triggerer.log")
-    # partitions moved off the drained broker, then back by the post-maintenance run
+    # both waited for a person's approval, and carried out exactly the plan the approval showed
     post = next(r for r in campaign.of("rest") if r.dag_id == POST)
+    for run, folder_kind, writers in (
+        (drain, "drain", {"execute": {"throttle_bytes_per_sec": 50 * 1024 * 1024}}),
+        (post, "post-maintenance", {"move_back": {"throttle_bytes_per_sec": 50 * 1024 * 1024}}),
+    ):
+        assert "awaiting_input" in run.states_seen["approve"], run.states_seen
+        shown = run.approval["body"].split("- sha256 `", 1)[1].split("`", 1)[0]
+        dag_run = airflow.run(run.dag_id, run.run_id)
+        key = run_key(run.run_id, datetime.fromisoformat(dag_run["run_after"].replace("Z", "+00:00")))
+        folder = deployment.artefacts / "prod" / folder_kind / key
+        record = json.loads((folder / "approval.json").read_text())
+        assert (record["decision"], record["decided_by"]["name"], record["plan"]["sha256"]) == (
+            "approved",
+            "admin",
+            shown,
+        )
+        files = {name: (folder / name).read_bytes() for name in PLAN_INPUTS}
+        settings = {
+            task: {**values, "kafka_zookeeper_conn_id": "kafka_zk_prod"} for task, values in writers.items()
+        }
+        if run is post:  # the election is a writing task of the same plan
+            brokers = json.loads(files["plan.json"])["returning_brokers"]
+            settings["elect_preferred_leaders"] = {
+                "brokers": brokers,
+                "topics": None,
+                "kafka_zookeeper_conn_id": "kafka_zk_prod",
+            }
+        assert plan_digest(files, settings).sha256 == shown  # the hash is of exactly these inputs
+        execute = next(iter(writers))
+        log = airflow.task_log(run.dag_id, run.run_id, execute, 1)
+        assert f"carrying out the approved plan sha256 {shown} (approved by admin)" in log, log[-3000:]
+    # partitions moved off the drained broker, then back by the post-maintenance run
     assert post.state == "success", post.error
     drained = {k for k, r in deployment.prod_assignment.items() if r == (DRAINED,)}
     assert drained, "prod has RF=1 partitions on the drained broker"
@@ -454,6 +402,5 @@ def test_harness_timings(deployment, campaign):
 
 # ----------------------------------------------------------------------------- the browser
 @pytest.fixture(scope="module")
-def browser_session(deployment):
-    with TriggerFormBrowser(deployment.airflow) as browser:
-        yield browser
+def browser_session(production_browser):
+    return production_browser
