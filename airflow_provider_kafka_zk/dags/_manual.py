@@ -79,8 +79,9 @@ def approval_step(title: str) -> Any:
 
 def final_report(plan_dir: str, params: dict[str, Any], names: tuple[str, ...]) -> str:
     """What a manual DAG's ``report`` task prints and returns: the first of ``names`` the run wrote,
-    after the approval (who approved which plan hash). A plan that was rejected or timed out gets the
-    not-approved report instead, and the task fails saying why (nothing was changed).
+    after the approval (who approved which plan hash; written into ``report.txt`` too). A plan that was
+    rejected or timed out gets the not-approved report instead, and the task fails saying why (nothing
+    was changed).
 
     :param plan_dir: the plan task's folder.
     :param params: the run's params (``cluster`` is read).
@@ -90,7 +91,20 @@ def final_report(plan_dir: str, params: dict[str, Any], names: tuple[str, ...]) 
 
     location = run_folder(plan_dir, params)
     name = next((n for n in names if location.exists(n)), names[0])
-    print(report_with_approval(location.url, lambda: location.read_text(name)))
+    original = {}
+
+    def read() -> str:
+        original["text"] = location.read_text(name)
+        return original["text"]
+
+    text = report_with_approval(location.url, read)
+    if (
+        name == "report.txt"
+        and text != original.get("text")
+        and not original["text"].startswith(text.split("\n", 1)[0])
+    ):
+        location.write(name, text)  # the report a person opens says who approved which plan
+    print(text)
     return location.path(name)
 
 

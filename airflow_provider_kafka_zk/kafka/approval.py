@@ -213,6 +213,8 @@ class PlanSummary:
 
 
 def _duration(seconds: float) -> str:
+    if seconds < 1:
+        return "under a second"
     if seconds < 90:
         return f"{seconds:.0f} s"
     if seconds < 5400:
@@ -357,7 +359,7 @@ def reassignment_summary(
     if rate <= 0:
         throttles.append("throttle rate unknown")
     duration = [
-        f"at least {_duration(total_s)} of copying at {human_bytes(rate)}/s per broker "
+        f"{'at least ' if total_s >= 1 else ''}{_duration(total_s)} of copying at {human_bytes(rate)}/s per broker "
         f"({human_bytes(size)} in {len(batches)} batch(es); the busiest broker of each batch sets its pace)"
         if rate > 0
         else "unknown (no throttle rate)",
@@ -375,7 +377,7 @@ def reassignment_summary(
         f"({len((rollback or {}).get('partitions') or [])} partition(s))"
         if rollback is not None
         else "rollback.json is MISSING: the execute step will refuse",
-        "undo the moves: kafka-reassign-partitions --bootstrap-server <broker:9092> --execute "
+        "undo the moves: kafka-reassign-partitions --bootstrap-server BROKER_HOST:9092 --execute "
         "--reassignment-json-file rollback.json (then remove its throttles: kafka-configs --delete-config "
         f"{LEADER_REPLICAS},{FOLLOWER_REPLICAS} per topic, the rates per broker)",
         f"ZooKeeper: {zookeeper}; the run's changes-*.json list every write it made",

@@ -30,6 +30,7 @@ in :data:`WRITERS`, put the approval task between its plan and it, and call
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Mapping, Sequence
@@ -38,7 +39,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.providers.standard.operators.hitl import HITLOperator
-from airflow.sdk import BaseOperatorLink, Param
+from airflow.sdk import Param
 from airflow.sdk.bases.skipmixin import SkipMixin
 from airflow.sdk.definitions.param import ParamsDict
 from airflow.sdk.exceptions import AirflowFailException, TaskAwaitingInput, TaskDeferred
@@ -67,7 +68,6 @@ from airflow_provider_kafka_zk.operators.approved_plan import (
     PlanChangedSinceApprovalError,
     PlanNotApprovedError,
     approval_links,
-    approval_url,
     read_artefact,
     read_plan_digest,
     require_approved_plan,
@@ -75,7 +75,6 @@ from airflow_provider_kafka_zk.operators.approved_plan import (
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
-    from airflow.sdk.types import TaskInstanceKey
 
 log = logging.getLogger(__name__)
 
@@ -158,15 +157,6 @@ def _render(task: Any, names: Sequence[str], context: Context) -> dict[str, Any]
 # ---------------------------------------------------------------------------------------------
 
 
-class ApprovalLink(BaseOperatorLink):
-    """ "Approve": the run's Required Actions page of this task in the Airflow UI."""
-
-    name = "Approve"
-
-    def get_link(self, operator: Any, *, ti_key: TaskInstanceKey) -> str:
-        return approval_url(ti_key.dag_id, ti_key.run_id, ti_key.task_id)
-
-
 class PlanApprovalOperator(HITLOperator, SkipMixin):
     """Between a plan and its first write: show the plan and its hash, wait for a person's decision.
 
@@ -185,7 +175,6 @@ class PlanApprovalOperator(HITLOperator, SkipMixin):
     inherits_from_skipmixin = True
     is_plan_approval = True  # what the execute steps' check looks for upstream
     ui_color = "#fff3cd"
-    operator_extra_links = (ApprovalLink(),)
     COMMENT: ClassVar[str] = "comment"
 
     def __init__(
@@ -285,8 +274,16 @@ class PlanApprovalOperator(HITLOperator, SkipMixin):
             "require_approval": settings.require_approval,
             "approvers": list(settings.approvers),
             "timeout_s": settings.timeout_s,
-            **approval_links(ti.dag_id, ti.run_id, ti.task_id),
+            **self._links(ti),
         }
+
+    def _links(self, ti: Any) -> dict[str, str]:
+        """The run's page, the approval page (the HITL operator's own ``generate_link_to_ui``, with
+        ``[api] base_url``) and the REST calls that answer."""
+        links = approval_links(ti.dag_id, ti.run_id, ti.task_id)
+        with contextlib.suppress(ValueError):  # no [api] base_url: the plugin's default host
+            links["approval_url"] = self.generate_link_to_ui(task_instance=ti)
+        return links
 
     # ------------------------------------------------------------------ running
     def execute(self, context: Context) -> Any:
@@ -318,7 +315,7 @@ class PlanApprovalOperator(HITLOperator, SkipMixin):
             raise ApproversError(f"cluster {self.cluster}: {exc}") from None
         record = self._record(context, folder, digest, summary, Decision.PENDING)
         self._write(folder, record)
-        self.subject = f"{self.title} on {self.cluster}: {summary.headline}"[:1000]
+        self.subject = f"{self.title} on cluster {self.cluster}: approve plan sha256 {digest.sha256[:16]}…"
         self.body = summary.markdown(digest, folder)
         self.assigned_users = assigned or None
         self.response_timeout = timedelta(seconds=settings.timeout_s)
@@ -423,7 +420,6 @@ def _number(value: Any) -> float | None:
 
 
 __all__ = [
-    "ApprovalLink",
     "ApprovalSettings",
     "ApproversError",
     "PlanApprovalOperator",

@@ -230,7 +230,11 @@ def test_a_real_drain_waits_and_carries_out_exactly_the_approved_plan(live, api,
     )
     changes = json.loads((folder / "changes-approve-1.json").read_text())["changes"]
     assert [(c["op"], c["decision"], c["plan_sha256"]) for c in changes] == [("approval", "approved", shown)]
-    assert (folder / "report.txt").read_text()  # the verify step's report
+    report = (folder / "report.txt").read_text()  # the verify step's report, the decision first
+    assert report.startswith(
+        f"Approved by admin at {record['decided_at']} (change CHG-1 reviewed); plan sha256 {shown}"
+    )
+    assert "Verification: OK" in report
     assert (
         f"Approved by admin at {record['decided_at']} (change CHG-1 reviewed); plan sha256 {shown}" in output
     )

@@ -118,7 +118,7 @@ def test_the_drain_summary_says_what_changes_every_write_the_throttles_how_long_
     # at 10 MiB/s the busiest broker of batch 1 sends 150 MiB (15 s), of batch 2 10 MiB (1 s)
     assert sections["Expected duration"][0].startswith("at least 16 s of copying at 10.0 MiB/s per broker")
     assert (
-        "kafka-reassign-partitions --bootstrap-server <broker:9092> --execute"
+        "kafka-reassign-partitions --bootstrap-server BROKER_HOST:9092 --execute"
         in sections["Rollback and how to undo"][1]
     )
     body = summary.markdown(plan_digest({"plan.json": b"{}"}), "/a/prod/drain/run1")
