@@ -75,6 +75,22 @@ def clusters_file(path: str | os.PathLike[str] | None = None) -> Path:
     return Path(conf.get("core", "dags_folder")).expanduser() / FILE_NAME
 
 
+def default_artefacts_base() -> str:
+    """Where artefacts go when a task names no base: ``$KAFKA_ZK_ARTEFACTS_BASE``, else
+    ``[kafka_zk] artefacts_base`` from the Airflow config, else ``$AIRFLOW_HOME/kafka-zk-artefacts``.
+
+    The one resolution every DAG (at parse time) and every operator (at run time) uses, so a task
+    never writes where the next one does not read.
+    """
+    if os.environ.get("KAFKA_ZK_ARTEFACTS_BASE"):
+        return os.environ["KAFKA_ZK_ARTEFACTS_BASE"]
+    configured = provider_option("artefacts_base")
+    if configured:
+        return configured
+    home = os.environ.get("AIRFLOW_HOME") or os.path.expanduser("~/airflow")
+    return os.path.join(home, "kafka-zk-artefacts")
+
+
 def _expand(value: Any) -> Any:
     """``${VAR}`` in strings (also inside tables and arrays) from the environment; unknown ones stay."""
     if isinstance(value, str):
@@ -200,8 +216,6 @@ def cluster_setting(params: dict[str, Any], key: str) -> Any:
             else provider_option("default_ssh_conn_id") or "ssh_default"
         )
     if key == "base_path":
-        from airflow_provider_kafka_zk.operators.snapshot import default_artefacts_base
-
         return default_artefacts_base()
     if key == "server_properties_path":
         return os.environ.get("KAFKA_ZK_SERVER_PROPERTIES_PATH") or None

@@ -234,6 +234,18 @@ def get_provider_info() -> dict[str, Any]:
                         "example": "providers",
                         "default": "connections",
                     },
+                    "lease_ttl_s": {
+                        "description": (
+                            "Seconds a cluster's maintenance lease counts without renewal. A running "
+                            "mutation renews it at every step and while it waits; a run that outlived it "
+                            "stops before its next write. Keep it above the longest wait nothing renews "
+                            "(a drain's deferred batch wait)."
+                        ),
+                        "version_added": "0.3.0",
+                        "type": "float",
+                        "example": "3600",
+                        "default": "43200",
+                    },
                     "jute_maxbuffer": {
                         "description": (
                             "The ensemble's -Djute.maxbuffer in bytes: multi-op writes are cut into "

@@ -128,7 +128,9 @@ def product_worker(hosts: str, chroot: str, workdir: str, mode: str) -> None:
     try:
         if mode == "read":  # what DrainPlanOperator does with a kafka_zookeeper_conn_id
             read = read_for_drain(
-                lambda include, exclude: ZnodeTreeWalker(client, include=include, exclude=exclude).run(),
+                lambda include, exclude: ZnodeTreeWalker(
+                    client, include=include, exclude=exclude, in_memory=True
+                ).run(),
                 lambda: client.get_children("/brokers/topics"),
                 [DRAINED],
                 scope="rf1",  # the request's below
@@ -185,6 +187,94 @@ def product_worker(hosts: str, chroot: str, workdir: str, mode: str) -> None:
         ),
         flush=True,
     )
+
+
+def task_worker(hosts: str, chroot: str, workdir: str, mode: str) -> None:
+    """The drain DAG's ``plan`` task as Airflow runs it, in this fresh interpreter: ``import
+    airflow.sdk`` first (what every task process has before the task's own code), then the
+    operator's module, ``DrainPlanOperator`` as the DAG configures it (planning read of the
+    ``kafka_zookeeper`` connection ``AIRFLOW_CONN_BENCH_ZK``, scope ``rf1``, 500 per batch, no
+    inventory) and its ``execute``. ``mode`` ``bare``: ``import airflow.sdk`` and exit (the cost
+    every task pays, subtracted to give the task's own cost).
+
+    Both end as Airflow's task process ends: its atexit functions, then ``os._exit`` -- no
+    interpreter teardown (``_fork_main`` in ``airflow/sdk/execution_time/supervisor.py``, Airflow
+    3.3.2: the forked task process "always exits via os._exit()"). A normal exit would add the
+    teardown of every module and object to the task (measured here: over a second for the plan
+    task under load), which no Airflow task pays.
+    """
+    import airflow.sdk  # noqa: F401 - first, as in a task process
+
+    stamps = {"sdk": time.perf_counter()}
+    if mode == "bare":
+        print(json.dumps({**stamps, "mode": mode}), flush=True)
+        _exit_as_airflow_does()
+    from airflow_provider_kafka_zk.operators.drain import DrainPlanOperator
+
+    stamps["imported"] = time.perf_counter()
+    operator = DrainPlanOperator(
+        task_id="plan",
+        cluster="bench",
+        brokers=[DRAINED],
+        base_path=workdir,
+        kafka_zookeeper_conn_id="bench_zk",
+        scope="rf1",
+        max_partitions_per_batch=500,
+        inventory_ts="none",
+        drain_ts="bench",
+    )
+    result = operator.execute({"run_id": "bench"})
+    stamps["planned"] = time.perf_counter()
+    heavy = sorted(m for m in ("pandas", "pyarrow", "numpy", "paramiko") if m in sys.modules)
+    print(
+        json.dumps(
+            {
+                **stamps,
+                "mode": mode,
+                "reassignment": result["reassignment"],
+                "complete": result["complete"],
+                "rss_mb": peak_rss_mb(),
+                "heavy_modules": heavy,
+            }
+        ),
+        flush=True,
+    )
+    _exit_as_airflow_does()
+
+
+def _exit_as_airflow_does() -> None:
+    import atexit
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    atexit._run_exitfuncs()
+    os._exit(0)
+
+
+def run_task(hosts: str, mode: str) -> Run:
+    """One task (or bare) process, timed from before its launch to after its exit."""
+    with tempfile.TemporaryDirectory(prefix="drain-task-") as workdir:
+        cmd = [sys.executable, __file__, "--worker", "--hosts", hosts, "--chroot", CHROOT]
+        cmd += ["--workdir", workdir, "--mode", mode]
+        conn = {"conn_type": "kafka_zookeeper", "host": hosts, "extra": {"chroot": CHROOT}}
+        env = {**os.environ, "AIRFLOW_CONN_BENCH_ZK": json.dumps(conn)}
+        load = os.getloadavg()[0]
+        launched = time.perf_counter()
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        ended = time.perf_counter()
+        if done.returncode != 0:
+            raise RuntimeError(f"{mode} worker failed ({done.returncode}):\n{done.stderr[-3000:]}")
+        [info] = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+        targets: dict[TopicPartition, tuple[int, ...]] = {}
+        if mode == "task":
+            document = json.loads(Path(info["reassignment"]).read_text())
+            targets = {(e["topic"], e["partition"]): tuple(e["replicas"]) for e in document["partitions"]}
+    info["load"] = load
+    split = {"sdk": info["sdk"] - launched}
+    if mode == "task":
+        split.update(imports=info["imported"] - info["sdk"], execute=info["planned"] - info["imported"])
+        split["exit"] = ended - info["planned"]
+    return Run(ended - launched, targets, split, info)
 
 
 @dataclass
@@ -434,6 +524,56 @@ def _product_note(label: str, runs: Sequence[Run]) -> str:
     )
 
 
+TASK_HEADER = (
+    "| partitions | brokers | task, whole process (s) | bare `import airflow.sdk` (s) | task's own cost (s) "
+    "| own cost after the sdk import (s) | kafka-assigner (s) | ratio assigner / own | moves (task, assigner) "
+    "| 1-min load at the runs | heavy modules |\n"
+    "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"
+)
+TASK_LEGEND = (
+    "The plan task as Airflow runs it: a fresh interpreter that imports airflow.sdk first, then "
+    "operators.drain, DrainPlanOperator(...).execute(). Own cost = whole task process - bare "
+    "`import airflow.sdk` process, paired run by run (bare, task, core path, kafka-assigner alternate). "
+    "Cells: best (min-max over --repeat). Ratio: kafka-assigner's best / own best, then its best / the "
+    "own cost's worst run in brackets (target >= 2x), on both own-cost columns. The second "
+    "column is the same difference without the interpreter start and the sdk import itself: (task exit - "
+    "its sdk import's end) - (bare exit - its sdk import's end), run by run; on a loaded machine the sdk "
+    "import's own spread (seconds) swamps the whole-process difference. Heavy modules: "
+    "pandas/pyarrow/numpy/paramiko the task process had imported."
+)
+
+
+def _spread(values: Sequence[float]) -> str:
+    return f"{min(values):.2f} ({min(values):.2f}-{max(values):.2f})"
+
+
+def _task_row(partitions: int, brokers: int, runs: dict[str, list[Run]], tree: Tree) -> str:
+    tasks, bares, assigners = runs["task"], runs["bare"], runs["kafka-assigner"]
+    own = [t.seconds - b.seconds for t, b in zip(tasks, bares, strict=True)]
+    after = [
+        (t.seconds - t.split["sdk"]) - (b.seconds - b.split["sdk"])  # type: ignore[index]
+        for t, b in zip(tasks, bares, strict=True)
+    ]
+    loads = ", ".join(f"{r.info['load']:.1f}" for r in tasks if r.info)
+    task_moves = score(tree, _best(tasks).targets).moves
+    heavy = ",".join(_best(tasks).info.get("heavy_modules", [])) or "none"  # type: ignore[union-attr]
+    if assigners:
+        best = min(r.seconds for r in assigners)
+        ratio = "; ".join(
+            f"{label} {best / min(v):.1f}x ({best / max(v):.1f}x)" if min(v) > 0 else f"{label} -"
+            for label, v in (("whole-bare", own), ("after sdk", after))
+        )
+        assigner = _spread([r.seconds for r in assigners])
+        moves = f"{task_moves:,}, {score(tree, _best(assigners).targets).moves:,}"
+    else:
+        ratio, assigner, moves = "-", "-", f"{task_moves:,}, -"
+    return (
+        f"| {partitions:,} | {brokers} | {_spread([r.seconds for r in tasks])} | "
+        f"{_spread([r.seconds for r in bares])} | {_spread(own)} | {_spread(after)} | {assigner} | {ratio} | "
+        f"{moves} | {loads} | {heavy} |"
+    )
+
+
 def _verdict(met: bool) -> str:
     return "met" if met else "NOT met"
 
@@ -449,11 +589,14 @@ def end_to_end(args: argparse.Namespace, matrix: Sequence[tuple[int, int]]) -> N
         executable = baseline.ensure_venv(Path(args.assigner_venv))
         print(f"baseline: {baseline.version(Path(args.assigner_venv))} ({executable})", flush=True)
     lines: list[str] = []
+    task_lines: list[str] = []
     notes: list[str] = []
     verdicts: list[str] = []
     with tempfile.TemporaryDirectory(prefix="drain-bench-tools-") as tools:
         for partitions, brokers in matrix:
             runs: dict[str, list[Run]] = {
+                "task": [],
+                "bare": [],
                 "product": [],
                 "product, snapshot": [],
                 "product, mem": [],
@@ -469,6 +612,8 @@ def end_to_end(args: argparse.Namespace, matrix: Sequence[tuple[int, int]]) -> N
                     before = tree_fingerprint(zk.connect_string)
                     load_start = os.getloadavg()[0]
                     for _ in range(args.repeat):  # alternate, so all see the same machine load
+                        runs["bare"].append(run_task(zk.connect_string, "bare"))
+                        runs["task"].append(run_task(zk.connect_string, "task"))
                         runs["product"].append(run_product(zk.connect_string))
                         if executable is not None:
                             run, cmd = run_assigner(zk.connect_string, excluded, executable, Path(tools))
@@ -493,6 +638,8 @@ def end_to_end(args: argparse.Namespace, matrix: Sequence[tuple[int, int]]) -> N
                 times = ", ".join(f"{r.seconds:.2f}" for r in runs["kafka-assigner"])
                 notes.append(f"kafka-assigner {label}: runs {times} s: {' '.join(shown)}")
             assigner = _best(runs["kafka-assigner"]) if runs["kafka-assigner"] else None
+            task_lines.append(_task_row(partitions, brokers, runs, tree))
+            print(TASK_HEADER.splitlines()[0], task_lines[-1], sep="\n", flush=True)
             for tool in ("product", "product, snapshot", "product, mem"):
                 if not runs[tool]:
                     continue
@@ -528,6 +675,10 @@ def end_to_end(args: argparse.Namespace, matrix: Sequence[tuple[int, int]]) -> N
     print(HEADER)
     print("\n".join(lines))
     print(LEGEND)
+    print()
+    print(TASK_HEADER)
+    print("\n".join(task_lines))
+    print(TASK_LEGEND)
     print(
         f"targets (printed, not asserted) at {TARGET_PARTITIONS:,} partitions: product <= {TARGET_SECONDS:.0f} s "
         f"end to end and >= {TARGET_RATIO:.0f}x faster than kafka-assigner; rackV 0; nonRF1 0"
@@ -613,7 +764,9 @@ def main() -> None:
     )
     parser.add_argument("--mode", default="read", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.worker:
+    if args.worker and args.mode in ("task", "bare"):
+        task_worker(args.hosts, args.chroot, args.workdir, args.mode)
+    elif args.worker:
         product_worker(args.hosts, args.chroot, args.workdir, args.mode)
     elif args.planner_only:
         args.partitions = args.partitions or "200000"

@@ -40,18 +40,18 @@ def airflow_home() -> Path:
 
 @pytest.fixture
 def deletion_clock(monkeypatch):
-    """``deletion_clock(ms)``: the deletion check (triggers.deletion) counts ages to ``now + ms``.
+    """``deletion_clock(ms)``: the deletion check (triggers.deletion_check) counts ages to ``now + ms``.
 
     A ``-delete`` directory's age runs from its ctime -- when the broker renamed it -- and ctime
     cannot be backdated: the simulator backdates mtimes only, so every ``-delete`` directory it
     writes was "renamed" when the cluster was deployed. A test that needs such a directory past
     ``log.segment.delete.delay.ms`` (a leftover "renamed two days ago") looks from that much later.
     """
-    from airflow_provider_kafka_zk.triggers import deletion
+    from airflow_provider_kafka_zk.triggers import deletion_check
 
-    real = deletion._now_ms
+    real = deletion_check._now_ms
 
     def forward(ms: int) -> None:
-        monkeypatch.setattr(deletion, "_now_ms", lambda: real() + ms)
+        monkeypatch.setattr(deletion_check, "_now_ms", lambda: real() + ms)
 
     return forward

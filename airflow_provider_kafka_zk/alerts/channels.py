@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -47,9 +48,19 @@ def provider_problem(channel: Channel) -> str | None:
 
 
 def _get_connection(conn_id: str) -> Any:
-    from airflow.sdk import BaseHook
+    """The connection, wherever the DAG file is parsed. In a task, the dag-processor or the
+    triggerer (a supervised process) the Task SDK asks the API server; in a plain CLI process --
+    ``airflow dags reserialize``, ``airflow dags list`` -- the SDK reaches no metadata DB, so a
+    connection stored there would read as missing and the daily DAG file as an import error. There
+    Airflow's own secrets chain (metastore included) is asked, with the test Airflow 3.3's
+    ``airflow.models.connection.Connection.get_connection_from_secrets`` makes for the same choice."""
+    if hasattr(sys.modules.get("airflow.sdk.execution_time.task_runner"), "SUPERVISOR_COMMS"):
+        from airflow.sdk import BaseHook
 
-    return BaseHook.get_connection(conn_id)
+        return BaseHook.get_connection(conn_id)
+    from airflow.models.connection import Connection
+
+    return Connection.get_connection_from_secrets(conn_id)
 
 
 def connection_problems(

@@ -52,6 +52,7 @@ def alert_content(
     coverage_text: str | None = None,
     failed_tasks: Sequence[str] = (),
     test_by: str | None = None,
+    maintenance: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Everything an alert says, as data (also stored in ``alert.json``).
 
@@ -65,12 +66,16 @@ def alert_content(
     :param coverage_text: what the audit covered (its ``summary.json``), if it ran.
     :param failed_tasks: the ids of the run's failed tasks.
     :param test_by: set for a test alert: who asked for it.
+    :param maintenance: set for a maintenance run's alert: its headline, steps, change logs,
+        rollback artefacts and next steps (:mod:`~.maintenance`); every incident of it pages.
     """
     items = [_item(c) for c in classified]
     paged = [i for i in items if i["status"] in (NEW, WORSE)]
     worst = items[0]["severity_label"] if items else None
     if test_by is not None:
         subject = f"[kafka-zk] {cluster}: TEST alert (the on-call path works)"
+    elif maintenance is not None:
+        subject = f"[kafka-zk] {cluster}: {maintenance['headline']}"
     elif paged:
         head = "; ".join(i["title"] for i in paged[:2]) + (
             f" (+{len(paged) - 2} more)" if len(paged) > 2 else ""
@@ -93,6 +98,7 @@ def alert_content(
         "resolved": [dict(r) for r in resolved],
         "worst": worst,
         "test_by": test_by,
+        "maintenance": dict(maintenance) if maintenance is not None else None,
     }
 
 
@@ -121,11 +127,13 @@ def _section(text: str) -> dict[str, Any]:
 
 def slack_message(content: Mapping[str, Any]) -> dict[str, Any]:
     """The Slack incoming-webhook body (``text`` + ``blocks``) with the e-mail's content."""
+    maintenance = content.get("maintenance")
     links = " | ".join(
         link
         for link in (
             _slack_link(content.get("run_url"), "Airflow run"),
             _slack_link(content.get("report_url"), "Report"),
+            _slack_link((maintenance or {}).get("folder_url"), "Run folder"),
         )
         if link
     )
@@ -135,6 +143,8 @@ def slack_message(content: Mapping[str, Any]) -> dict[str, Any]:
     intro = []
     if content.get("test_by") is not None:
         intro.append(f"Test alert asked for by {_slack_escape(content['test_by'])}: nothing is wrong.")
+    elif maintenance:
+        intro += _slack_maintenance_intro(content, maintenance)
     else:
         intro.append(
             f"*{content['paged']} new or worse*, {content['unchanged']} unchanged "
@@ -147,8 +157,9 @@ def slack_message(content: Mapping[str, Any]) -> dict[str, Any]:
     blocks.append(_section("\n".join(intro)))
     shown = content["incidents"][:SLACK_MAX_INCIDENTS]
     for item in shown:
+        status = "" if maintenance else f" {item['status'].upper()}"  # a maintenance run pages them all
         lines = [
-            f"*[{item['severity_label']}] {item['status'].upper()}* {_slack_escape(item['title'])}",
+            f"*[{item['severity_label']}]{status}* {_slack_escape(item['title'])}",
             _slack_escape(item["summary"]),
         ]
         lines += [f"• {_slack_escape(f['label'])}: `{_slack_escape(f['value'])}`" for f in item["facts"]]
@@ -160,6 +171,8 @@ def slack_message(content: Mapping[str, Any]) -> dict[str, Any]:
             lines.append(_slack_link(item["link"], "task log"))
         blocks.append({"type": "divider"})
         blocks.append(_section("\n".join(lines)))
+    if maintenance:
+        blocks += [{"type": "divider"}, _section(_slack_maintenance_changes(maintenance))]
     more = len(content["incidents"]) - len(shown)
     tail = []
     if more > 0:
@@ -172,3 +185,51 @@ def slack_message(content: Mapping[str, Any]) -> dict[str, Any]:
     if tail:
         blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": t[:3000]} for t in tail]})
     return {"text": render_text(content)[:3000], "blocks": blocks}
+
+
+def _slack_maintenance_intro(content: Mapping[str, Any], m: Mapping[str, Any]) -> list[str]:
+    """The maintenance run, its parameters and where it stopped (one line per outcome)."""
+    mode = {True: " (dry run)", False: " (*real run*)"}.get(m.get("dry_run"), "")
+    by = f", triggered by {_slack_escape(m['triggered_by'])}" if m.get("triggered_by") else ""
+    lines = [
+        f"*{_slack_escape(m['headline'])}*",
+        f"Run `{_slack_escape(content['run_id'])}`{by}{mode}; parameters `{_slack_escape(m['params'])}`",
+    ]
+    by_outcome: dict[str, list[str]] = {}
+    for step in m["steps"]:
+        label = step["task_id"] + (f" ({step['count']})" if step.get("count") else "")
+        by_outcome.setdefault(step["outcome"], []).append(label)
+    lines += [f"{outcome}: {_slack_escape(', '.join(tasks))}" for outcome, tasks in by_outcome.items()]
+    return lines
+
+
+def _slack_maintenance_changes(m: Mapping[str, Any]) -> str:
+    """What the run changed, its rollback artefacts and what to do next."""
+    lines = ["*What it changed so far*"]
+    if m.get("read_only"):
+        lines.append("Nothing: this DAG only reads.")
+    elif not m.get("change_logs"):
+        lines.append("Nothing: the run folder holds no change log.")
+    else:
+        lease = {"held": "; the maintenance lease is *still held* by this run", "released": ""}
+        lines.append(f"{m['writes']} ZooKeeper write(s){lease.get(m.get('lease'), '')}")
+        for log in m["change_logs"]:
+            name = _slack_link(log.get("url"), log["name"]) or f"`{_slack_escape(log['name'])}`"
+            lines.append(f"{name}: task {_slack_escape(log['task'])}, {log['writes']} write(s)")
+            if log["changes"]:
+                more = f"\n... and {log['more']} more" if log.get("more") else ""
+                lines.append("```" + _slack_escape("\n".join(log["changes"])) + more + "```")
+    if m.get("rollback"):
+        lines.append(
+            "Rollback artefacts: "
+            + ", ".join(
+                _slack_link(r.get("url"), r["name"]) or _slack_escape(r["name"]) for r in m["rollback"]
+            )
+        )
+    lines.append("*What to do next*")
+    lines += [_slack_escape(t) for t in m.get("next_steps") or ()]
+    lines += [
+        f"{_slack_escape(c['label'])}:\n```{_slack_escape(c['command'])}```" for c in m.get("commands") or ()
+    ]
+    lines += [f"NOTE: {_slack_escape(n)}" for n in m.get("notes") or ()]
+    return "\n".join(lines)

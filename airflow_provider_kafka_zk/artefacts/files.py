@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, BinaryIO
@@ -93,3 +94,16 @@ def write_url_atomically(url: str, payload: bytes, storage_options: Mapping[str,
     """:func:`write_atomically` for a local path or fsspec URL; returns the path on that filesystem."""
     fs, path = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
     return write_atomically(fs, path, payload)
+
+
+_CLUSTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+
+
+def validate_cluster_name(cluster: str) -> str:
+    """A cluster name is one path component: letters, digits, ``.``, ``_``, ``-`` (no ``..``)."""
+    if not isinstance(cluster, str) or not _CLUSTER_NAME.fullmatch(cluster) or ".." in cluster:
+        raise ValueError(
+            f"cluster name {cluster!r} must be 1-200 characters of letters, digits, '.', '_', '-' "
+            "(it becomes a directory name)"
+        )
+    return cluster

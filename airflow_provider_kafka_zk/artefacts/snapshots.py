@@ -47,8 +47,9 @@ from airflow_provider_kafka_zk.kafka.safety import (
     is_redaction_digest,
 )
 from airflow_provider_kafka_zk.kafka.snapshot import ZNODE_ROW_FIELDS, ZnodeRow, gc_paused, rows_from_columns
+from airflow_provider_kafka_zk.kafka.snapshot_schema import PARQUET_SCHEMA
 
-from .files import display_url, write_atomically
+from .files import display_url, validate_cluster_name, write_atomically
 
 if TYPE_CHECKING:
     from fsspec import AbstractFileSystem
@@ -75,26 +76,6 @@ ROW_GROUP_ROWS = 65_536
 
 _TS_FORMAT = "%Y%m%dT%H%M%S.%fZ"
 _TS_NAME = re.compile(r"[0-9]{8}T[0-9]{6}\.[0-9]{6}Z")
-_CLUSTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
-
-PARQUET_SCHEMA = pa.schema(
-    [
-        pa.field("path", pa.string(), nullable=False),
-        pa.field("data", pa.binary(), nullable=True),
-        pa.field("czxid", pa.int64(), nullable=False),
-        pa.field("mzxid", pa.int64(), nullable=False),
-        pa.field("pzxid", pa.int64(), nullable=False),
-        pa.field("ctime", pa.int64(), nullable=False),
-        pa.field("mtime", pa.int64(), nullable=False),
-        pa.field("version", pa.int32(), nullable=False),
-        pa.field("cversion", pa.int32(), nullable=False),
-        pa.field("aversion", pa.int32(), nullable=False),
-        pa.field("ephemeral_owner", pa.int64(), nullable=False),
-        pa.field("data_length", pa.int32(), nullable=False),
-        pa.field("num_children", pa.int32(), nullable=False),
-    ]
-)
-assert tuple(PARQUET_SCHEMA.names) == ZNODE_ROW_FIELDS, "Parquet columns must follow ZnodeRow"
 
 
 class SnapshotArtefactError(RuntimeError):
@@ -116,16 +97,6 @@ class SnapshotRef:
     taken_at: datetime
     name: str
     path: str
-
-
-def validate_cluster_name(cluster: str) -> str:
-    """A cluster name is one path component: letters, digits, ``.``, ``_``, ``-`` (no ``..``)."""
-    if not isinstance(cluster, str) or not _CLUSTER_NAME.fullmatch(cluster) or ".." in cluster:
-        raise ValueError(
-            f"cluster name {cluster!r} must be 1-200 characters of letters, digits, '.', '_', '-' "
-            "(it becomes a directory name)"
-        )
-    return cluster
 
 
 def snapshot_timestamp_name(when: datetime) -> str:

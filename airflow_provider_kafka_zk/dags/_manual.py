@@ -12,7 +12,7 @@ from typing import Any
 from airflow.sdk import DAG
 
 from airflow_provider_kafka_zk.clusters import cluster_setting, load_clusters
-from airflow_provider_kafka_zk.operators.inventory import run_key_of
+from airflow_provider_kafka_zk.operators._run import run_key_of
 
 MACROS = {"cluster_setting": cluster_setting, "run_key": run_key_of}
 """``user_defined_macros`` of a manual DAG: templates call ``cluster_setting(params, key)`` and

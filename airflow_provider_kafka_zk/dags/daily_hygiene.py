@@ -34,7 +34,7 @@ DAG_ID = "kafka_zk_daily_hygiene"
 def artefacts_base(settings: Mapping[str, Any]) -> str:
     if settings.get("base_path"):
         return str(settings["base_path"])
-    from airflow_provider_kafka_zk.operators.snapshot import default_artefacts_base
+    from airflow_provider_kafka_zk.clusters import default_artefacts_base
 
     return default_artefacts_base()
 

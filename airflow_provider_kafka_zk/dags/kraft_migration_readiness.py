@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from airflow.sdk import DAG, Param
 
+from airflow_provider_kafka_zk.dags._alerting import add_run_alert
 from airflow_provider_kafka_zk.dags._manual import (
     READ_RETRIES,
     RUN_TS,
@@ -110,7 +111,7 @@ def build_dag() -> DAG:
             readiness_ts=_TS,
         )
         snapshot >> brokers >> inventory >> coverage >> audit >> readiness
-    return dag
+    return add_run_alert(dag)  # a failed run pages
 
 
 def create_dags() -> dict[str, DAG]:

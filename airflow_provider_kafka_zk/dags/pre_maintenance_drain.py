@@ -27,6 +27,7 @@ from typing import Any
 from airflow.providers.standard.operators.python import ShortCircuitOperator
 from airflow.sdk import DAG, Param, task
 
+from airflow_provider_kafka_zk.dags._alerting import add_run_alert
 from airflow_provider_kafka_zk.dags._manual import (
     PLAN_DIR,
     READ_RETRIES,
@@ -240,7 +241,7 @@ def build_dag() -> DAG:
         execute >> clear_throttles >> inventory_after >> verify
         execute >> [inventory_after, verify]  # a failed execute still clears throttles, then the run fails
         report(plan.output, verify.output)
-    return add_links_and_assets(dag)  # Plan/Report links, the report asset
+    return add_run_alert(add_links_and_assets(dag))  # Plan/Report links, the report asset; the alert
 
 
 def create_dags() -> dict[str, DAG]:

@@ -17,6 +17,7 @@ from datetime import timedelta
 
 from airflow.sdk import DAG, Param
 
+from airflow_provider_kafka_zk.dags._alerting import add_run_alert
 from airflow_provider_kafka_zk.dags._manual import (
     RUN_TS,
     cluster_choices,
@@ -122,7 +123,7 @@ def build_dag() -> DAG:
             fail_on="{{ params.fail_on }}",
         )
         snapshot >> inventory >> scan >> verdict
-    return dag
+    return add_run_alert(dag)  # a failed run pages
 
 
 def create_dags() -> dict[str, DAG]:

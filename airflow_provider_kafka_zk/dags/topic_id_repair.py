@@ -23,6 +23,7 @@ from typing import Any
 from airflow.providers.standard.operators.python import ShortCircuitOperator
 from airflow.sdk import DAG, Param, task
 
+from airflow_provider_kafka_zk.dags._alerting import add_run_alert
 from airflow_provider_kafka_zk.dags._manual import (
     PLAN_DIR,
     READ_RETRIES,
@@ -198,7 +199,7 @@ def build_dag() -> DAG:
         final = report(plan.output)
         execute >> final
         verify >> final
-    return add_links_and_assets(dag)  # Plan/Report links, the report asset
+    return add_run_alert(add_links_and_assets(dag))  # Plan/Report links, the report asset; the alert
 
 
 def create_dags() -> dict[str, DAG]:

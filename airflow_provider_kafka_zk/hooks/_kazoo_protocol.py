@@ -30,6 +30,8 @@ from kazoo.protocol.serialization import Transaction
 if TYPE_CHECKING:
     from kazoo.interfaces import IAsyncResult
 
+    from ._zk_wire import WireOptions
+
 SUPPORTED_KAZOO = ((2, 10), (2, 11))
 """kazoo ``(major, minor)`` releases whose private request queue this module was tested against."""
 
@@ -164,6 +166,41 @@ def connection_thread_alive(client: KazooClient) -> bool:
     connection = getattr(client, "_connection", None)
     thread = getattr(connection, "_connection_routine", None)
     return thread is not None and thread.is_alive()
+
+
+def wire_options(client: KazooClient) -> WireOptions:
+    """How the walker's own sessions (:mod:`._zk_wire`) must connect to read what ``client`` reads:
+    its hosts, chroot, session timeout, TLS settings, digest credentials and SASL options (kazoo
+    keeps the last on its connection handler), and the server it is connected to now."""
+    from ._zk_wire import WireOptions
+
+    connection = getattr(client, "_connection", None)
+    sasl = getattr(connection, "sasl_options", None)
+    prefer = None
+    sock = getattr(connection, "_socket", None)
+    if sock is not None:
+        try:
+            peer = sock.getpeername()
+            prefer = next(
+                (h for h in client.hosts if h[1] == peer[1] and h[0] in (peer[0], "localhost")), None
+            )
+        except (OSError, IndexError):
+            prefer = None
+    return WireOptions(
+        hosts=tuple((str(h), int(p)) for h, p in client.hosts),
+        chroot=client.chroot or "",
+        session_timeout_ms=int(client._session_timeout),
+        auth_data=tuple(client.auth_data),
+        sasl_options=dict(sasl) if sasl else None,
+        use_ssl=bool(client.use_ssl),
+        ca=client.ca,
+        certfile=client.certfile,
+        keyfile=client.keyfile,
+        keyfile_password=client.keyfile_password,
+        verify_certs=bool(client.verify_certs),
+        check_hostname=bool(client.check_hostname),
+        prefer=prefer,
+    )
 
 
 def submit_multi_read(client: KazooClient, ops: Sequence[tuple[int, str]]) -> IAsyncResult:

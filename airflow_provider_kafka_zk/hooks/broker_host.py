@@ -310,6 +310,8 @@ class BrokerHostHook(BaseHook):
     :param idle_timeout: limit for silence on the channel while the inventory runs (s).
     :param connect_attempts: attempts for an unreachable host before giving up (2 s apart).
     :param python_interpreters: interpreters tried on the host, first found wins.
+    :param zookeeper: an open KafkaZooKeeperHook of that cluster to look the registrations up with
+        (a trigger's session for the whole wait); default: a session of its own, closed after.
     """
 
     conn_name_attr = "ssh_conn_id"
@@ -329,9 +331,11 @@ class BrokerHostHook(BaseHook):
         idle_timeout: float = 300.0,
         connect_attempts: int = 2,
         python_interpreters: Sequence[str] = DEFAULT_PYTHON_INTERPRETERS,
+        zookeeper: Any = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self._zookeeper = zookeeper
         self.ssh_conn_id = ssh_conn_id
         self.kafka_zookeeper_conn_id = kafka_zookeeper_conn_id
         self.broker_hosts = {int(b): str(h) for b, h in (broker_hosts or {}).items()}
@@ -364,7 +368,12 @@ class BrokerHostHook(BaseHook):
         from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook, ZnodeNotFoundError
 
         hosts: dict[int, tuple[str, ...]] = {}
-        with KafkaZooKeeperHook(self.kafka_zookeeper_conn_id) as zookeeper:
+        shared = self._zookeeper
+        with (
+            KafkaZooKeeperHook(self.kafka_zookeeper_conn_id)
+            if shared is None
+            else contextlib.nullcontext(shared)
+        ) as zookeeper:
             cluster_id = zookeeper.cluster_id()
             children = (
                 zookeeper.get_children(znodes.BROKER_IDS) if zookeeper.exists(znodes.BROKER_IDS) else []
@@ -382,11 +391,24 @@ class BrokerHostHook(BaseHook):
                 hosts[registration.broker_id] = _registration_hosts(registration)
         return ZooKeeperView(cluster_id=cluster_id, registered_hosts=hosts)
 
+    @cached_property
+    def _cluster_connect(self) -> dict[str, Any]:
+        """The cluster's ZooKeeper hosts and chroot (from the connection, no I/O): a running broker
+        whose zookeeper.connect names another cluster is not this cluster's broker. A shared hook
+        (a trigger's session) is asked, not the connection again."""
+        if not self.kafka_zookeeper_conn_id:
+            return {}
+        from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook
+
+        config = (self._zookeeper or KafkaZooKeeperHook(self.kafka_zookeeper_conn_id)).config
+        return {"zookeeper_hosts": tuple(config.hosts), "chroot": config.chroot}
+
     def resolve_connections(self) -> None:
         """Read the SSH template and the ZooKeeper view now, on this thread (before any worker pool)."""
         self._template  # noqa: B018 - cached_property: resolved once, here
         self._ssh_extra  # noqa: B018
         self.zookeeper_view  # noqa: B018
+        self._cluster_connect  # noqa: B018
 
     def resolve(self, broker_id: int) -> BrokerAddress:
         """The broker's host: ``broker_hosts`` first, else its ZooKeeper registration."""
@@ -551,7 +573,9 @@ class BrokerHostHook(BaseHook):
                     ) from None
                 if assembler.awaiting_log_dirs:
                     try:
-                        facts = choose_server_properties(assembler.candidates, broker_id)
+                        facts = choose_server_properties(
+                            assembler.candidates, broker_id, **self._cluster_connect
+                        )
                     except ServerPropertiesSelectionError as exc:
                         _send(channel, _json_line({"log_dirs": None}))
                         raise ServerPropertiesNotFoundError(

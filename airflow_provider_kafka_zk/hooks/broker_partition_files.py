@@ -41,8 +41,6 @@ from __future__ import annotations
 import logging
 import math
 import re
-import shlex
-import string
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -62,6 +60,7 @@ from airflow_provider_kafka_zk.hooks.broker_quarantine import (
     load_rules,
     run_remote,
 )
+from airflow_provider_kafka_zk.kafka.steps import command_template_parts, render_command
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +71,7 @@ DEFAULT_TIMEOUT_S = 60.0
 RESTART_KILL_GRACE_S = 5  # SIGTERM to the command's process group, then this long until SIGKILL
 RESTART_TAIL_CHARS = 4000
 RESTART_FIELDS = ("broker_id", "host")
+RESTART_TEMPLATE_NAME = "restart_command"
 
 # The partition-file rules, written once on top of the path rules (``_RULES``, which the host script
 # already has): the host script runs them and this module execs the same text (Python 3.6+ stdlib
@@ -759,65 +759,21 @@ def render_restart_command(template: str, broker_id: int, host: str) -> str:
 
     Nothing else may appear in braces (``{{``/``}}`` are literal braces): another field, a format
     spec or a conversion is refused, and so is a placeholder inside the template's own quotes or
-    right after a backslash (the quoting added here would not hold there).
+    right after a backslash (the quoting added here would not hold there). The rules are the pure
+    core's (:func:`airflow_provider_kafka_zk.kafka.steps.render_command`), which the step
+    executor's preflight applies to every broker before anything runs.
 
     :param template: e.g. ``sudo systemctl restart kafka`` or
         ``/opt/kafka/bin/restart-broker.sh --id {broker_id} --host {host}``.
-    :raises ValueError: the template breaks a rule (or its braces do not balance).
+    :raises CommandTemplateError: (a ValueError) naming ``restart_command`` and the placeholder.
     """
-    fields = _restart_fields(template)
-    values = {"broker_id": str(int(broker_id)), "host": str(host)}
-    return "".join(literal + (shlex.quote(values[field]) if field else "") for literal, field in fields)
+    return render_command(
+        RESTART_TEMPLATE_NAME, template, {"broker_id": str(int(broker_id)), "host": str(host)}, RESTART_FIELDS
+    )
 
 
 def _restart_fields(template: str) -> list[tuple[str, str | None]]:
-    if not isinstance(template, str) or not template.strip():
-        raise ValueError("the restart command template must be a non-empty string")
-    if "\0" in template:
-        raise ValueError("the restart command template must not contain a NUL byte")
-    parts: list[tuple[str, str | None]] = []
-    quote: str | None = None
-    escaped = False
-    for literal, field, spec, conversion in string.Formatter().parse(template):
-        quote, escaped = _shell_quote_state(literal, quote, escaped)
-        if field is None:
-            parts.append((literal, None))
-            continue
-        if field not in RESTART_FIELDS:
-            raise ValueError(
-                f"restart command template: unknown placeholder {{{field}}}; only "
-                + " and ".join(f"{{{f}}}" for f in RESTART_FIELDS)
-                + " are substituted (write {{ and }} for literal braces)"
-            )
-        if spec or conversion is not None:
-            raise ValueError(
-                f"restart command template: placeholder {{{field}}} must be plain (no format spec or conversion)"
-            )
-        if quote is not None or escaped:
-            raise ValueError(
-                f"restart command template: placeholder {{{field}}} stands inside quotes or after a backslash; "
-                "it is shell-quoted when substituted, so write it bare"
-            )
-        parts.append((literal, field))
-    return parts
-
-
-def _shell_quote_state(text: str, quote: str | None, escaped: bool) -> tuple[str | None, bool]:
-    """POSIX sh quoting after ``text``: the open quote (``'``, ``"`` or None), a pending backslash."""
-    for ch in text:
-        if escaped:
-            escaped = False
-        elif quote == "'":
-            if ch == "'":
-                quote = None
-        elif ch == "\\":
-            escaped = True
-        elif quote == '"':
-            if ch == '"':
-                quote = None
-        elif ch in "'\"":
-            quote = ch
-    return quote, escaped
+    return command_template_parts(RESTART_TEMPLATE_NAME, template, RESTART_FIELDS)
 
 
 def run_restart_command(
@@ -841,7 +797,8 @@ def run_restart_command(
         shell-quoted (see :func:`render_restart_command`).
     :param timeout: the limit (s) for the command.
     :param session: the maintenance session that pinned this broker's host (required).
-    :raises ValueError: a bad template or timeout (before connecting).
+    :raises CommandTemplateError: a bad template (a ValueError naming it and the placeholder), before connecting.
+    :raises ValueError: a bad timeout (before connecting).
     :raises PartitionFilesOutsideSessionError: no session (before connecting).
     :raises BrokerHostTimeoutError: the command ran past ``timeout`` (stopped on the host); the
         message names broker, host, command and limit.

@@ -30,7 +30,10 @@ again by the script on the host, answering ``refused``):
   :class:`BrokerHostTimeoutError`; the read loop here enforces the limit too and closes the channel.
 * an orphan live-named directory (``normal``/``future``: one a running broker may hold open) moves
   only when the broker is not running: the caller says so (``broker_running=False``) and the host
-  shows no Kafka broker process in ``/proc``; ``allow_running_broker_orphans=True`` overrides.
+  shows no process of *this* broker in ``/proc`` -- a Kafka process started with this broker's
+  server.properties or whose log dirs include one of this broker's (a process whose configuration
+  cannot be read counts as possibly this broker's; another cluster's broker on the host does not);
+  ``allow_running_broker_orphans=True`` overrides.
   ``-delete`` (and ``-stray``) directories, which Kafka closed before renaming, may move under a
   running broker.
 
@@ -60,7 +63,7 @@ from airflow_provider_kafka_zk.hooks.broker_host import (
     BrokerHostTimeoutError,
     RemotePythonMissingError,
 )
-from airflow_provider_kafka_zk.kafka.inventory import KAFKA_MAIN_CLASSES
+from airflow_provider_kafka_zk.kafka.inventory import DEFAULT_LOG_DIR, KAFKA_MAIN_CLASSES
 
 log = logging.getLogger(__name__)
 
@@ -279,17 +282,65 @@ def listing_symlinks(ts_fd, shown):
                 raise Refused("%s is a symlink or not a regular file" % join(shown, entry))
 
 
-def broker_processes(main_classes):
-    # (pids, None), or (None, why it cannot tell). Exact argv match, as the inventory does.
+def process_config(pid, args, main):
+    # (path of the properties file the process was started with, log dirs from its --override
+    # arguments or None); the path is resolved against the process's cwd, as the JVM resolved it
+    if main + 1 >= len(args):
+        return None, None
+    raw = args[main + 1]
+    if not raw.startswith(b"/"):
+        try:
+            raw = os.path.join(os.readlink("/proc/%s/cwd" % pid).encode("utf-8", "surrogateescape"), raw)
+        except OSError:
+            return None, None
+    dirs = None
+    rest = args[main + 2:]
+    for i, arg in enumerate(rest):
+        value = rest[i + 1] if arg == b"--override" and i + 1 < len(rest) else None
+        if value is not None and value.split(b"=", 1)[0].strip() in (b"log.dirs", b"log.dir"):
+            dirs = value.split(b"=", 1)[1]
+    return raw, dirs
+
+
+def config_log_dirs(path, overridden, default):
+    # the log dirs a broker started with that properties file uses (log.dirs, else log.dir, else
+    # Kafka's default, from the request); None when the file cannot be read
+    text = overridden
+    if text is None:
+        try:
+            with open(path, "rb") as f:
+                data = f.read(1 << 20)
+        except OSError:
+            return None
+        found = {}
+        for line in data.splitlines():
+            line = line.strip()
+            if not line or line[:1] in (b"#", b"!"):
+                continue
+            key, sep, value = line.partition(b"=")
+            if not sep:
+                key, sep, value = line.partition(b":")
+            found[key.strip()] = value.strip()
+        text = found.get(b"log.dirs", found.get(b"log.dir", default.encode()))
+    return [d.strip() for d in text.split(b",") if d.strip()]
+
+
+def broker_processes(main_classes, log_dirs, server_properties, default_log_dir):
+    # (this broker's pids, pids that cannot be told apart, None), or (None, None, why it cannot
+    # tell). A Kafka process is this broker's when it was started with this broker's
+    # server.properties, or its log dirs include one of this broker's; unrelated brokers on the
+    # host (another cluster's, a test's) are left out. Exact argv match, as the inventory does.
     me = os.getpid()
     wanted = set(c.encode() for c in main_classes)
+    mine = set(os.path.realpath(d.encode()) for d in log_dirs or ())
+    configured = os.path.realpath(server_properties.encode()) if server_properties else None
     try:
         pids = [p for p in os.listdir("/proc") if p.isdigit()]
     except OSError as exc:
-        return None, "cannot list /proc (%s)" % exc
+        return None, None, "cannot list /proc (%s)" % exc
     if "1" not in pids:
-        return None, "/proc hides other users' processes"
-    found = []
+        return None, None, "/proc hides other users' processes"
+    ours, unknown = [], []
     for pid in pids:
         if int(pid) == me:
             continue
@@ -299,10 +350,25 @@ def broker_processes(main_classes):
         except OSError as exc:
             if exc.errno in (errno.ENOENT, errno.ESRCH):
                 continue  # exited meanwhile
-            return None, "cannot read /proc/%s/cmdline (%s)" % (pid, exc)
-        if wanted.intersection(args):
-            found.append(int(pid))
-    return found, None
+            return None, None, "cannot read /proc/%s/cmdline (%s)" % (pid, exc)
+        if args and args[-1] == b"":
+            args.pop()
+        positions = [i for i, a in enumerate(args) if a in wanted]
+        if not positions:
+            continue
+        path, overridden = process_config(pid, args, positions[0])
+        if path is None:
+            unknown.append((int(pid), "no properties file on its command line"))
+            continue
+        if configured is not None and os.path.realpath(path) == configured:
+            ours.append(int(pid))
+            continue
+        dirs = config_log_dirs(path, overridden, default_log_dir)
+        if dirs is None:
+            unknown.append((int(pid), "%s cannot be read" % path.decode("utf-8", "replace")))
+        elif mine.intersection(os.path.realpath(d) for d in dirs):
+            ours.append(int(pid))
+    return ours, unknown, None
 
 
 LIVENESS = {}
@@ -317,11 +383,20 @@ def running_broker_refusal(req):
             why.append("the caller says the broker is running")
         elif caller is not False:
             why.append("the caller cannot tell whether the broker is running")
-        pids, unknown = broker_processes(req.get("main_classes") or ["kafka" + ".Kafka"])
-        if unknown:
-            why.append("cannot tell whether a Kafka broker runs on this host: " + unknown)
-        elif pids:
-            why.append("a Kafka broker process runs on this host (pid %s)" % ", ".join(map(str, pids)))
+        ours, unknown, cannot = broker_processes(
+            req.get("main_classes") or ["kafka" + ".Kafka"],
+            req.get("log_dirs"),
+            req.get("server_properties"),
+            req.get("default_log_dir") or "",
+        )
+        if cannot:
+            why.append("cannot tell whether a Kafka broker runs on this host: " + cannot)
+        else:
+            if ours:
+                why.append("this broker's Kafka process runs on this host (pid %s)" % ", ".join(map(str, ours)))
+            if unknown:
+                why.append("a Kafka process on this host may be this broker's (%s)" % "; ".join(
+                    "pid %d: %s" % u for u in unknown))
         LIVENESS["why"] = "; ".join(why) or None
     return LIVENESS["why"]
 
@@ -720,6 +795,10 @@ def quarantine_directories(
         "broker_running": broker_running,
         "allow_running_broker_orphans": bool(allow_running_broker_orphans),
         "main_classes": list(KAFKA_MAIN_CLASSES),
+        "default_log_dir": DEFAULT_LOG_DIR,
+        "server_properties": hook.server_properties_path.replace("{broker_id}", str(broker_id))
+        if hook.server_properties_path
+        else None,
         "moves": [
             {"log_dir": m.log_dir, "name": m.name, "quarantine": m.quarantine, "kind": m.kind} for m in moves
         ],

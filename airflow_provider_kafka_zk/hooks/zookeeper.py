@@ -1156,13 +1156,17 @@ class KafkaZooKeeperHook(BaseHook):
         reconnect_timeout: float = 60.0,
         progress: Callable[[WalkProgress], None] | None = None,
         progress_every: float = 10.0,
+        connections: int = 2,
+        in_memory: bool = False,
     ) -> SnapshotWalk:
         """Every znode under ``include`` (minus ``exclude``) with data and full Stat.
 
         See :mod:`.zookeeper_snapshot` for what ``consistent`` guarantees. Raises
         SnapshotWalkError (never returns a partial tree) when ZooKeeper stays away longer than
         ``reconnect_timeout``; ZooKeeperAuthError naming the znode and the identity when the ACL
-        of a znode under ``include`` refuses the connection's credentials.
+        of a znode under ``include`` refuses the connection's credentials. ``connections``: the
+        sessions of its own a pipelined walk (a server without multiRead) reads on. ``in_memory``:
+        keep the rows in memory, not in a spill file (small walks; no pyarrow).
         """
         from airflow_provider_kafka_zk.hooks.zookeeper_snapshot import SnapshotAccessError
 
@@ -1178,6 +1182,8 @@ class KafkaZooKeeperHook(BaseHook):
             restart_client=self._restart_client,
             progress=progress,
             progress_every=progress_every,
+            connections=connections,
+            in_memory=in_memory,
         )
         try:
             with self.auth_errors("the snapshot's subtrees " + ", ".join(walker.include)):

@@ -2,7 +2,11 @@
 
 Speed: the walk sends ZooKeeper 3.6+ multiRead requests (hundreds of getData/getChildren each,
 several in flight) through kazoo's connection, so Python handles one request per few hundred
-znodes instead of one or two per znode; servers without multiRead get pipelined single reads.
+znodes instead of one or two per znode. Servers without multiRead (3.4/3.5) get single reads
+pipelined on sessions of the walker's own (:mod:`._zk_wire`: raw frames, no per-request objects),
+kazoo's async API only when none opens. On every path a listing that Kafka's layout predicts
+(:func:`guess_children`) is answered by reading the predicted children, taken only when their
+Stat proves them the whole child list as of ``start_zxid`` (see :class:`ZnodeTreeWalker`).
 
 Consistency (what ``SnapshotWalk.consistent`` means): before the first read the walker syncs and
 takes the session's last zxid as ``start_zxid``; every later read on the session sees at least
@@ -77,11 +81,14 @@ from ._kazoo_protocol import (
     connection_thread_alive,
     session_timeout_s,
     submit_multi_read,
+    wire_options,
 )
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from kazoo.client import KazooClient
+
+    from ._zk_wire import WirePool
 
 log = logging.getLogger(__name__)
 
@@ -97,8 +104,14 @@ _DISCONNECTED = (
     KazooTimeoutError,
 )
 """A reply that will not come on this connection: send the read again after reconnecting."""
+_METHODS = ("auto", "multi-read", "pipelined", "pipelined-kazoo")
+
 # Stat tuple indexes (wire order)
-_MZXID, _NUM_CHILDREN, _PZXID = 1, 9, 10
+_CZXID, _MZXID, _NUM_CHILDREN, _PZXID = 0, 1, 9, 10
+
+_GUESS = -GET_DATA
+"""A getData of a child the walker expects from Kafka's layout, before (instead of) listing its
+parent: sent as a getData; see :func:`guess_children`."""
 
 FLUSH_ROWS = 16_384
 """Rows per record batch of a walk's spill file: what the walker holds as Python rows before
@@ -275,9 +288,9 @@ _COLUMN_OF_WIRE: tuple[int, ...] = tuple(
 
 
 def znode_arrow_schema() -> pa.Schema:
-    """The snapshot's Arrow schema (ZnodeRow field order), defined once by the artefacts module;
-    imported when a walk starts, so importing the hook does not import pyarrow."""
-    from airflow_provider_kafka_zk.artefacts.snapshots import PARQUET_SCHEMA
+    """The snapshot's Arrow schema (ZnodeRow field order, :mod:`~airflow_provider_kafka_zk.kafka.
+    snapshot_schema`); imported when a walk starts, so importing the hook does not import pyarrow."""
+    from airflow_provider_kafka_zk.kafka.snapshot_schema import PARQUET_SCHEMA
 
     return PARQUET_SCHEMA
 
@@ -673,6 +686,65 @@ class ZnodeStore(Mapping[str, tuple[bytes | None, StatTuple]]):
         return merged
 
 
+class _MemorySpill:
+    """:class:`_RowSpill`'s stand-in for small walks (a planning read's few thousand znodes): the
+    rows stay in a dict, so the walk needs no pyarrow (and no temporary file)."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, tuple[bytes | None, StatTuple]] = {}
+        self.last_path: str | None = None
+
+    def add(self, rows: list[Row]) -> None:
+        if not rows:
+            return
+        if self.last_path is not None and rows[0][0] <= self.last_path:
+            raise AssertionError(f"snapshot rows out of order: {rows[0][0]!r} after {self.last_path!r}")
+        self.last_path = rows[-1][0]
+        self.rows.update((path, (data, stat)) for path, data, stat in rows)
+
+    def close(self) -> MemoryStore:
+        return MemoryStore(self.rows)
+
+    def discard(self) -> None:
+        self.rows = {}
+
+
+class MemoryStore(dict):  # type: ignore[type-arg]
+    """A walk's rows in memory (path -> (data, wire-order Stat), in path order): the
+    :class:`ZnodeStore` interface the walker's re-read needs, for ``in_memory`` walks."""
+
+    @property
+    def count(self) -> int:
+        return len(self)
+
+    @property
+    def data_bytes(self) -> int:
+        return sum(len(data) for data, _ in self.values() if data)
+
+    @property
+    def max_zxid(self) -> int:
+        return max((max(s[_CZXID], s[_MZXID], s[_PZXID]) for _, s in self.values()), default=0)
+
+    def present(self, paths: Iterable[str]) -> set[str]:
+        return {p for p in paths if p in self}
+
+    def children(self, path: str) -> set[str]:
+        prefix = "/" if path == "/" else path + "/"
+        return {p[len(prefix) :].split("/", 1)[0] for p in self if p.startswith(prefix) and p != prefix}
+
+    def merged(
+        self, overlay: Mapping[str, tuple[bytes | None, StatTuple]], dropped: Iterable[str], *_: Any
+    ) -> MemoryStore:
+        """A new store: these rows minus the ``dropped`` subtrees, with ``overlay`` added or replacing."""
+        gone = set(dropped)
+        rows = {p: v for p, v in self.items() if not _in_or_under(p, gone)}
+        rows.update(overlay)
+        return MemoryStore(sorted(rows.items()))
+
+    def close(self) -> None:
+        """Nothing to remove."""
+
+
 def normalise_subtrees(paths: Iterable[str], what: str) -> tuple[str, ...]:
     """Absolute, normalised, de-duplicated paths (a path under another one is dropped)."""
     out: list[str] = []
@@ -708,15 +780,49 @@ def _in_or_under(path: str, roots: set[str]) -> bool:
         path = posixpath.dirname(path)
 
 
+def guess_children(path: str, num_children: int) -> list[str] | None:
+    """The children Kafka's layout puts under ``path`` (relative to the cluster's chroot), when
+    its Stat says it has ``num_children``: ``/brokers/topics/<t>`` has ``partitions``, its
+    ``partitions`` znode has ``0`` .. ``n-1`` (``TopicPartitionsZNode``/``TopicPartitionZNode``,
+    ``ZkData.scala``), each of those has ``state``. None: no guess.
+
+    Nearly every znode with children in a Kafka tree is one of these: reading the guessed children
+    at once saves a listing per znode (a third of the requests of a walk without multiRead). A
+    guess is only taken when it proves the listing (see :class:`ZnodeTreeWalker`); a wrong one
+    costs the listing it tried to save.
+    """
+    if not path.startswith("/brokers/topics/"):
+        return None
+    parts = path.split("/")  # "", "brokers", "topics", topic, ["partitions", [partition]]
+    depth = len(parts)
+    if depth == 4:
+        return ["partitions"] if num_children == 1 else None
+    if parts[4] != "partitions":
+        return None
+    if depth == 5:
+        return [str(i) for i in range(num_children)]
+    if depth == 6:
+        return ["state"] if num_children == 1 else None
+    return None
+
+
 class ZnodeTreeWalker:
     """One snapshot walk over a started kazoo client (chrooted at the Kafka cluster).
 
     ``method``: ``"auto"`` (multiRead, falling back to pipelined reads when the server lacks it),
-    ``"multi-read"`` or ``"pipelined"``. ``batch_ops`` reads per request, ``window`` requests in
-    flight. ``restart_client`` is called when kazoo has given up reconnecting (its retry policy is
+    ``"multi-read"``, ``"pipelined"`` (single reads pipelined on ``connections`` sessions of the
+    walker's own, :mod:`._zk_wire`, opened with the client's hosts, TLS and credentials; kazoo's
+    connection when none can be opened) or ``"pipelined-kazoo"`` (single reads through kazoo's
+    async API). ``batch_ops`` reads per request (per batch when pipelined), ``window`` requests
+    (batches) in flight. ``restart_client`` is called when kazoo has given up reconnecting (its retry policy is
     exhausted) and must start a new session on the same client. ``spill_dir`` is where the rows
     go while walking (a temporary directory under it; default: the system's temporary directory),
-    ``flush_rows`` rows at a time (default :data:`FLUSH_ROWS`).
+    ``flush_rows`` rows at a time (default :data:`FLUSH_ROWS`); ``in_memory``: keep the rows in a
+    dict instead (small walks: no pyarrow, no file). ``connections``: the walker's own sessions for
+    pipelined reads. ``guess``: answer listings Kafka's layout predicts by reading the predicted
+    children (:func:`guess_children`); each guess is proven before it stands for a listing: the
+    parent's ``pzxid`` and every guessed child's ``czxid`` are no newer than ``start_zxid`` and
+    all of them exist, so the parent had exactly them as of ``start_zxid``.
     """
 
     def __init__(
@@ -734,11 +840,14 @@ class ZnodeTreeWalker:
         progress_every: float = 10.0,
         spill_dir: str | None = None,
         flush_rows: int | None = None,
+        connections: int = 2,
+        guess: bool = True,
+        in_memory: bool = False,
     ) -> None:
-        if method not in ("auto", "multi-read", "pipelined"):
-            raise ValueError(f"snapshot method must be auto, multi-read or pipelined, not {method!r}")
-        if batch_ops < 1 or window < 1:
-            raise ValueError("snapshot batch_ops and window must be >= 1")
+        if method not in _METHODS:
+            raise ValueError(f"snapshot method must be one of {', '.join(_METHODS)}, not {method!r}")
+        if batch_ops < 1 or window < 1 or connections < 1:
+            raise ValueError("snapshot batch_ops, window and connections must be >= 1")
         flush_rows = FLUSH_ROWS if flush_rows is None else flush_rows
         if flush_rows < 1:
             raise ValueError("snapshot flush_rows must be >= 1")
@@ -748,6 +857,10 @@ class ZnodeTreeWalker:
         if not self.include:
             raise ValueError("snapshot include must name at least one subtree")
         self.method = "multi-read" if method == "auto" else method
+        self.connections = connections
+        self.guess = guess
+        self.in_memory = in_memory
+        self._wire: WirePool | None = None
         self._may_fall_back = method == "auto"
         self._multi_read_ok = False
         self.batch_ops = batch_ops
@@ -774,15 +887,20 @@ class ZnodeTreeWalker:
         self._emit_at = _EMIT_EVERY
         self._held_peak = 0  # most rows waiting at once (what "flat" means, checked by the tests)
         self._listing: dict[str, int] = {}  # path -> numChildren, while its listing is pending
+        # listings that may be answered by reading the guessed children (guess_children) instead
+        self._guesses: dict[str, list[str]] = {}
+        # guesses in flight: parent -> [reads left, all found and as old as start_zxid, found rows]
+        self._speculating: dict[str, list[Any]] = {}
+        self.guessed = 0  # listings answered by guessed reads
         self._deleted_waiting: set[str] = set()
-        self._spill: _RowSpill | None = None
+        self._spill: _RowSpill | _MemorySpill | None = None
         self._start_zxid = 0
         self._changed: set[str] = set()
         self._mismatch: set[str] = set()
         self._gone: set[str] = set()
         self._missing_roots: set[str] = set()
         # re-read after a fuzzy walk: what it changes, merged into the store at the end
-        self._store: ZnodeStore | None = None
+        self._store: ZnodeStore | MemoryStore | None = None
         self._rereading: set[str] | None = None
         self._overlay: dict[str, tuple[bytes | None, StatTuple]] = {}
         self._dropped: set[str] = set()
@@ -801,7 +919,17 @@ class ZnodeTreeWalker:
         self._t0 = time.monotonic()
         self._session_id = self._current_session()
         start_zxid = self._start_zxid = self._zxid_now()
-        self._spill = _RowSpill(self.spill_dir, self.flush_rows)
+        try:
+            return self._run(started_at, start_zxid)
+        finally:
+            if self._wire is not None:
+                self._wire.close()
+                self._wire = None
+
+    def _run(self, started_at: datetime, start_zxid: int) -> SnapshotWalk:
+        if self.method == "pipelined":
+            self._open_wire()
+        self._spill = _MemorySpill() if self.in_memory else _RowSpill(self.spill_dir, self.flush_rows)
         try:
             self._push(GET_DATA, [r for r in self.include if not self._excluded(r)])
             self._pump()
@@ -887,6 +1015,10 @@ class ZnodeTreeWalker:
         for _, _, smallest, _ in self._in_flight:
             if low is None or smallest < low:
                 low = smallest
+        if self._speculating:  # a parent whose guess may still fail waits for its listing
+            parent = min(self._speculating)
+            if low is None or parent < low:
+                low = parent
         return low
 
     def _emit(self, bound: str | None) -> None:
@@ -941,6 +1073,21 @@ class ZnodeTreeWalker:
         self.method = "pipelined"
         self._may_fall_back = False
         self._requeue(ops)
+        self._open_wire()
+
+    def _open_wire(self) -> None:
+        """Open the walker's own sessions for pipelined reads; kazoo's connection if none opens."""
+        from ._zk_wire import WirePool, WireUnavailableError
+
+        try:
+            self._wire = WirePool(
+                wire_options(self.client),
+                connections=self.connections,
+                last_zxid=max(self._start_zxid, int(self.client.last_zxid or 0)),
+            )
+        except WireUnavailableError as exc:
+            log.warning("Pipelined reads go through kazoo's connection (slower): %s", exc)
+            self.method = "pipelined-kazoo"
 
     def _submit(self) -> bool:
         """Send the next ``batch_ops`` reads; False if none could go (the frontier is full).
@@ -951,7 +1098,7 @@ class ZnodeTreeWalker:
         do, so the frontier drains and a blocked listing always goes eventually.
         """
         ops: list[tuple[int, str]] = []
-        pending, listing = self._pending, self._listing
+        pending, listing, guesses = self._pending, self._listing, self._guesses
         held: list[tuple[str, int, list[Any]]] = []
         expected = 0
         smallest: str | None = None
@@ -961,21 +1108,31 @@ class ZnodeTreeWalker:
             stop = limit = min(len(paths), start + self.batch_ops - len(ops))
             if kind == GET_DATA:
                 self._queued_data -= stop - start
+                ops.extend([(kind, p) for p in paths[start:stop]])
             else:
                 stop = start
                 frontier = self._queued_data + self._expecting + expected
                 while stop < limit:
-                    children = listing.get(paths[stop], 1)
+                    path = paths[stop]
+                    children = listing.get(path, 1)
                     busy = ops or self._in_flight or stop > start  # else this read must go
                     if frontier and busy and frontier + children > FRONTIER_ZNODES:
                         break
                     frontier += children
                     expected += children
                     stop += 1
-            if stop > start:
-                ops.extend([(kind, p) for p in paths[start:stop]])
-                if smallest is None or head < smallest:
-                    smallest = head
+                    names = guesses.pop(path, None) if guesses else None
+                    if names is None:
+                        ops.append((GET_CHILDREN, path))
+                    else:
+                        prefix = "/" if path == "/" else path + "/"
+                        ops.extend([(_GUESS, prefix + name) for name in names])
+                        self._speculating[path] = [len(names), True, []]
+                    if len(ops) >= self.batch_ops:
+                        limit = stop  # the batch is full: the rest goes back to the heap
+                        break
+            if stop > start and (smallest is None or head < smallest):
+                smallest = head
             if stop < len(paths):
                 group[2] = stop
                 entry = (paths[stop], number, group)
@@ -990,12 +1147,15 @@ class ZnodeTreeWalker:
         if self.method == "multi-read":
             chroot = self.client.chroot or ""
             root = chroot or "/"
-            wire = [(k, chroot + p if p != "/" else root) for k, p in ops]
+            wire = [(GET_DATA if k == _GUESS else k, chroot + p if p != "/" else root) for k, p in ops]
             handle: Any = submit_multi_read(self.client, wire)
             self._requests += 1
+        elif self._wire is not None:
+            handle = self._wire.submit([GET_DATA if k == _GUESS else k for k, _ in ops], [p for _, p in ops])
+            self._requests += len(ops)
         else:
             handle = [
-                self.client.get_async(p) if k == GET_DATA else self.client.get_children_async(p)
+                self.client.get_children_async(p) if k == GET_CHILDREN else self.client.get_async(p)
                 for k, p in ops
             ]
             self._requests += len(ops)
@@ -1034,14 +1194,16 @@ class ZnodeTreeWalker:
 
     @staticmethod
     def _failed(ops: Sequence[tuple[int, str]], exc: Exception) -> SnapshotWalkError:
-        what = "reading" if ops[0][0] == GET_DATA else "listing"
+        what = "listing" if ops[0][0] == GET_CHILDREN else "reading"
         more = f" and {len(ops) - 1} more znodes" if len(ops) > 1 else ""
         return SnapshotWalkError(f"{what} znode {ops[0][1]}{more} failed: {exc!r}")
 
     def _handle(self, answered: list[tuple[tuple[int, str], Any]]) -> None:
         rereading = self._rereading is not None
         for (kind, path), result in answered:
-            if kind == GET_DATA:
+            if kind == _GUESS:
+                self._on_guess(path, result)
+            elif kind == GET_DATA:
                 if rereading:
                     self._on_data_again(path, result)
                 else:
@@ -1052,7 +1214,10 @@ class ZnodeTreeWalker:
 
     def _requeue(self, ops: Sequence[tuple[int, str]]) -> None:
         self._push(GET_DATA, [p for k, p in ops if k == GET_DATA])
-        self._push(GET_CHILDREN, [p for k, p in ops if k != GET_DATA])
+        self._push(GET_CHILDREN, [p for k, p in ops if k == GET_CHILDREN])
+        for parent in {posixpath.dirname(p) for k, p in ops if k == _GUESS}:
+            if self._speculating.pop(parent, None) is not None:
+                self._push(GET_CHILDREN, [parent])  # give the guess up: list it
 
     # ------------------------------------------------------------------ replies
     def _on_data(self, path: str, result: Any) -> None:
@@ -1068,6 +1233,38 @@ class ZnodeTreeWalker:
         if stat[_NUM_CHILDREN] > 0:
             self._listing[path] = stat[_NUM_CHILDREN]
             self._new_children.append(path)
+            if self.guess and stat[_PZXID] <= self._start_zxid:
+                names = guess_children(path, stat[_NUM_CHILDREN])
+                if names is not None:
+                    prefix = path + "/"
+                    excluded = self._exclude_set
+                    if not excluded or not any(prefix + name in excluded for name in names):
+                        self._guesses[path] = names
+
+    def _on_guess(self, path: str, result: Any) -> None:
+        """A guessed child's read. When every guessed child of the parent exists and was created
+        no later than ``start_zxid``, they are its whole child list as of ``start_zxid`` (the parent
+        had exactly that many children then, and each of them existed then), and stand for the
+        listing; otherwise the parent is listed after all."""
+        parent = posixpath.dirname(path)
+        entry = self._speculating.get(parent)
+        if entry is None:  # given up (a read of it failed with the connection)
+            return
+        entry[0] -= 1
+        if type(result) is tuple and result[1][_CZXID] <= self._start_zxid:
+            entry[2].append((path, result))
+        else:  # absent (NoNode), newer, or not readable: the listing says what is there
+            entry[1] = False
+        if entry[0]:
+            return
+        del self._speculating[parent]
+        if entry[1]:
+            self.guessed += 1
+            self._listing.pop(parent, None)
+            for child, found in entry[2]:
+                self._on_data(child, found)
+        else:
+            self._new_children.append(parent)  # listed as any other (no second guess)
 
     def _on_data_again(self, path: str, result: Any) -> None:
         """A row read again after a fuzzy walk, or a znode created during it: kept in the overlay."""
@@ -1205,6 +1402,8 @@ class ZnodeTreeWalker:
             if time.monotonic() > deadline:
                 raise self._lost()
             time.sleep(0.1)
+        if self._wire is not None:
+            self._reopen_wire(deadline)
         session = self._current_session()
         if session != self._session_id:
             self._session_expiries += 1
@@ -1213,6 +1412,21 @@ class ZnodeTreeWalker:
             )
             self._session_id = session
         log.info("ZooKeeper connection back; resuming the snapshot walk")
+
+    def _reopen_wire(self, deadline: float) -> None:
+        """Replace the walker's sessions that were lost (at least one must come back)."""
+        from ._zk_wire import WireUnavailableError
+
+        assert self._wire is not None
+        self._wire.last_zxid = max(self._wire.last_zxid, int(self.client.last_zxid or 0))
+        while True:
+            try:
+                self._wire.replenish()
+                return
+            except WireUnavailableError:
+                if time.monotonic() > deadline:
+                    raise self._lost() from None
+                time.sleep(0.1)
 
     def _client_gave_up(self) -> bool:
         # kazoo closes the client (state LOST, connection thread ended) once its retry policy is

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from . import steps as executor_steps
 from .drain import BrokerInfo, DrainPlan, DrainRequest, Move, in_drain_scope, plan_drain, unreadable_topics
 from .model import ClusterState
 from .reassignment import (
@@ -366,6 +367,159 @@ def next_step(batches: Sequence[Batch], position: int, observed: Observed | None
     )
 
 
+def preflight_batch(batches: Sequence[Batch], position: int, observed: Observed) -> Step:
+    """What the run's preflight says about batch ``position`` before the run's first write (or when
+    a resumed run starts again), while earlier batches of the same plan may still be ahead of it.
+
+    Like :func:`next_step`, read-only, with one difference: a reassignment in flight that is
+    another batch of *this* plan (a resumed run, an earlier batch still moving) is not foreign --
+    the batch is then only checked for what it assumes itself: its partitions where the plan found
+    them (or already moved), and nothing foreign moving. SKIP: already complete; WAIT: its own
+    request is in flight; SUBMIT (without a submission): it can go when its turn comes; REFUSE.
+
+    :param batches: the plan's batches, in order.
+    :param position: the batch to judge (0-based).
+    :param observed: ZooKeeper now (every topic znode, the batch's partition states, the reassign znode).
+    """
+    batch = batches[position]
+    label = batch_label(position, len(batches))
+    targets = targets_of(batch)
+    topics, reassign, where = observed.topics, observed.reassign, observed.reassign_path
+    found = progress(targets, topics, observed.states, reassign)
+    if found.complete:
+        return Step(Action.SKIP, position, f"{label}: already complete ({found.total} partitions)")
+    planned: dict[TopicPartition, tuple[int, ...]] = {}
+    for other in batches:
+        planned.update(targets_of(other))
+    in_flight = reassignments_in_flight(topics.values(), reassign)
+    if reassign is not None:
+        if same_request(reassign, targets):
+            return Step(
+                Action.WAIT, position, f"{label}: {where} is this batch's own request: it waits for it"
+            )
+        if not any(same_request(reassign, targets_of(other)) for other in batches):
+            return Step(
+                Action.REFUSE,
+                position,
+                f"{where} holds a reassignment that is not this plan's ({in_flight.describe()}): "
+                f"refusing to start {label}; wait for whoever owns it to finish, then run again",
+                Refusal.FOREIGN_REASSIGNMENT,
+            )
+    foreign = [
+        tp
+        for tp in in_flight.topic_znode_partitions
+        if tp not in planned or topics[tp[0]].target_replicas(tp[1]) != planned[tp]
+    ]
+    if foreign:
+        names = ", ".join(f"{t}-{p}" for t, p in foreign[:10])
+        return Step(
+            Action.REFUSE,
+            position,
+            f"topic znodes show adding/removing replicas for {names} (a reassignment started through "
+            f"the Admin API or by another tool): refusing to start {label}",
+            Refusal.FOREIGN_REASSIGNMENT,
+        )
+    ours_moving = set(in_flight.topic_znode_partitions) & set(targets)
+    outdated = []
+    for move in batch:
+        tp = (move.topic, move.partition)
+        if tp not in found.moving or tp in ours_moving:
+            continue
+        topic = topics.get(tp[0])
+        now = None if topic is None else topic.partitions.get(tp[1])
+        if now is None or tuple(now) != tuple(move.current):
+            outdated.append(
+                f"{tp[0]}-{tp[1]} planned from {list(move.current)}, now {None if now is None else list(now)}"
+            )
+    if outdated:
+        return Step(
+            Action.REFUSE,
+            position,
+            f"{label}: ZooKeeper no longer shows the assignment the plan was made from: "
+            + "; ".join(outdated[:10])
+            + ". Make a new plan.",
+            Refusal.PLAN_OUTDATED,
+        )
+    if ours_moving:
+        return Step(Action.WAIT, position, f"{label}: already moving (adding/removing replicas are ours)")
+    return Step(Action.SUBMIT, position, f"{label}: can be submitted when its turn comes")
+
+
+def batch_throttles(batch: Batch, rate: int) -> ThrottlePlan:
+    """The throttles ``kafka-reassign-partitions`` sets for ``batch``, from the plan alone.
+
+    A batch is only submitted while every partition still to move sits where the plan found it
+    and no other reassignment runs (:func:`next_step` refuses otherwise), so its sources are the
+    plan's ``current`` replicas: the values are known before the run's first write, and the dry
+    run shows exactly what a real run writes. (Partitions of the batch already moved, which the
+    controller would not need throttled, are throttled too: harmless, and cleared with the rest.)
+
+    :param batch: the batch's moves.
+    :param rate: bytes/s (positive).
+    """
+    topics: dict[str, TopicAssignment] = {}
+    for m in batch:
+        known = topics.get(m.topic)
+        partitions = {**(known.partitions if known else {}), m.partition: tuple(m.current)}
+        topics[m.topic] = TopicAssignment(m.topic, partitions)
+    return plan_throttles(targets_of(batch), topics, rate)
+
+
+def drain_steps(
+    batches: Sequence[Batch],
+    rate: int,
+    incarnations: Mapping[str, tuple[str | None, int | None]] | None = None,
+) -> list[executor_steps.Step]:
+    """A drain plan (or a move-back written as one) as the step executor's typed steps.
+
+    Per batch, in order: one :class:`~.steps.ThrottleSet` per throttled entity (topics, then
+    brokers; applied together), then the :class:`~.steps.DrainBatch` that creates the reassign
+    znode and waits. Ids are stable for a plan (``batch-<n>``, ``batch-<n>:throttle:<type>/<name>``):
+    progress is recorded per id and a resumed run continues after the last completed one.
+
+    :param batches: the plan's batches.
+    :param rate: the throttle in bytes/s (positive).
+    :param incarnations: topic -> (topic id, czxid) the plan read (``plan.json``'s ``topics``);
+        a topic missing from it is not pinned to an incarnation.
+    """
+    out: list[executor_steps.Step] = []
+    known = incarnations or {}
+    for index, batch in enumerate(batches):
+        batch_id = f"batch-{index + 1}"
+        throttles = batch_throttles(batch, rate)
+        entities = [("topics", t, c) for t, c in throttles.topic_configs().items()]
+        entities += [("brokers", str(b), c) for b, c in throttles.broker_configs().items()]
+        for entity_type, name, config in entities:
+            out.append(
+                executor_steps.ThrottleSet(
+                    id=f"{batch_id}:throttle:{entity_type}/{name}",
+                    entity_type=entity_type,
+                    entity_name=name,
+                    keys=tuple(sorted(config.items())),
+                    batch_step=batch_id,
+                )
+            )
+        moves = []
+        for m in batch:
+            topic_id, czxid = known.get(m.topic, (None, None))
+            moves.append(
+                executor_steps.PartitionMove(
+                    m.topic, m.partition, tuple(m.current), tuple(m.target), topic_id, czxid, m.size_bytes
+                )
+            )
+        out.append(
+            executor_steps.DrainBatch(id=batch_id, batch=index, batches=len(batches), moves=tuple(moves))
+        )
+    return out
+
+
+def batch_of(step: executor_steps.DrainBatch) -> tuple[Move, ...]:
+    """A :class:`~.steps.DrainBatch`'s moves as the decisions here take them."""
+    return tuple(
+        Move(m.topic, m.partition, m.replicas_before, m.replicas_after, m.size_bytes) for m in step.moves
+    )
+
+
 def after_lost_create(
     batches: Sequence[Batch], position: int, now: ReassignPartitions | None, where: str = REASSIGN_PARTITIONS
 ) -> Step:
@@ -597,9 +751,13 @@ __all__ = [
     "after_lost_create",
     "after_wait",
     "batch_label",
+    "batch_of",
+    "batch_throttles",
     "clear_step",
+    "drain_steps",
     "next_step",
     "plan_from_state",
+    "preflight_batch",
     "replaced_values",
     "targets_of",
     "unrestored_moves",

@@ -440,12 +440,47 @@ class ServerPropertiesCandidate:
         )
 
 
-def choose_server_properties(candidates: Sequence[ServerPropertiesCandidate], broker_id: int) -> BrokerFacts:
+def _another_clusters(
+    candidate: ServerPropertiesCandidate, zookeeper_hosts: Sequence[str], chroot: str | None
+) -> str | None:
+    """Why a running broker's server.properties is another cluster's (its ``zookeeper.connect``
+    names another chroot, or none of the connection's ZooKeeper hosts); None when it may be ours."""
+    from .safety import parse_zookeeper_connect
+
+    if not zookeeper_hosts or chroot is None or not candidate.file.readable:
+        return None
+    try:
+        props = parse_java_properties(candidate.file.data or b"", readable_name(candidate.path))
+    except KafkaFormatError:
+        return None
+    merged, _ = _apply_overrides(dict(props), candidate.overrides)
+    text = merged.get("zookeeper.connect")
+    if text is None:
+        return None
+    try:
+        theirs, their_chroot = parse_zookeeper_connect(text)
+        ours, _ = parse_zookeeper_connect(",".join(zookeeper_hosts))
+    except ValueError:
+        return None
+    if their_chroot != (chroot or "").rstrip("/") or not theirs & ours:
+        return f"{candidate.label}: zookeeper.connect={text} is another cluster's"
+    return None
+
+
+def choose_server_properties(
+    candidates: Sequence[ServerPropertiesCandidate],
+    broker_id: int,
+    *,
+    zookeeper_hosts: Sequence[str] = (),
+    chroot: str | None = None,
+) -> BrokerFacts:
     """The facts of the broker asked for among what the host offered.
 
     A configured path is taken as is (its broker.id is checked later). Among running processes,
     the one whose broker.id is ``broker_id`` wins; a single process without broker.id (generated
-    id) is accepted and checked against meta.properties later.
+    id) is accepted and checked against meta.properties later. Given the cluster's ZooKeeper hosts
+    and chroot, a process whose ``zookeeper.connect`` names another cluster is left out first
+    (another cluster's broker on the same host, with the same broker.id, is not this one).
     """
     if not candidates:
         raise ServerPropertiesSelectionError(
@@ -455,6 +490,8 @@ def choose_server_properties(candidates: Sequence[ServerPropertiesCandidate], br
     configured = [c for c in candidates if c.source == "configured"]
     if configured:
         return configured[0].facts()
+    others = [why for c in candidates if (why := _another_clusters(c, zookeeper_hosts, chroot))]
+    candidates = [c for c in candidates if not _another_clusters(c, zookeeper_hosts, chroot)]
     parsed: list[tuple[ServerPropertiesCandidate, BrokerFacts]] = []
     unreadable: list[str] = []
     for candidate in candidates:
@@ -470,6 +507,8 @@ def choose_server_properties(candidates: Sequence[ServerPropertiesCandidate], br
     found = ", ".join(f"{c.label}: broker.id={f.broker_id}" for c, f in parsed) or "none readable"
     if unreadable:
         found += "; " + "; ".join(unreadable)
+    if others:
+        found += "; left out: " + "; ".join(others)
     if matching:
         raise ServerPropertiesSelectionError(
             f"{len(matching)} running Kafka processes claim broker.id={broker_id} ({found}): "

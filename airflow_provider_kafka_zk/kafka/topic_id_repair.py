@@ -16,6 +16,11 @@ topic znode without. So there are two repairs:
 * ``file_reset`` -- when the replicas disagree (or the user asks): remove ``partition.metadata`` only
   on the replicas whose id differs from the chosen one, then restart those brokers one at a time,
   the controller last; at load a log without the file takes the id of the next LeaderAndIsr.
+  ``auto`` chooses the id every partition's leader holds, so only followers are reset.
+
+Every restart the plan makes is judged by :mod:`.restart_rules` (replicas Kafka would not serve
+afterwards, partitions left without a serving leader) before it is planned, and the plan is a list
+of typed steps (:mod:`.steps`) the step executor checks again before the run's first write.
 """
 
 from __future__ import annotations
@@ -23,19 +28,33 @@ from __future__ import annotations
 import base64
 import dataclasses
 import enum
+import shlex
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .logdir import DirKind
 from .model import ClusterState, PartitionInfo, TopicState
+from .restart_rules import after_resets, ids_the_controller_sends, leaderless_partitions, restart_risks
+from .steps import (
+    BrokerRestart,
+    ControllerMove,
+    FileRemoval,
+    HealthWait,
+    PlannedFile,
+    ReplicaDisk,
+    Step,
+    TopicIdWrite,
+    remaining,
+)
 from .uuid import KafkaUuid
-from .znodes import CONTROLLER, TopicAssignment
+from .znodes import TopicAssignment
 
 PARTITION_METADATA = "partition.metadata"
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 PLAN_FORMAT = "kafka-zk-topic-id-repair-plan"
+PartitionKey = tuple[str, int]
 
 
 class TopicIdCase(enum.StrEnum):
@@ -278,33 +297,23 @@ def choose_strategy(diagnosis: TopicIdDiagnosis, requested: Strategy) -> tuple[S
     return requested, f"{requested.value} as requested"
 
 
-@dataclass(frozen=True)
-class FileToReset:
-    """One file removed on a broker (its bytes go to the rollback artefact first)."""
-
-    broker_id: int
-    topic: str
-    partition: int
-    log_dir: str
-    dir_name: str
-    name: str
-    topic_id_on_disk: str | None
-    target_id: str  # what the replica adopts at restart (ZooKeeper's id once the plan's writes ran)
-
-    @property
-    def path(self) -> str:
-        return f"{self.log_dir.rstrip('/')}/{self.dir_name}/{self.name}"
+FileToReset = PlannedFile  # one file removed on a broker (its bytes go to the rollback artefact first)
 
 
 @dataclass
 class RepairPlan:
-    """Ordered steps; each has a stable ``id`` so a retried run skips what already completed."""
+    """Ordered typed steps; each has a stable ``id`` so a retried run skips what already completed.
+
+    ``warnings`` name what the run will do to the repaired topics on its way (a partition without a
+    serving leader until the next broker of the run restarts), for the plan's summary.
+    """
 
     strategy: str
     topics: dict[str, dict[str, Any]]  # topic -> diagnosis + chosen strategy, target id, why
-    steps: list[dict[str, Any]] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
     refused: dict[str, str] = field(default_factory=dict)
     untouched: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def actionable(self) -> bool:
@@ -315,9 +324,10 @@ class RepairPlan:
             "format": PLAN_FORMAT,
             "strategy": self.strategy,
             "topics": self.topics,
-            "steps": self.steps,
+            "steps": [s.to_dict() for s in self.steps],
             "refused": self.refused,
             "untouched": self.untouched,
+            "warnings": self.warnings,
         }
 
 
@@ -339,6 +349,15 @@ def topic_znode_with_id(data: bytes, path: str, topic_id: str) -> bytes:
     return encoded
 
 
+def replica_disk(diagnoses: Iterable[TopicIdDiagnosis]) -> list[ReplicaDisk]:
+    """Every live replica directory the diagnoses saw, as the restart rules read them."""
+    return [
+        ReplicaDisk(r.broker_id, d.topic, r.partition, r.log_dir, r.topic_id, r.error)
+        for d in diagnoses
+        for r in d.replicas
+    ]
+
+
 def plan_repair(
     diagnoses: Sequence[TopicIdDiagnosis],
     znodes: Mapping[str, tuple[bytes, int]],
@@ -349,6 +368,7 @@ def plan_repair(
     controller_id: int | None = None,
     live_brokers: Iterable[int] = (),
     others: Sequence[TopicIdDiagnosis] = (),
+    partitions: Mapping[PartitionKey, PartitionInfo] | None = None,
 ) -> RepairPlan:
     """The steps that repair ``diagnoses``; pure.
 
@@ -358,11 +378,13 @@ def plan_repair(
     :param reset_leader_epoch_checkpoint: also remove the reset replicas' ``leader-epoch-checkpoint``.
     :param controller_id: the active controller (restarted last; moved when ZooKeeper's id changes).
     :param live_brokers: registered brokers; a reset on a broker that is not running is refused.
-    :param others: the diagnoses of the cluster's other topics. A controller move (or a restart of
-        the controller) is refused while another topic is a precursor -- the new controller would
-        mint it a new id, which is KAFKA-14190 itself -- and a broker restart while another topic's
-        replicas on that broker disagree with ZooKeeper (the restarted broker would skip them and
-        leave their ISR).
+    :param others: the diagnoses of the cluster's other topics (every topic, for the restart rules).
+        A controller move (or a restart of the controller) is refused while another topic is a
+        precursor -- the new controller would mint it a new id, which is KAFKA-14190 itself.
+    :param partitions: every partition's assignment, leader and ISR; needed as soon as the plan
+        restarts a broker: a restart is planned only when :func:`~.restart_rules.restart_risks`
+        finds no replica on it that Kafka would not serve afterwards and no partition left without
+        a serving leader (other topics') -- else the topics needing it are refused, naming them.
     """
     try:
         requested = Strategy(strategy)
@@ -374,9 +396,9 @@ def plan_repair(
         KafkaUuid.parse(chosen_id)  # a typo fails here, before any plan
     live = set(live_brokers)
     plan = RepairPlan(strategy=requested.value, topics={})
-    writes: list[dict[str, Any]] = []
+    writes: dict[str, TopicIdWrite] = {}
     move_for: list[str] = []
-    resets: dict[int, list[FileToReset]] = defaultdict(list)
+    resets: dict[int, list[PlannedFile]] = defaultdict(list)
     for d in diagnoses:
         chosen, why = choose_strategy(d, requested)
         entry = {**d.to_dict(), "strategy": chosen.value if chosen else None, "why": why}
@@ -389,10 +411,11 @@ def plan_repair(
             entry["strategy"] = None
             continue
         data, version = znodes[d.topic]
+        leaders_id = _leaders_id(d, partitions, live) if requested is Strategy.AUTO else None
         if chosen is Strategy.WRITE_BACK:
             target = d.disk_id
         else:
-            target = chosen_id or d.zookeeper_id
+            target = chosen_id or leaders_id or d.zookeeper_id
             if target is None:
                 plan.refused[d.topic] = (
                     f"refused: ZooKeeper has no id for {d.topic}; name the id the replicas must keep (chosen_id)"
@@ -403,152 +426,301 @@ def plan_repair(
                 plan.refused[d.topic] = f"refused: no replica of {d.topic} holds the chosen id {chosen_id}"
                 entry["strategy"] = None
                 continue
+        assert target is not None
         entry["target_id"] = target
         if target != d.zookeeper_id:
-            writes.append(
-                {
-                    "kind": "write_topic_id",
-                    "id": f"write-topic-id:{d.topic}",
-                    "topic": d.topic,
-                    "path": d.znode_path,
-                    "expected_version": version,
-                    "old_topic_id": d.zookeeper_id,
-                    "topic_id": target,
-                    "old_data_b64": base64.b64encode(data).decode(),
-                    "new_data_b64": base64.b64encode(
-                        topic_znode_with_id(data, d.znode_path, target)
-                    ).decode(),
-                }
+            writes[d.topic] = TopicIdWrite(
+                id=f"write-topic-id:{d.topic}",
+                topic=d.topic,
+                path=d.znode_path,
+                expected_version=version,
+                old_data=data,
+                new_data=topic_znode_with_id(data, d.znode_path, target),
+                old_topic_id=d.zookeeper_id,
+                topic_id=target,
             )
             if d.zookeeper_id is not None:
                 move_for.append(d.topic)  # the running controller holds the old id in memory
         if chosen is Strategy.FILE_RESET:
+            names = [PARTITION_METADATA] + (
+                [LEADER_EPOCH_CHECKPOINT] if reset_leader_epoch_checkpoint else []
+            )
             for r in d.replicas:
                 if r.topic_id is None or r.topic_id == target:
                     continue
-                names = [PARTITION_METADATA] + (
-                    [LEADER_EPOCH_CHECKPOINT] if reset_leader_epoch_checkpoint else []
-                )
                 for name in names:
                     resets[r.broker_id].append(
-                        FileToReset(
+                        PlannedFile(
                             r.broker_id, d.topic, r.partition, r.log_dir, r.dir_name, name, r.topic_id, target
                         )
                     )
     stopped = sorted(b for b in resets if b not in live)
     if stopped:
         for topic in sorted({f.topic for b in stopped for f in resets[b]}):
-            plan.refused[topic] = (
+            _refuse(
+                plan,
+                topic,
                 f"refused: brokers {stopped} hold replicas to reset but are not running; a restart of a "
-                "stopped broker is not this repair's decision: start it (it will skip the topic) and plan again"
+                "stopped broker is not this repair's decision: start it (it will skip the topic) and plan again",
             )
-            plan.topics[topic]["strategy"] = None
-        refused_topics = set(plan.refused)
-        writes = [w for w in writes if w["topic"] not in refused_topics]
-        move_for = [t for t in move_for if t not in refused_topics]
-        resets = defaultdict(
-            list, {b: [f for f in fs if f.topic not in refused_topics] for b, fs in resets.items()}
-        )
-        resets = defaultdict(list, {b: fs for b, fs in resets.items() if fs})
-    _refuse_collateral(plan, writes, move_for, resets, others, controller_id)
-    refused_topics = set(plan.refused)
-    writes = [w for w in writes if w["topic"] not in refused_topics]
-    move_for = [t for t in move_for if t not in refused_topics]
-    resets = defaultdict(
-        list, {b: [f for f in fs if f.topic not in refused_topics] for b, fs in resets.items()}
-    )
-    resets = defaultdict(list, {b: fs for b, fs in resets.items() if fs})
-    plan.steps.extend(writes)
-    written_topics = sorted(w["topic"] for w in writes)
-    if move_for:
+    disk = replica_disk([*diagnoses, *others])
+    zookeeper_ids = {d.topic: d.zookeeper_id for d in [*diagnoses, *others]}
+    restart_facts: dict[int, tuple[ReplicaDisk, ...]] = {}
+    for _ in range(len(plan.topics) + 1):  # a refusal drops steps, which may change another verdict
+        writes, move_for, resets = _without_refused(plan, writes, move_for, resets)
+        moves = _controller_moves(writes, move_for, resets)
+        if _refuse_precursor_collateral(plan, writes, moves, resets, others, controller_id):
+            continue
+        if not resets:
+            break
+        if partitions is None:
+            raise RepairPlanError("the plan restarts brokers: the restart rules need every partition's state")
+        if not _refuse_unsafe_restarts(
+            plan, writes, moves, resets, partitions, live, disk, zookeeper_ids, controller_id, restart_facts
+        ):
+            break
+    writes, move_for, resets = _without_refused(plan, writes, move_for, resets)
+    moves = _controller_moves(writes, move_for, resets)
+    plan.steps.extend(writes[t] for t in sorted(writes))
+    if moves:
         plan.steps.append(
-            {
-                "kind": "move_controller",
-                "id": "move-controller",
-                "path": CONTROLLER,
-                "controller_at_plan": controller_id,
-                "topics": sorted(move_for),
-            }
+            ControllerMove(
+                id="move-controller", topics=tuple(sorted(moves)), controller_at_plan=controller_id
+            )
         )
-    if written_topics:
-        plan.steps.append(
-            {"kind": "wait_healthy", "id": "wait-healthy:after-write", "topics": written_topics}
-        )
+    # the written topics whose replicas all agree then; a reset topic's odd replicas rejoin at their restarts
+    settled = sorted(set(writes) - {f.topic for fs in resets.values() for f in fs})
+    if settled:
+        plan.steps.append(HealthWait(id="wait-healthy:after-write", topics=tuple(settled)))
     order = sorted(resets, key=lambda b: (b == controller_id, b))  # the controller last
     for broker in order:
-        files = sorted(resets[broker], key=lambda f: (f.topic, f.partition, f.name))
+        files = tuple(sorted(resets[broker], key=lambda f: (f.topic, f.partition, f.name)))
+        plan.steps.append(FileRemoval(id=f"reset-files:{broker}", broker_id=broker, files=files))
         plan.steps.append(
-            {
-                "kind": "reset_files",
-                "id": f"reset-files:{broker}",
-                "broker_id": broker,
-                "files": [dataclasses.asdict(f) | {"path": f.path} for f in files],
-            }
-        )
-        plan.steps.append(
-            {
-                "kind": "restart_broker",
-                "id": f"restart-broker:{broker}",
-                "broker_id": broker,
-                "is_controller": broker == controller_id,
-                "topics": sorted({f.topic for f in files}),
-            }
+            BrokerRestart(
+                id=f"restart-broker:{broker}",
+                broker_id=broker,
+                is_controller=broker == controller_id,
+                topics=tuple(sorted({f.topic for f in files})),
+                resets=_reset_keys(files),
+                disk=restart_facts.get(broker, ()),
+            )
         )
     return plan
 
 
-def _refuse_collateral(
+def _leaders_id(
+    d: TopicIdDiagnosis, partitions: Mapping[PartitionKey, PartitionInfo] | None, live: Collection[int]
+) -> str | None:
+    """The one id the replicas of every serving leader of the topic hold, else None.
+
+    ``auto`` resets a split topic to it: only followers lose their file, so no restart of the run
+    moves the topic's leadership onto a replica the controller's id would be rejected by, and each
+    reset follower fetches from a leader holding the same id (Fetch v13 checks it, IBP >= 3.1).
+    """
+    if partitions is None:
+        return None
+    by_replica = {(r.broker_id, r.partition): r.topic_id for r in d.replicas}
+    ids = set()
+    for (topic, p), info in partitions.items():
+        if topic != d.topic or info.leader is None or info.leader < 0 or info.leader not in live:
+            continue
+        held = by_replica.get((info.leader, p))
+        if held is not None:
+            ids.add(held)
+    return ids.pop() if len(ids) == 1 else None
+
+
+def _controller_moves(
+    writes: Mapping[str, TopicIdWrite], move_for: Sequence[str], resets: Mapping[int, Sequence[PlannedFile]]
+) -> list[str]:
+    """The topics a controller move is for. Besides the writes over another id (the running
+    controller holds that id), a run that writes ids *and* restarts brokers moves the controller
+    after its writes: the running controller's in-memory id of a topic ZooKeeper showed none for is
+    unknown, and a restarted broker takes what the controller sends."""
+    if move_for or not (writes and resets):
+        return list(move_for)
+    return sorted(writes)
+
+
+def _reset_keys(files: Iterable[PlannedFile]) -> tuple[PartitionKey, ...]:
+    return tuple(sorted({(f.topic, f.partition) for f in files if f.name == PARTITION_METADATA}))
+
+
+def _refuse(plan: RepairPlan, topic: str, why: str) -> None:
+    plan.refused.setdefault(topic, why)
+    if topic in plan.topics:
+        plan.topics[topic]["strategy"] = None
+
+
+def _without_refused(
     plan: RepairPlan,
-    writes: Sequence[Mapping[str, Any]],
+    writes: Mapping[str, TopicIdWrite],
     move_for: Sequence[str],
-    resets: Mapping[int, Sequence[FileToReset]],
+    resets: Mapping[int, Sequence[PlannedFile]],
+) -> tuple[dict[str, TopicIdWrite], list[str], dict[int, list[PlannedFile]]]:
+    refused = set(plan.refused)
+    kept: dict[int, list[PlannedFile]] = defaultdict(list)
+    for b, fs in resets.items():
+        mine = [f for f in fs if f.topic not in refused]
+        if mine:
+            kept[b] = mine
+    return (
+        {t: w for t, w in writes.items() if t not in refused},
+        [t for t in move_for if t not in refused],
+        kept,
+    )
+
+
+def _refuse_precursor_collateral(
+    plan: RepairPlan,
+    writes: Mapping[str, TopicIdWrite],
+    move_for: Sequence[str],
+    resets: Mapping[int, Sequence[PlannedFile]],
     others: Sequence[TopicIdDiagnosis],
     controller_id: int | None,
-) -> None:
-    """Refuse the topics whose repair would break another topic (see :func:`plan_repair`)."""
-    fixed = {w["topic"] for w in writes} | {f.topic for fs in resets.values() for f in fs}
-    unfixed = [o for o in others if o.topic not in fixed]
-    precursors = sorted(o.topic for o in unfixed if o.case is TopicIdCase.PRECURSOR)
+) -> bool:
+    """Refuse the topics whose repair moves the controller while another topic is a precursor
+    (True when one was refused)."""
+    fixed = set(writes) | {f.topic for fs in resets.values() for f in fs}
+    precursors = sorted(o.topic for o in others if o.topic not in fixed and o.case is TopicIdCase.PRECURSOR)
     moves_controller = bool(move_for) or (controller_id is not None and controller_id in resets)
-    if moves_controller and precursors:
-        movers = set(move_for) | (
-            {f.topic for f in resets[controller_id]} if controller_id in resets else set()
+    if not (moves_controller and precursors):
+        return False
+    movers = set(move_for) | ({f.topic for f in resets[controller_id]} if controller_id in resets else set())
+    if not movers - set(plan.refused):
+        return False
+    for topic in sorted(movers):
+        _refuse(
+            plan,
+            topic,
+            f"refused: its repair moves the controller, and the new controller would mint a new id for "
+            f"precursor topic(s) {precursors} (KAFKA-14190 itself): include them in this run",
         )
-        for topic in sorted(movers):
-            plan.refused[topic] = (
-                f"refused: its repair moves the controller, and the new controller would mint a new id for "
-                f"precursor topic(s) {precursors} (KAFKA-14190 itself): include them in this run"
-            )
-            plan.topics[topic]["strategy"] = None
-    for broker, files in sorted(resets.items()):
-        skipped = sorted(
-            o.topic
-            for o in unfixed
-            if o.zookeeper_id is not None
-            and any(r.broker_id == broker and r.topic_id not in (None, o.zookeeper_id) for r in o.replicas)
+    return True
+
+
+def _refuse_unsafe_restarts(
+    plan: RepairPlan,
+    writes: Mapping[str, TopicIdWrite],
+    move_for: Sequence[str],
+    resets: Mapping[int, Sequence[PlannedFile]],
+    partitions: Mapping[PartitionKey, PartitionInfo],
+    live: set[int],
+    disk: Sequence[ReplicaDisk],
+    zookeeper_ids: Mapping[str, str | None],
+    controller_id: int | None,
+    restart_facts: dict[int, tuple[ReplicaDisk, ...]],
+) -> bool:
+    """Judge every planned restart with :func:`restart_risks`; refuse the topics needing an unsafe
+    one. True when something was refused (the caller plans again without those topics)."""
+    written = {t: w.topic_id for t, w in writes.items()}
+    refused_any = False
+    plan.warnings.clear()
+    adopted: dict[tuple[int, str, int], str] = {}  # replicas reset by the restarts before this one
+    for broker in sorted(resets, key=lambda b: (b == controller_id, b)):
+        mine = {(t, p) for (t, p), info in partitions.items() if broker in info.replicas}
+        facts = tuple(d for d in disk if (d.topic, d.partition) in mine)
+        restart_facts[broker] = facts
+        sent = ids_the_controller_sends(
+            zookeeper_ids, new_controller=bool(move_for) or broker == controller_id, written=written
         )
-        if not skipped:
+        risks = restart_risks(
+            broker, partitions, live, after_resets(facts, adopted), sent, resets=_reset_keys(resets[broker])
+        )
+        adopted.update(
+            {
+                (f.broker_id, f.topic, f.partition): f.target_id
+                for f in resets[broker]
+                if f.name == PARTITION_METADATA
+            }
+        )
+        if risks.safe:
             continue
-        for topic in sorted({f.topic for f in files}):
-            plan.refused.setdefault(
-                topic,
-                f"refused: restarting broker {broker} would take its replicas of {skipped} out of the ISR "
-                "(their ids disagree with ZooKeeper, so the broker skips them): repair those in this run",
+        why = "refused: " + "; ".join(str(r) for r in risks.refusals())
+        for topic in sorted({f.topic for f in resets[broker]}):
+            if topic not in plan.refused:
+                _refuse(plan, topic, why)
+                refused_any = True
+    return refused_any
+
+
+def zookeeper_shell_command(
+    hosts: Sequence[str], chroot: str, verb: str, path: str, data: bytes | None = None
+) -> str:
+    """A ``zookeeper-shell.sh`` command that runs as written against the cluster's chroot.
+
+    ZooKeeper's client takes the chroot as a suffix of the connect string
+    (``host1:2181,host2:2181/kafka``); paths after it are chroot-relative, as Kafka's are.
+    Every argument is shell-quoted (the data is one argument, so ``ZooKeeperMain`` stores it as is).
+    """
+    connect = ",".join(hosts) + (chroot if chroot not in ("", "/") else "")
+    parts = ["zookeeper-shell.sh", connect, verb, path]
+    if data is not None:
+        parts.append(data.decode("utf-8"))
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def rollback_record(steps: Sequence[Step], hosts: Sequence[str], chroot: str) -> dict[str, Any]:
+    """``rollback.json``: what puts each planned ZooKeeper write back (file copies are recorded when
+    taken, in ``rollback-files.json``). Each ``restore`` runs as written; then a controller move
+    (``then``) makes a new controller load the old bytes."""
+    entries = []
+    for step in steps:
+        if not isinstance(step, TopicIdWrite):
+            continue
+        entries.append(
+            {
+                "path": step.path,
+                "version_before": step.expected_version,
+                "data_b64": base64.b64encode(step.old_data).decode(),
+                "data": step.old_data.decode("utf-8", "replace"),
+                "restore": zookeeper_shell_command(hosts, chroot, "set", step.path, step.old_data),
+                "then": zookeeper_shell_command(hosts, chroot, "delete", "/controller"),
+            }
+        )
+    connect = ",".join(hosts) + (chroot if chroot not in ("", "/") else "")
+    return {"format": "kafka-zk-topic-id-repair-rollback", "target": connect, "znodes": entries}
+
+
+def describe_plan(plan: Mapping[str, Any]) -> str:
+    """The plan (``plan.json``'s content) as a person reads it at 3 a.m.: per topic what is wrong,
+    then every step."""
+    from .steps import step_from_dict
+
+    lines = [f"topicId repair plan for {plan['cluster']} ({plan['strategy']}); snapshot {plan['snapshot']}"]
+    for topic, entry in sorted(plan["topics"].items()):
+        lines.append(f"- {topic}: {entry['case'].upper()}: {entry['reason']}")
+        lines.append(f"  -> {entry['strategy'] or 'no action'}: {entry['why']}")
+        if entry.get("ids_on_disk"):
+            for topic_id, replicas in entry["ids_on_disk"].items():
+                lines.append(f"     id {topic_id} on {len(replicas)} replica(s): {', '.join(replicas[:12])}")
+        if entry.get("without_partition_metadata"):
+            lines.append(
+                f"     without partition.metadata: {', '.join(entry['without_partition_metadata'][:6])}"
             )
-            plan.topics[topic]["strategy"] = None
+    for topic, why in sorted((plan.get("unknown") or {}).items()):
+        lines.append(f"- {topic}: UNKNOWN, not planned: {why}")
+    if not plan["steps"]:
+        lines.append("Nothing to do.")
+    for n, record in enumerate(plan["steps"], 1):
+        step = step_from_dict(record)
+        lines.append(f"{n}. {step.describe()}")
+        if isinstance(step, FileRemoval):
+            lines.extend(f"     {f.path} (holds {f.topic_id_on_disk})" for f in step.files[:20])
+    for warning in plan.get("warnings") or ():
+        lines.append(f"note: {warning}")
+    return "\n".join(lines) + "\n"
 
 
-def remaining_steps(steps: Sequence[Mapping[str, Any]], completed: Iterable[str]) -> list[Mapping[str, Any]]:
+def remaining_steps(steps: Sequence[Step], completed: Iterable[str]) -> list[Step]:
     """The steps still to run, in order: a retried run continues after the last completed one."""
-    done = set(completed)
-    return [s for s in steps if s["id"] not in done]
+    return remaining(steps, completed)
 
 
 # ---------------------------------------------------------------------------------------------
 # Gates
 # ---------------------------------------------------------------------------------------------
-
-PartitionKey = tuple[str, int]
 
 
 def under_replicated(partitions: Mapping[PartitionKey, PartitionInfo]) -> set[PartitionKey]:
@@ -596,12 +768,16 @@ def restart_gate(
     live_epochs: Mapping[int, int],
     partitions: Mapping[PartitionKey, PartitionInfo],
     baseline_urp: int,
+    baseline_leaderless: Iterable[PartitionKey] = (),
 ) -> list[str]:
     """Why broker ``broker_id``'s restart has not passed its gate yet (empty: passed).
 
     Passed when the broker registered again (a new broker epoch: the registration's czxid), every
-    partition it replicates that has a leader holds it in the ISR, and the cluster's under-replicated
-    partition count is back at (or below) the count before the run.
+    partition it replicates that has a leader holds it in the ISR, the cluster's under-replicated
+    partition count is back at (or below) the count before the run, and no partition is without a
+    live leader except those that already were before the run (``baseline_leaderless``: e.g. the
+    partitions of a broker that was down). A restart that leaves a partition leaderless -- a log dir
+    Kafka took offline, a broker that did not come back -- holds the gate.
     """
     waiting = []
     epoch = live_epochs.get(broker_id)
@@ -623,4 +799,9 @@ def restart_gate(
     urp = len(under_replicated(partitions))
     if urp > baseline_urp:
         waiting.append(f"{urp} under-replicated partitions, {baseline_urp} before the run")
+    leaderless = sorted(leaderless_partitions(partitions, live_epochs) - set(baseline_leaderless))
+    if leaderless:
+        shown = ", ".join(f"{t}-{p}" for t, p in leaderless[:10])
+        more = f" and {len(leaderless) - 10} more" if len(leaderless) > 10 else ""
+        waiting.append(f"partitions without a leader (they had one before the run): {shown}{more}")
     return waiting

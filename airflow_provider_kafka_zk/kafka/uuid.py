@@ -8,12 +8,18 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import os
 from dataclasses import dataclass
 
 from .errors import KafkaFormatError, describe
 
 _URLSAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+
+_PARSED: dict[str, bytes] = {}
+"""Text -> bytes of the Uuids parsed so far: an audit parses the same few thousand topic ids once
+per replica directory (a million of them at scale); bounded by :data:`_PARSED_MAX`."""
+_PARSED_MAX = 1 << 16
 
 
 @dataclass(frozen=True, order=True)
@@ -29,6 +35,8 @@ class KafkaUuid:
     @classmethod
     def parse(cls, text: object, source: str = "Uuid") -> KafkaUuid:
         """Decode as ``Uuid.fromString`` does: 22 chars, or the padded 24-char form."""
+        if type(text) is str and (known := _PARSED.get(text)) is not None:
+            return cls(known)
         if not isinstance(text, str):
             raise KafkaFormatError(source, "a base64url Uuid string", describe(text))
         if len(text) > 24:
@@ -42,6 +50,8 @@ class KafkaUuid:
             raise KafkaFormatError(source, "URL-safe base64", f"{describe(text)} ({exc})") from None
         if len(raw) != 16:
             raise KafkaFormatError(source, "16 decoded bytes", f"{len(raw)} from {describe(text)}")
+        if type(text) is str and len(_PARSED) < _PARSED_MAX:
+            _PARSED[text] = raw
         return cls(raw)
 
     @classmethod
@@ -71,10 +81,15 @@ class KafkaUuid:
         return self.raw in (ZERO_UUID.raw, ONE_UUID.raw)
 
     def __str__(self) -> str:
-        return base64.urlsafe_b64encode(self.raw).rstrip(b"=").decode("ascii")
+        return _text(self.raw)
 
     def __repr__(self) -> str:
         return f"KafkaUuid({str(self)!r})"
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _text(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
 
 
 ZERO_UUID = KafkaUuid(bytes(16))

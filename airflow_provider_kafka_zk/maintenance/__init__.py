@@ -1,8 +1,10 @@
-"""The safety layer every mutation of a Kafka cluster goes through (see :mod:`.session`)."""
+"""The safety layer every mutation of a Kafka cluster goes through: the session (:mod:`.session`)
+and, beside it, the step executor (:mod:`.executor`)."""
 
 from airflow_provider_kafka_zk.maintenance.session import (
     BrokerIdentityPinError,
     ClusterIdentityError,
+    KraftMigrationInProgressError,
     MaintenanceLeaseHeldError,
     MaintenanceLeaseLostError,
     MaintenanceRefusedError,
@@ -19,6 +21,7 @@ from airflow_provider_kafka_zk.maintenance.session import (
 __all__ = [
     "BrokerIdentityPinError",
     "ClusterIdentityError",
+    "KraftMigrationInProgressError",
     "MaintenanceLeaseHeldError",
     "MaintenanceLeaseLostError",
     "MaintenanceRefusedError",

@@ -3,6 +3,11 @@
 A mutating operator opens a :class:`MaintenanceSession` on its ZooKeeper hook before anything
 changes. Opening it, in this order and before the first write:
 
+0. in a real run given the run's approved plan (``approval``, issue 25), verifies it before it
+   reads anything of the cluster: the approval step let this plan through and the plan hash
+   recomputed now is the approved one, else ``PlanNotApprovedError`` /
+   ``PlanChangedSinceApprovalError`` (:mod:`.approval`); the step executor verifies it again
+   right before the first write (:meth:`MaintenanceSession.verify_approval`);
 1. pins the cluster: the chroot holds a Kafka cluster (``/brokers/ids``) and ``/cluster/id`` is
    there; equal to what the plan recorded (``expected``) and to ``identity.json`` of an earlier try
    of the same run, else :class:`ClusterIdentityError` naming both values;
@@ -32,11 +37,12 @@ import logging
 import os
 import posixpath
 import socket
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow.sdk.exceptions import AirflowFailException
 
@@ -47,7 +53,6 @@ from airflow_provider_kafka_zk.artefacts.store import (
     check_store_writable,
     write_and_verify,
 )
-from airflow_provider_kafka_zk.hooks.broker_host import _registration_hosts
 from airflow_provider_kafka_zk.hooks.zookeeper import (
     CheckVersionOp,
     CreateOp,
@@ -64,12 +69,14 @@ from airflow_provider_kafka_zk.kafka.safety import (
     LEASE_ROOT,
     AclEntry,
     ClusterIdentity,
+    KraftMigrationEvidence,
     LeaseHolder,
     LegacyBrokerEvidence,
     UnsafeFlagError,
     acl_for_new_znode,
     broker_identity_problems,
     identity_differences,
+    kraft_migration_in_progress,
     lease_decision,
     strict_flag,
 )
@@ -83,6 +90,29 @@ log = logging.getLogger(__name__)
 
 IDENTITY_FILE = "identity.json"
 DEFAULT_LEASE_TTL_S = 12 * 3600
+MIN_LEASE_TTL_S = 10.0
+
+
+def default_lease_ttl_s() -> float:
+    """``[kafka_zk] lease_ttl_s`` from Airflow's config, else :data:`DEFAULT_LEASE_TTL_S`."""
+    from airflow_provider_kafka_zk.clusters import provider_option
+
+    text = provider_option("lease_ttl_s").strip()
+    return lease_ttl_seconds(text, "[kafka_zk] lease_ttl_s") if text else float(DEFAULT_LEASE_TTL_S)
+
+
+def lease_ttl_seconds(value: Any, name: str = "lease_ttl_s") -> float:
+    """A lease TTL in seconds (rendered text accepted), at least :data:`MIN_LEASE_TTL_S`.
+
+    :raises SafetyFlagError: anything else, before any I/O.
+    """
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = float("nan")
+    if isinstance(value, bool) or not seconds >= MIN_LEASE_TTL_S or seconds == float("inf"):
+        raise SafetyFlagError(f"{name} must be a number of seconds >= {MIN_LEASE_TTL_S:g}, not {value!r}")
+    return seconds
 
 
 class MaintenanceRefusedError(AirflowFailException):
@@ -111,6 +141,10 @@ class MaintenanceLeaseLostError(MaintenanceRefusedError):
 
 class RollbackArtefactError(MaintenanceRefusedError):
     """The rollback artefact (or the artefact store) could not be written and read back."""
+
+
+class KraftMigrationInProgressError(MaintenanceRefusedError):
+    """A ZooKeeper-to-KRaft migration is in progress: its KRaft controller owns the metadata."""
 
 
 def parse_safety_flags(**flags: Any) -> dict[str, bool]:
@@ -169,6 +203,14 @@ def pin_zookeeper_identity(hook: KafkaZooKeeperHook) -> ClusterIdentity:
     return ClusterIdentity(cluster_id, tuple(config.hosts), config.chroot)
 
 
+class PlanApproval(Protocol):
+    """The approved plan a real run's writes are bound to
+    (:class:`~airflow_provider_kafka_zk.maintenance.approval.ApprovedPlan`)."""
+
+    def verify(self) -> Mapping[str, Any]:
+        """Raise (typed) unless the plan is approved and unchanged; reads no cluster."""
+
+
 class MaintenanceSession:
     """The gate of one mutating step (one task try) on one cluster; see the module docstring.
 
@@ -180,10 +222,15 @@ class MaintenanceSession:
     :param dry_run: when true nothing is written to the cluster: no lease is taken, no gate bound
         (so any write attempt raises), a lease held by someone else is only reported.
     :param expected: the identity the plan was made for; any difference refuses.
-    :param lease_ttl_s: how long the lease counts without renewal (each session open renews it).
+    :param lease_ttl_s: how long the lease counts without renewal (default ``[kafka_zk] lease_ttl_s``,
+        else 12 h). The lease is renewed by :meth:`renew_lease` (the step executor calls it at every
+        step) and by :meth:`heartbeat` / :meth:`heartbeat_during` while a step waits; a session that
+        outlived it stops before its next write (:class:`MaintenanceLeaseLostError`).
     :param min_free_bytes: free space the artefact store must have (local stores).
     :param single_step: the whole mutation happens inside this session (one task): the lease is
         given back on any exit, refusal included. Multi-task runs (a drain) leave it to their last step.
+    :param approval: the run's approved plan (a real run after an approval step): verified when the
+        session opens, before anything of the cluster is read, and again before the first write.
     """
 
     def __init__(
@@ -195,9 +242,10 @@ class MaintenanceSession:
         run: RunIdentity,
         dry_run: bool,
         expected: ClusterIdentity | None = None,
-        lease_ttl_s: float = DEFAULT_LEASE_TTL_S,
+        lease_ttl_s: float | str | None = None,
         min_free_bytes: int = DEFAULT_MIN_FREE_BYTES,
         single_step: bool = False,
+        approval: PlanApproval | None = None,
     ) -> None:
         if not isinstance(dry_run, bool):
             raise SafetyFlagError(f"dry_run must be parsed with parse_safety_flags first, got {dry_run!r}")
@@ -207,13 +255,17 @@ class MaintenanceSession:
         self.run = run
         self.dry_run = dry_run
         self.expected = expected
-        self.lease_ttl_s = float(lease_ttl_s)
+        self.lease_ttl_s = default_lease_ttl_s() if lease_ttl_s is None else lease_ttl_seconds(lease_ttl_s)
         self.min_free_bytes = int(min_free_bytes)
         self.single_step = single_step
+        self.approval = approval
         self.identity: ClusterIdentity | None = None
         self.lease_conflict: str | None = None
         self.changes: list[dict[str, Any]] = []
         self._lease_version: int | None = None
+        self._lease_expires_ms: int | None = None
+        self._lease_renewed_ms: int | None = None
+        self._lease_lock = threading.RLock()
         self._acquiring = False
         self._releasing = False
         self._released = False
@@ -232,6 +284,7 @@ class MaintenanceSession:
             self.close()
 
     def open(self) -> MaintenanceSession:
+        self.verify_approval()  # before anything of the cluster is read
         identity = pin_zookeeper_identity(self.hook)
         if self.expected is not None:
             self._refuse_if_different(self.expected, identity, "the plan")
@@ -241,6 +294,7 @@ class MaintenanceSession:
             raise RollbackArtefactError(
                 f"artefact store not usable, refusing to change anything: {exc}"
             ) from None
+        self.refuse_if_migrating()
         self.identity = self._identity_record(identity)
         log.info(
             "Maintenance session on cluster %s: /cluster/id %s, %s chroot %s (%s)",
@@ -260,6 +314,16 @@ class MaintenanceSession:
             self.hook.bind_gate(self)
         self._open = True
         return self
+
+    def verify_approval(self) -> None:
+        """A real run given an approved plan: refuse unless it is approved and unchanged (reads only
+        the plan folder). Called when the session opens and by the step executor before the first write.
+
+        :raises PlanNotApprovedError: rejected, timed out, or no decision recorded.
+        :raises PlanChangedSinceApprovalError: a plan artefact or setting differs from the approved one.
+        """
+        if self.approval is not None and not self.dry_run:
+            self.approval.verify()
 
     def _held_error(self, who: str) -> MaintenanceLeaseHeldError:
         return MaintenanceLeaseHeldError(
@@ -393,6 +457,10 @@ class MaintenanceSession:
                 continue
             versions.append(registration.version)
             if registration.broker_id == broker_id:
+                from airflow_provider_kafka_zk.hooks.broker_host import (
+                    _registration_hosts,  # paramiko: only here
+                )
+
                 registered = _with_addresses(_registration_hosts(registration))
         props = host_evidence.get("server_properties")
         return LegacyBrokerEvidence(
@@ -424,10 +492,14 @@ class MaintenanceSession:
 
     # ------------------------------------------------------------------ checks between steps
     def recheck(self) -> None:
-        """Before each batch / step: still the same cluster, and (real runs) still our lease."""
+        """Before each batch / step: still the same cluster, not migrating to KRaft, and (real runs)
+        still our lease, not outlived."""
         self._refuse_if_different(
             self._require_identity(), pin_zookeeper_identity(self.hook), "this run pinned"
         )
+        self.refuse_if_migrating()
+        if self._lease_version is not None:
+            self._refuse_if_outlived()
         if self.dry_run or self._lease_version is None:
             holder = self._foreign_holder()
             if holder and not self.dry_run:
@@ -445,7 +517,91 @@ class MaintenanceSession:
                 + ": stopping before the next change"
             )
 
+    def refuse_if_migrating(self) -> None:
+        """Refuse (dry run too) while a ZooKeeper-to-KRaft migration runs: ``/migration`` exists or
+        ``/controller`` is held by a KRaft controller or persistent (:func:`~airflow_provider_kafka_zk.
+        kafka.safety.kraft_migration_in_progress`). Every mutation passes here before its first write.
+
+        :raises KraftMigrationInProgressError: naming the migration's evidence.
+        """
+        why = kraft_migration_in_progress(read_migration_evidence(self.hook))
+        if why:
+            raise KraftMigrationInProgressError(
+                f"cluster {self.cluster} ({self.hook.describe_path('/')}): {why}. Nothing was changed"
+            )
+
     # ------------------------------------------------------------------ the lease
+    def _refuse_if_outlived(self) -> None:
+        expires = self._lease_expires_ms
+        if expires is not None and int(time.time() * 1000) > expires:
+            self._released = True  # no further write through this session
+            raise MaintenanceLeaseLostError(
+                f"this run outlived its maintenance lease: it expired at {_iso_ms(expires)} (last renewed "
+                f"{_iso_ms(self._lease_renewed_ms or expires)}, TTL {self.lease_ttl_s:g}s), so another run may "
+                "have taken the cluster since; stopping before the next change. Check "
+                f"{self.hook.describe_path(LEASE_PATH)} and the cluster, then clear the task to resume"
+            )
+
+    @property
+    def holds_lease(self) -> bool:
+        return self._lease_version is not None and not self._released
+
+    def renew_lease(self) -> None:
+        """Push the lease's expiry ``lease_ttl_s`` ahead (a versioned set of the lease itself); a
+        no-op while this session holds no lease (dry run, nothing written yet).
+
+        :raises MaintenanceLeaseLostError: the lease is gone, another run's, or this run outlived it.
+        """
+        with self._lease_lock:
+            if self.dry_run or self._lease_version is None or self._released:
+                return
+            self._refuse_if_outlived()
+            holder, stat = read_lease(self.hook)
+            if (
+                stat is None
+                or stat.version != self._lease_version
+                or holder is None
+                or not holder.same_run(self._me())
+            ):
+                raise self.fence_failed(
+                    "the maintenance lease "
+                    + self.hook.describe_path(LEASE_PATH)
+                    + (
+                        " is gone"
+                        if stat is None
+                        else f" is now held by {holder.describe() if holder else 'an unreadable record'}"
+                    )
+                    + ": stopping before the next change"
+                )
+            me = dataclasses.replace(self._me(), since_ms=holder.since_ms)
+            self._acquiring = True
+            try:
+                new = self.hook.set_if_version(LEASE_PATH, me.encode(), stat.version)
+            except ZnodeVersionConflictError:
+                raise self.fence_failed(
+                    f"the maintenance lease {self.hook.describe_path(LEASE_PATH)} changed while this run renewed it: "
+                    "stopping before the next change"
+                ) from None
+            finally:
+                self._acquiring = False
+            self._lease_version = new.version
+            self._lease_expires_ms = me.expires_ms
+            self._lease_renewed_ms = int(time.time() * 1000)
+            log.debug("Renewed the maintenance lease of %s until %s", self.cluster, _iso_ms(me.expires_ms))
+
+    def heartbeat(self) -> None:
+        """Renew the lease when a third of its TTL passed since the last renewal (call it while waiting)."""
+        if self._lease_renewed_ms is None:
+            return
+        if int(time.time() * 1000) - self._lease_renewed_ms >= self.lease_ttl_s * 1000 / 3:
+            self.renew_lease()
+
+    def heartbeat_during(self, what: str) -> LeaseHeartbeat:
+        """A context manager renewing the lease from a thread while ``what`` blocks (a restart
+        command, a host script); the block must not write ZooKeeper itself. A lost lease is raised
+        when the block ends, before the next write."""
+        return LeaseHeartbeat(self, what)
+
     def _me(self) -> LeaseHolder:
         now = int(time.time() * 1000)
         return LeaseHolder(
@@ -478,6 +634,7 @@ class MaintenanceSession:
         )
 
     def _acquire_lease(self) -> None:
+        self.refuse_if_migrating()  # the first write of the session: look once more, right before it
         self._acquiring = True
         try:
             for _ in range(3):
@@ -497,6 +654,7 @@ class MaintenanceSession:
                             continue  # someone was quicker: read it and decide again
                         raise
                     self._lease_version = 0
+                    self._lease_expires_ms, self._lease_renewed_ms = me.expires_ms, me.since_ms
                 else:
                     assert holder is not None and stat is not None
                     if decision == "take_over":
@@ -508,6 +666,7 @@ class MaintenanceSession:
                     except ZnodeVersionConflictError:
                         continue
                     self._lease_version = new.version
+                    self._lease_expires_ms, self._lease_renewed_ms = me.expires_ms, int(time.time() * 1000)
                 log.info(
                     "Holding the maintenance lease of %s (%s)",
                     self.cluster,
@@ -588,6 +747,8 @@ class MaintenanceSession:
             return []
         if self._lease_version is None:
             self._acquire_lease()  # the first write of the session takes (or renews) the run's lease
+        else:
+            self._refuse_if_outlived()
         return [CheckVersionOp(LEASE_PATH, self._lease_version)]
 
     def acl_for(self, path: str) -> list[Any]:
@@ -639,6 +800,62 @@ def read_lease(hook: KafkaZooKeeperHook) -> tuple[LeaseHolder | None, ZnodeStat 
     except ZnodeNotFoundError:
         return None, None
     return LeaseHolder.decode(data), stat
+
+
+def read_migration_evidence(hook: KafkaZooKeeperHook) -> KraftMigrationEvidence:
+    """``/migration``'s data and ``/controller``'s data and ephemeral owner, as read now."""
+    try:
+        migration, _ = hook.get_znode(znodes.MIGRATION)
+        migration = migration if migration is not None else b""
+    except ZnodeNotFoundError:
+        migration = None
+    try:
+        controller, stat = hook.get_znode(znodes.CONTROLLER)
+    except ZnodeNotFoundError:
+        controller, owner = None, None
+    else:
+        controller, owner = (controller if controller is not None else b""), stat.ephemeralOwner
+    return KraftMigrationEvidence(migration, controller, owner)
+
+
+class LeaseHeartbeat:
+    """Renews a session's lease every third of its TTL from a daemon thread while a block runs."""
+
+    def __init__(self, session: MaintenanceSession, what: str, interval_s: float | None = None) -> None:
+        self.session = session
+        self.what = what
+        self.interval_s = interval_s if interval_s is not None else max(1.0, session.lease_ttl_s / 3)
+        self.renewals = 0
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.session.renew_lease()
+                self.renewals += 1
+            except BaseException as exc:  # handed to the main thread at the end of the block
+                self.error = exc
+                log.error("Maintenance lease not renewed while %s: %s", self.what, exc)
+                return
+
+    def __enter__(self) -> LeaseHeartbeat:
+        if self.session.holds_lease:
+            self._thread = threading.Thread(target=self._loop, name="kafka-zk-lease-heartbeat", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, exc_type: object, *exc_info: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        if self.error is not None and exc_type is None:
+            raise self.error
+
+
+def _iso_ms(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def lease_held_by(hook: KafkaZooKeeperHook, run: RunIdentity) -> bool:

@@ -18,14 +18,16 @@ over ``plan.json``, ``rollback.json`` and the settings the writing tasks downstr
 
 The decision -- who, when, the comment, the hash shown -- goes to ``approval.json`` beside the plan,
 to the run's change log (``changes-approve-<try>.json``) and to the task's XCom (``approval``),
-which is what the execute steps trust. Each execute step starts with
-:func:`require_approved_plan` (one line): in a real run it refuses before touching the cluster
-unless the plan was approved and the plan hash, recomputed now, is the approved one. The cluster
-having changed since the plan is refused by the execute steps' own checks after that.
+which is what the execute steps trust. Each execute step hands ``approved_plan(self, context)``
+(:mod:`.approved_plan`) to its mutation's maintenance session, which verifies it when it opens,
+before it reads anything of the cluster, and the step executor again right before the first write
+(:class:`~airflow_provider_kafka_zk.maintenance.approval.ApprovedPlan`): in a real run nothing is
+written unless the plan was approved and the plan hash, recomputed then, is the approved one. The
+cluster having changed since the plan is refused by the executor's preflight after that.
 
 A new mutation plugs in the same way: list its operator and the fields that decide what it writes
-in :data:`WRITERS`, put the approval task between its plan and it, and call
-:func:`require_approved_plan` first in its ``execute``.
+in :data:`WRITERS`, put the approval task between its plan and it, and give its session
+``approval=approved_plan(self, context)``.
 """
 
 from __future__ import annotations
@@ -68,9 +70,9 @@ from airflow_provider_kafka_zk.operators.approved_plan import (
     PlanChangedSinceApprovalError,
     PlanNotApprovedError,
     approval_links,
+    approved_plan,
     read_artefact,
     read_plan_digest,
-    require_approved_plan,
 )
 
 if TYPE_CHECKING:
@@ -426,6 +428,6 @@ __all__ = [
     "PlanChangedSinceApprovalError",
     "PlanNotApprovedError",
     "approval_links",
-    "require_approved_plan",
+    "approved_plan",
     "users_by_role",
 ]

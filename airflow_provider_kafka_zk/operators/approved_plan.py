@@ -1,47 +1,48 @@
-"""What every writing step checks before it touches a cluster: that a person approved exactly this
-plan (issue 25). Light on imports on purpose: the drain's, the move-back's, the repair's and the
-cleanup's execute steps import it (the approval step itself is :mod:`.approval`).
+"""The Airflow side of the approved plan a writing step is bound to (issue 25). Light on imports on
+purpose: the drain's, the move-back's, the election's, the repair's and the cleanup's operators
+import it (the approval step itself is :mod:`.approval`).
 
-Each execute step starts with ``require_approved_plan(self, context)`` (one line). In a real run it
-refuses, before any I/O on the cluster, unless the approval step before it in the DAG let this plan
-through (``approved``, or ``not_required`` by the cluster file) and the plan hash recomputed now --
+Each writing operator passes ``approved_plan(self, context)`` to its mutation (``approval=``), which
+hands it to its :class:`~airflow_provider_kafka_zk.maintenance.session.MaintenanceSession`. The
+session verifies it when it opens, before it reads anything of the cluster, and the step executor
+again right before the first write (:class:`~airflow_provider_kafka_zk.maintenance.approval.ApprovedPlan`):
+in a real run nothing is written unless the approval step before the task in the DAG let this plan
+through (``approved``, or ``not_required`` by the cluster file) and the plan hash recomputed then --
 the plan folder's ``plan.json`` and ``rollback.json`` as stored, and this task's rendered settings
 (:data:`WRITERS`) -- is the approved one. A cluster that changed since the plan is refused after
-that by the execute step's own checks (the drain's read agreement, the repair's preflight).
+that by the executor's preflight (the drain's read agreement, every step's expected znodes).
 
 A new mutation plugs in the same way: add its operator and the fields that decide what it writes to
-:data:`WRITERS`, put the approval step between its plan and it, and call
-:func:`require_approved_plan` first in its ``execute``.
+:data:`WRITERS`, put the approval step between its plan and it, and give its session
+``approval=approved_plan(self, context)``.
 """
 
 from __future__ import annotations
 
 import json
-import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
-
-import fsspec
 
 from airflow_provider_kafka_zk.artefacts.files import write_url_atomically
 from airflow_provider_kafka_zk.artefacts.object_storage import artefacts_url
 from airflow_provider_kafka_zk.kafka.approval import (
     APPROVAL_FILE,
-    PLAN_INPUTS,
     Decision,
-    PlanDigest,
     approved_lines,
-    digest_differences,
     not_approved_text,
-    plan_digest,
     respond_commands,
 )
-from airflow_provider_kafka_zk.maintenance import MaintenanceRefusedError, parse_safety_flags
+from airflow_provider_kafka_zk.maintenance.approval import (
+    ApprovedPlan,
+    PlanChangedSinceApprovalError,
+    PlanNotApprovedError,
+    read_artefact,
+    read_plan_digest,
+)
+from airflow_provider_kafka_zk.maintenance.session import parse_safety_flags
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
-
-log = logging.getLogger(__name__)
 
 APPROVAL_TASK_ID = "approve"
 XCOM_KEY = "approval"
@@ -59,33 +60,6 @@ WRITERS: dict[str, tuple[str, ...]] = {
 }
 """Operators that write to a cluster from an approved plan -> the fields (rendered per run) that decide
 what they write besides the plan artefacts: their values are part of the plan hash."""
-
-
-class PlanNotApprovedError(MaintenanceRefusedError):
-    """A real run's write step found no approval of its plan (rejected, timed out, never asked)."""
-
-
-class PlanChangedSinceApprovalError(MaintenanceRefusedError):
-    """The plan artefacts or settings differ from the approved ones: nothing is written."""
-
-
-def read_artefact(folder: str, name: str) -> bytes | None:
-    """The bytes of ``name`` in the plan folder (None: not there)."""
-    fs, root = fsspec.core.url_to_fs(folder)
-    try:
-        return fs.cat_file(f"{root.rstrip('/')}/{name}")
-    except FileNotFoundError:
-        return None
-
-
-def read_plan_digest(plan_dir: str, settings: Mapping[str, Mapping[str, Any]]) -> PlanDigest:
-    """The plan hash of the folder's :data:`~airflow_provider_kafka_zk.kafka.approval.PLAN_INPUTS`
-    as stored now and the writing tasks' settings.
-
-    :param plan_dir: the plan folder (a URL bound to its store's connection).
-    :param settings: writing task id -> {field: rendered value}.
-    """
-    return plan_digest({name: read_artefact(plan_dir, name) for name in PLAN_INPUTS}, settings)
 
 
 def read_approval(plan_dir: str) -> dict[str, Any] | None:
@@ -134,66 +108,33 @@ def _approval_upstream(task: Any) -> Any | None:
     return found[0] if found else None
 
 
-def require_approved_plan(operator: Any, context: Context) -> dict[str, Any] | None:
-    """First thing in a writing step's ``execute``: in a real run, refuse before any I/O on the
-    cluster unless the approval step before it let this plan through and the plan hash -- the plan
-    folder's artefacts as stored now and this task's rendered settings -- is the approved one.
+def approved_plan(operator: Any, context: Context) -> ApprovedPlan | None:
+    """What a writing operator hands its mutation (``approval=``): in a real run with an approval
+    step before it in the DAG, the decision that step recorded and this task's plan folder and
+    rendered settings, for the maintenance session to verify before it reads the cluster. Reads only
+    Airflow's XCom; verifies nothing itself.
 
-    Returns the decision record (None: a dry run, or no approval step in this DAG -- the operator
-    used on its own, which the shipped DAGs never do).
+    Returns None for a dry run, or with no approval step in this DAG (the operator used on its own,
+    which the shipped DAGs never do).
 
     :param operator: the writing operator (``plan_dir``, ``dry_run``, ``artefacts_conn_id`` are read).
     :param context: its task context.
-    :raises PlanNotApprovedError: no decision that lets writes run (rejected, timed out, missing).
-    :raises PlanChangedSinceApprovalError: an artefact or a setting differs from the approved plan.
     """
     if parse_safety_flags(dry_run=getattr(operator, "dry_run", True))["dry_run"]:
         return None
     approval = _approval_upstream(context.get("task") or operator)
     if approval is None:
         return None
-    task_id = operator.task_id
     record = context["ti"].xcom_pull(task_ids=approval.task_id, key=XCOM_KEY)
-    if not isinstance(record, Mapping) or "decision" not in record:
-        raise PlanNotApprovedError(
-            f"{task_id}: the approval step {approval.task_id} recorded no decision for this run: refusing to "
-            "write anything"
-        )
-    decision = Decision(record["decision"])
-    if not decision.lets_writes_run:
-        who = (record.get("decided_by") or {}).get("name")
-        raise PlanNotApprovedError(
-            f"{task_id}: the plan was not approved ({decision.value}{f' by {who}' if who else ''} at "
-            f"{record.get('decided_at')}): nothing was written"
-        )
-    approved = PlanDigest.from_dict(record["plan"])
-    plan_dir = getattr(operator, "plan_dir", None) or record["plan_dir"]
-    folder = artefacts_url(str(plan_dir), getattr(operator, "artefacts_conn_id", None) or None)
-    names = WRITERS.get(type(operator).__name__, ())
-    mine = {task_id: {n: getattr(operator, n, None) for n in names}} if names else {}
-    now = read_plan_digest(folder, {**approved.settings, **mine})
-    problems = []
-    if folder.rstrip("/") != str(record["plan_dir"]).rstrip("/"):
-        problems.append(f"this step acts on {folder}, the approved plan is {record['plan_dir']}")
-    if names and task_id not in approved.settings:
-        problems.append(f"task {task_id} was not among the approved plan's writing tasks")
-    problems += digest_differences(approved, now, task_id=task_id)
-    if problems:
-        raise PlanChangedSinceApprovalError(
-            f"{task_id}: this is not the plan that was approved (sha256 {approved.sha256}, {decision.value} "
-            f"at {record.get('decided_at')}): "
-            + "; ".join(problems)
-            + ". Nothing was written; trigger the DAG again to plan and approve afresh"
-        )
-    who = (record.get("decided_by") or {}).get("name")
-    log.info(
-        "%s: carrying out the approved plan sha256 %s (%s%s)",
-        task_id,
-        approved.sha256,
-        decision.value,
-        f" by {who}" if who else "",
+    plan_dir = getattr(operator, "plan_dir", None)
+    if not plan_dir and isinstance(record, dict):
+        plan_dir = record.get("plan_dir")
+    folder = (
+        artefacts_url(str(plan_dir), getattr(operator, "artefacts_conn_id", None) or None) if plan_dir else ""
     )
-    return dict(record)
+    names = WRITERS.get(type(operator).__name__, ())
+    settings = {operator.task_id: {n: getattr(operator, n, None) for n in names}} if names else {}
+    return ApprovedPlan(operator.task_id, approval.task_id, record, folder, settings)
 
 
 def report_with_approval(plan_dir: str, read_report: Callable[[], str]) -> str:
@@ -221,13 +162,14 @@ __all__ = [
     "APPROVAL_TASK_ID",
     "WRITERS",
     "XCOM_KEY",
+    "ApprovedPlan",
     "PlanChangedSinceApprovalError",
     "PlanNotApprovedError",
     "approval_links",
     "approval_url",
+    "approved_plan",
     "read_approval",
     "read_artefact",
     "read_plan_digest",
     "report_with_approval",
-    "require_approved_plan",
 ]

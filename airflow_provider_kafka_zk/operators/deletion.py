@@ -18,12 +18,10 @@ removed ``rollback/znodes-<try>-<uuid>.json`` with the znodes' data and versions
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import re
 import time
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -36,18 +34,18 @@ from airflow_provider_kafka_zk.artefacts.files import write_url_atomically
 from airflow_provider_kafka_zk.artefacts.object_storage import artefacts_url
 from airflow_provider_kafka_zk.hooks.broker_host import DEFAULT_PYTHON_INTERPRETERS
 from airflow_provider_kafka_zk.kafka import znodes
-from airflow_provider_kafka_zk.kafka.deletion import DEFAULT_DELETE_MARGIN_MS, Cause, Verdict
+from airflow_provider_kafka_zk.kafka.deletion import DEFAULT_DELETE_MARGIN_MS
 from airflow_provider_kafka_zk.maintenance import (
     ClusterIdentityError,
     MaintenanceRefusedError,
     parse_safety_flags,
     pin_zookeeper_identity,
 )
-from airflow_provider_kafka_zk.operators.approved_plan import require_approved_plan
-from airflow_provider_kafka_zk.operators.inventory import run_key_of
-from airflow_provider_kafka_zk.triggers.deletion import (
+from airflow_provider_kafka_zk.maintenance.deletion_cleanup import QuarantineRefusedError
+from airflow_provider_kafka_zk.operators._run import run_key_of
+from airflow_provider_kafka_zk.triggers.deletion import TopicDeletionTrigger
+from airflow_provider_kafka_zk.triggers.deletion_check import (
     DeletionCheck,
-    TopicDeletionTrigger,
     host_hook_from_kwargs,
     pending_deletion_topics,
     run_check,
@@ -65,10 +63,6 @@ VERDICTS_FILE = "verdicts.json"
 
 class TopicDeletionNotSettledError(AirflowException):
     """At the timeout some deletion was still blocked or in progress (retryable: Kafka may finish)."""
-
-
-class QuarantineRefusedError(MaintenanceRefusedError):
-    """A quarantine path breaks a rule (relative, inside a log dir, ...): the cleanup does nothing."""
 
 
 class TopicDeletionUnsuccessfulError(AirflowFailException):
@@ -283,7 +277,6 @@ class TopicDeletionVerifyOperator(BaseOperator):
         )
 
     def execute(self, context: Context) -> list[dict[str, Any]]:
-        require_approved_plan(self, context)  # a real cleanup after an approval step: that plan, or nothing
         self._flags = self._parsed_flags()  # before any I/O: a typo in a safety switch refuses here
         topics = self._resolve_topics()
         # A marker is proof that someone asked, so marker topics count as requested too.
@@ -435,246 +428,25 @@ class TopicDeletionVerifyOperator(BaseOperator):
         ts: str,
         directory: str,
     ) -> dict[str, Any]:
-        """Quarantine leftover dirs and remove leftover config znodes of INCOMPLETE topics.
+        """Quarantine leftover dirs and remove leftover config znodes of INCOMPLETE topics, through the
+        step executor (:func:`~airflow_provider_kafka_zk.maintenance.deletion_cleanup.run_cleanup`):
+        one maintenance session, every broker host to be touched pinned, every step checked before the
+        first move (the host's own checks run as a dry run), the list of moves written and read back
+        first."""
+        from airflow_provider_kafka_zk.maintenance import RunIdentity
+        from airflow_provider_kafka_zk.maintenance.deletion_cleanup import run_cleanup
+        from airflow_provider_kafka_zk.operators.approved_plan import approved_plan
 
-        Everything happens inside one maintenance session: the cluster and every broker host to be
-        touched are pinned first (ZooKeeper ``/cluster/id`` = each meta.properties' ``cluster.id``),
-        the artefact store is checked, the lease taken, and the list of moves written and read back
-        before the first directory moves.
-        """
-        from airflow_provider_kafka_zk.hooks.broker_quarantine import (
-            QuarantineMove,
-            QuarantinePathError,
-            quarantine_directories,
-            validate_request,
+        return run_cleanup(
+            check,
+            cluster=self.cluster,
+            kafka_zookeeper_conn_id=self.kafka_zookeeper_conn_id,
+            host_hook=host_hook_from_kwargs(settings),
+            artefact_dir=directory,
+            ts=ts,
+            run=RunIdentity.from_context(context, fallback_run_id=f"{self.cluster}/deletions/{ts}"),
+            dry_run=self._flag("dry_run"),
+            quarantine_dir=self.quarantine_dir,
+            allow_running_broker_orphans=self._flag("allow_running_broker_orphans"),
+            approval=approved_plan(self, context),  # after an approval step: that plan, or nothing
         )
-        from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook
-        from airflow_provider_kafka_zk.maintenance import MaintenanceSession, RunIdentity
-
-        dry_run = self._flag("dry_run")
-        mode = "dry run" if dry_run else "ACTING"
-        incomplete = [v for v in check.verdicts if v.verdict is Verdict.INCOMPLETE]
-        report: dict[str, Any] = {
-            "dry_run": dry_run,
-            "directories": [],
-            "znodes": [],
-            "actions_taken": 0,
-        }
-        config_topics = [v.topic for v in incomplete if Cause.CONFIG_ZNODE_LEFT in v.causes]
-        if not any(check.leftovers(v) for v in incomplete) and not config_topics:
-            return report
-        with KafkaZooKeeperHook(self.kafka_zookeeper_conn_id) as hook:
-            session = MaintenanceSession(
-                hook,
-                cluster=self.cluster,
-                artefact_dir=directory,
-                run=RunIdentity.from_context(context, fallback_run_id=f"{self.cluster}/deletions/{ts}"),
-                dry_run=dry_run,
-                single_step=True,  # the whole mutation is this task: the lease goes back on any exit
-            )
-            with session:
-                report["identity"] = session.artefact_header()["identity"]
-                by_broker: dict[int, list[QuarantineMove]] = {}
-                reappeared = self._topics_back_in_zookeeper(hook, [v.topic for v in incomplete])
-                for verdict in incomplete:
-                    if verdict.topic in reappeared:
-                        # Re-created (or marked again) since the check: its directories may be live replicas now.
-                        self.log.warning(
-                            "Cleanup refused for %s: %s", verdict.topic, reappeared[verdict.topic]
-                        )
-                        report["directories"].extend(
-                            {
-                                "broker_id": d.broker_id,
-                                "source": d.path,
-                                "status": "refused",
-                                "detail": reappeared[verdict.topic],
-                            }
-                            for d in check.leftovers(verdict)
-                        )
-                        continue
-                    for leftover in check.leftovers(verdict):
-                        by_broker.setdefault(leftover.broker_id, []).append(
-                            QuarantineMove(
-                                leftover.log_dir, leftover.name, self.quarantine_dir, leftover.kind
-                            )
-                        )
-                # Every broker host to be touched proves it is that broker of this cluster, first.
-                for broker_id in sorted(by_broker):
-                    disk = check.disks.get(broker_id)
-                    if disk is None:
-                        raise ClusterIdentityError(
-                            f"broker {broker_id}: its disk was not read, refusing to touch it"
-                        )
-                    session.pin_broker(
-                        broker_id,
-                        disk.host,
-                        disk.meta,
-                        disk.effective_broker_id,
-                        host_evidence=disk.host_evidence,
-                    )
-                    try:  # every path rule, for every broker, before the first change anywhere
-                        validate_request(by_broker[broker_id], disk.log_dirs, ts)
-                    except QuarantinePathError as exc:
-                        raise QuarantineRefusedError(
-                            f"broker {broker_id}: {exc}; nothing was moved or deleted"
-                        ) from None
-                if by_broker and not dry_run:
-                    planned = {
-                        "format": "kafka-zk-quarantine-plan",
-                        **session.artefact_header(),
-                        "dry_run": dry_run,
-                        "undo": "each moved directory is listed in quarantine-listing*.json beside it on the "
-                        "broker host; move it back with `mv <destination> <source>` while the broker is stopped",
-                        "moves": {
-                            str(b): [{"log_dir": m.log_dir, "name": m.name} for m in moves]
-                            for b, moves in sorted(by_broker.items())
-                        },
-                    }
-                    report["plan"] = session.write_rollback(
-                        f"rollback/quarantine-{session.run.try_number}.json", json.dumps(planned, indent=1)
-                    )
-                host_hook = host_hook_from_kwargs(settings)
-                for broker_id, moves in sorted(by_broker.items()):
-                    session.recheck()
-                    self.log.info(
-                        "Cleanup (%s): broker %d, %d director(ies) to quarantine", mode, broker_id, len(moves)
-                    )
-                    try:
-                        done = quarantine_directories(
-                            host_hook,
-                            broker_id,
-                            moves,
-                            log_dirs=check.disks[broker_id].log_dirs,
-                            ts=ts,
-                            dry_run=dry_run,
-                            broker_running=broker_id in check.live_brokers,
-                            allow_running_broker_orphans=self._flag("allow_running_broker_orphans"),
-                            session=session,
-                        )
-                    except Exception as exc:
-                        self.log.error(
-                            "Cleanup of broker %d failed: %s: %s", broker_id, type(exc).__name__, exc
-                        )
-                        report["directories"].append(
-                            {
-                                "broker_id": broker_id,
-                                "status": "failed",
-                                "detail": f"{type(exc).__name__}: {exc}",
-                            }
-                        )
-                        continue
-                    for result in done["results"]:
-                        report["directories"].append({"broker_id": broker_id, "host": done["host"], **result})
-                        report["actions_taken"] += result["status"] == "moved"
-                    report.setdefault("listings", []).extend(
-                        {"broker_id": broker_id, "host": done["host"], **listing}
-                        for listing in done["listings"]
-                    )
-                # A topic's config znode goes only when every one of its directories is out of the
-                # log dirs: a half-cleaned topic keeps it, so the next run still sees the leftovers.
-                topic_of = {(d.broker_id, d.path): v.topic for v in incomplete for d in check.leftovers(v)}
-                status = {
-                    (d["broker_id"], d["source"]): d["status"] for d in report["directories"] if "source" in d
-                }
-                failed_brokers = {d["broker_id"] for d in report["directories"] if "source" not in d}
-                unfinished = {
-                    topic
-                    for key, topic in topic_of.items()
-                    if key[0] in failed_brokers
-                    or status.get(key) not in ("moved", "already_moved", "gone", "would_move")
-                }
-                unfinished -= set(reappeared)  # those get their own, more precise refusal below
-                kept = [t for t in config_topics if t in unfinished]
-                for topic in kept:
-                    report["znodes"].append(
-                        {
-                            "path": znodes.config_entity_path("topics", topic),
-                            "status": "kept",
-                            "detail": "some of the topic's directories were not quarantined",
-                        }
-                    )
-                config_topics = [t for t in config_topics if t not in unfinished]
-                if config_topics:
-                    report["znodes"] += self._remove_config_znodes(hook, session, config_topics, report)
-        return report
-
-    def _topics_back_in_zookeeper(self, hook: Any, topics: Sequence[str]) -> dict[str, str]:
-        """Topics whose znode or marker exists again right before a cleanup acts (topic -> why)."""
-        found = {}
-        for topic in topics:
-            for path in (znodes.topic_path(topic), znodes.delete_topic_path(topic)):
-                if hook.exists(path) is not None:
-                    found[topic] = f"{path} exists again: the cluster is not in the state the verdict saw"
-                    break
-        return found
-
-    def _remove_config_znodes(
-        self, hook: Any, session: Any, topics: Sequence[str], report: dict[str, Any]
-    ) -> list[dict[str, Any]]:
-        """``/config/topics/<t>`` of topics gone from /brokers/topics without a marker: saved, then versioned delete."""
-        from airflow_provider_kafka_zk.hooks.zookeeper import DeleteOp, ZnodeNotFoundError
-
-        actions: list[dict[str, Any]] = []
-        saved: list[dict[str, Any]] = []
-        for topic in topics:
-            path = znodes.config_entity_path("topics", topic)
-            if hook.exists(znodes.topic_path(topic)) or hook.exists(znodes.delete_topic_path(topic)):
-                actions.append(
-                    {"path": path, "status": "refused", "detail": "the topic or its marker exists again"}
-                )
-                continue
-            try:
-                data, stat = hook.get_znode(path)
-            except ZnodeNotFoundError:
-                actions.append({"path": path, "status": "gone", "detail": "already removed"})
-                continue
-            if stat.numChildren:
-                actions.append({"path": path, "status": "refused", "detail": "it has children"})
-                continue
-            saved.append(
-                {
-                    "path": path,
-                    "topic": topic,
-                    "data_base64": None if data is None else base64.b64encode(data).decode(),
-                    "version": stat.version,
-                    "ctime_ms": stat.ctime,
-                    "mtime_ms": stat.mtime,
-                }
-            )
-        if not saved:
-            return actions
-        if session.dry_run:
-            for entry in saved:
-                self.log.info(
-                    "Cleanup (dry run): would delete %s at version %d", entry["path"], entry["version"]
-                )
-                actions.append({"path": entry["path"], "status": "would_delete", "version": entry["version"]})
-            return actions
-        rollback = session.write_rollback(
-            f"rollback/znodes-{session.run.try_number}-{uuid.uuid4().hex[:8]}.json",
-            json.dumps(
-                {
-                    **session.artefact_header(),
-                    "target": hook.target_description(),
-                    "saved_at": datetime.now(UTC).isoformat(),
-                    "restore": "create each path with base64-decoded data_base64 (persistent), e.g. "
-                    "zookeeper-shell <zk>/<chroot> create <path> '<data>'",
-                    "znodes": saved,
-                },
-                indent=1,
-            ),
-        )
-        report["rollback"] = rollback
-        self.log.info("Saved %d znode(s) to %s (read back) before deleting them", len(saved), rollback)
-        for entry in saved:
-            session.recheck()
-            try:
-                hook.multi([DeleteOp(entry["path"], entry["version"])])
-            except Exception as exc:
-                self.log.error("Not deleted %s: %s", entry["path"], exc)
-                actions.append({"path": entry["path"], "status": "failed", "detail": str(exc)})
-                continue
-            self.log.info("Deleted %s (was version %d)", entry["path"], entry["version"])
-            actions.append({"path": entry["path"], "status": "deleted", "version": entry["version"]})
-            report["actions_taken"] += 1
-        return actions

@@ -1,78 +1,49 @@
 """Pre-maintenance drain: plan, execute (throttled, batch by batch), clear throttles, verify.
 
-The operators only read, ask the core what to do, carry it out and write. The decisions are pure
-functions of :mod:`~airflow_provider_kafka_zk.kafka.drain_execution` (the plan from the snapshot's
-model, each batch's next step, the wait's outcome, whether throttles may go, the verification);
-the run folder's files and the typed errors are in :mod:`.drain_artefacts`, the ZooKeeper reads
-and writes in :mod:`.drain_zookeeper`. They do exactly what Kafka's ZooKeeper tooling does
-(``ReassignPartitionsCommand.scala``, ``AdminZkClient.scala``, 3.3.1): throttles by
-read-modify-versioned-write of ``/config/<type>/<name>`` plus a ``config_change_`` notification,
-the reassignment by *creating* ``/admin/reassign_partitions`` (never overwriting it, never with
-``log_dirs``). Artefacts go to ``<base>/<cluster>/drain/<ts>/``: ``rollback.json`` (written first),
-``reassignment.json``, ``plan.json``, ``summary.txt``, ``throttles.json`` (what this run set, so only
-that is removed), ``throttles_cleared.json``, ``verify.json`` and ``report.txt``. The operators
-work for either scope (``rf1``: single-replica partitions only, ``all``). Everything is dry-run by
-default.
+Thin Airflow shells. The decisions are pure functions of
+:mod:`~airflow_provider_kafka_zk.kafka.drain_execution` (the plan from the snapshot's model, the
+plan's typed steps, each batch's next step, the wait's outcome, whether throttles may go, the
+verification); carrying the steps out -- every step checked before the first write, throttles,
+the reassign znode, the waits, progress -- is :mod:`~airflow_provider_kafka_zk.maintenance.drain` on
+the step executor; the run folder's files and the typed errors are in :mod:`.drain_artefacts`.
+They do exactly what Kafka's ZooKeeper tooling does (``ReassignPartitionsCommand.scala``,
+``AdminZkClient.scala``, 3.3.1): throttles by read-modify-versioned-write of ``/config/<type>/<name>``
+plus a ``config_change_`` notification, the reassignment by *creating* ``/admin/reassign_partitions``
+(never overwriting it, never with ``log_dirs``). Artefacts go to ``<base>/<cluster>/drain/<ts>/``:
+``rollback.json`` (written first), ``reassignment.json``, ``plan.json``, ``summary.txt``,
+``throttles.json`` (what this run set, so only that is removed), ``progress.json``,
+``throttles_cleared.json``, ``verify.json`` and ``report.txt``. The operators work for either scope
+(``rf1``: single-replica partitions only, ``all``). Everything is dry-run by default.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-import fsspec
 from airflow.sdk import BaseOperator, TriggerRule
 
 from airflow_provider_kafka_zk.artefacts.object_storage import artefacts_url
-from airflow_provider_kafka_zk.artefacts.snapshots import (
-    latest_snapshot,
-    read_snapshot,
-    read_snapshot_without_partitions,
-)
+from airflow_provider_kafka_zk.clusters import default_artefacts_base
 from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook
-from airflow_provider_kafka_zk.kafka import znodes
-from airflow_provider_kafka_zk.kafka.drain import DrainRequest, dumps_tool_json, human_bytes
+from airflow_provider_kafka_zk.kafka.drain import DrainRequest, dumps_tool_json
 from airflow_provider_kafka_zk.kafka.drain_execution import (
     Action,
     Batch,
-    Observed,
-    Refusal,
-    Step,
-    Submission,
-    after_lost_create,
     after_wait,
-    batch_label,
-    clear_step,
-    next_step,
     plan_from_state,
     read_disagreements,
     read_record,
-    replaced_values,
     targets_of,
     verify_outcome,
 )
 from airflow_provider_kafka_zk.kafka.model import ClusterState
-from airflow_provider_kafka_zk.kafka.reassignment import (
-    PlannedRun,
-    ThrottlePlan,
-    in_flight_targets,
-    owner_advice,
-    reassignments_in_flight,
-)
-from airflow_provider_kafka_zk.kafka.znodes import ReassignPartitions, TopicAssignment
-from airflow_provider_kafka_zk.maintenance import (
-    MaintenanceRefusedError,
-    MaintenanceSession,
-    RunIdentity,
-    lease_held_by,
-    parse_safety_flags,
-)
-from airflow_provider_kafka_zk.maintenance.session import read_lease
-from airflow_provider_kafka_zk.operators.approved_plan import require_approved_plan
+from airflow_provider_kafka_zk.kafka.reassignment import reassignments_in_flight
+from airflow_provider_kafka_zk.maintenance import RunIdentity, parse_safety_flags
+from airflow_provider_kafka_zk.operators._run import resolve_ts as _resolve_ts
 from airflow_provider_kafka_zk.operators.drain_artefacts import (
     PLAN_FILE,
     REASSIGNMENT_FILE,
@@ -90,7 +61,6 @@ from airflow_provider_kafka_zk.operators.drain_artefacts import (
     PlanReadDisagreementError,
     ReassignmentInFlightError,
     as_list,
-    check_rollback,
     inventory_dirs,
     inventory_sizes,
     is_unset,
@@ -105,82 +75,20 @@ from airflow_provider_kafka_zk.operators.drain_artefacts import (
     refusal_error,
     report_text,
     snapshot_identity,
+    topic_incarnations,
 )
 from airflow_provider_kafka_zk.operators.drain_zookeeper import (
-    observe,
     planning_read,
     read_all_topics,
-    read_reassign,
     read_states,
-    throttle_advice,
     throttles_still_set,
-    update_config,
 )
-from airflow_provider_kafka_zk.operators.inventory import _resolve_ts
-from airflow_provider_kafka_zk.operators.snapshot import default_artefacts_base
 from airflow_provider_kafka_zk.triggers.reassignment import ReassignmentTrigger, encode_targets
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_provider_kafka_zk.kafka.safety import ClusterIdentity
-
-
-# ---------------------------------------------------------------------------------------------
-# Who owns a reassignment in flight (the refusals name it; nobody is told to cancel it)
-# ---------------------------------------------------------------------------------------------
-
-
-def planned_runs(cluster_root: str) -> list[PlannedRun]:
-    """This provider's runs that planned moves on the cluster: the ``plan.json`` of every
-    ``<cluster_root>/drain/*`` and ``<cluster_root>/post-maintenance/*`` folder (unreadable ones skipped)."""
-    fs, root = fsspec.core.url_to_fs(cluster_root)
-    runs = []
-    for kind in ("drain", "post-maintenance"):
-        folder = f"{root.rstrip('/')}/{kind}"
-        if not fs.isdir(folder):
-            continue
-        for entry in sorted(fs.ls(folder, detail=False)):
-            location = DrainLocation(
-                f"{cluster_root.rstrip('/')}/{kind}/{entry.rstrip('/').rsplit('/', 1)[-1]}"
-            )
-            try:
-                plan = location.read_json(PLAN_FILE)
-                batches = tuple(
-                    {
-                        (str(m["topic"]), int(m["partition"])): tuple(int(b) for b in m["target"])
-                        for m in batch
-                    }
-                    for batch in plan["batches"]
-                )
-            except (DrainError, KeyError, TypeError, ValueError):
-                continue  # not a plan this search can read: it names no owner
-            runs.append(PlannedRun(location.url, plan.get("run_id"), kind, batches))
-    return runs
-
-
-def reassignment_owner(
-    cluster_root: str,
-    topics: Iterable[TopicAssignment],
-    reassign: ReassignPartitions | None,
-    hook: KafkaZooKeeperHook | None,
-    own_run_id: str | None = None,
-) -> str:
-    """:func:`~airflow_provider_kafka_zk.kafka.reassignment.owner_advice` for what ZooKeeper shows in
-    flight, from the cluster's maintenance lease (read through ``hook``; None: not read) and the plans
-    under ``cluster_root``."""
-    lease, lease_read = None, False
-    if hook is not None:
-        lease, stat = read_lease(hook)
-        lease_read = stat is None or lease is not None  # a znode that is no record of ours: unknown
-    return owner_advice(
-        in_flight_targets(topics, reassign),
-        planned_runs(cluster_root),
-        lease,
-        lease_read=lease_read,
-        searched=cluster_root,
-        own_run_id=own_run_id,
-    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -191,6 +99,8 @@ def reassignment_owner(
 def topic_level_state(snapshot_path: str) -> ClusterState:
     """The model of a safety snapshot at topic level (see :func:`read_snapshot_without_partitions`):
     what :func:`read_record` compares, without a row per partition znode."""
+    from airflow_provider_kafka_zk.artefacts.snapshots import read_snapshot_without_partitions  # pyarrow
+
     _, rows = read_snapshot_without_partitions(snapshot_path)
     return ClusterState.from_snapshot(rows, partial_read=True)
 
@@ -299,6 +209,11 @@ class DrainPlanOperator(BaseOperator):
             state, identity, read, source = self._planning_read(drained)
             snapshot = None
         else:
+            from airflow_provider_kafka_zk.artefacts.snapshots import (  # pyarrow
+                latest_snapshot,
+                read_snapshot,
+            )
+
             if is_unset(snapshot):
                 ref = latest_snapshot(base, self.cluster)
                 if ref is None:
@@ -313,6 +228,8 @@ class DrainPlanOperator(BaseOperator):
             (t.assignment for t in state.topics.values()), state.reassign_partitions
         )
         if in_flight.any:
+            from airflow_provider_kafka_zk.maintenance.drain import reassignment_owner
+
             topics = [t.assignment for t in state.topics.values()]
             cluster_root = "/".join([base.rstrip("/"), self.cluster])
             if is_unset(self.kafka_zookeeper_conn_id):
@@ -356,6 +273,7 @@ class DrainPlanOperator(BaseOperator):
             allow_partial=allow_partial,
             created_at=datetime.now(UTC).isoformat(),
             read=read,
+            topics=topic_incarnations(state, (m.topic for m in plan.moves)),
         )
         plan_path = location.write(PLAN_FILE, json.dumps(document, indent=1))
         location.write(SUMMARY_FILE, summary + "\n")
@@ -423,12 +341,16 @@ class DrainPlanOperator(BaseOperator):
 class DrainExecuteOperator(BaseOperator):
     """Carry out the plan batch by batch as Kafka's ZooKeeper tooling does, waiting in a trigger.
 
-    Per batch, :func:`~airflow_provider_kafka_zk.kafka.drain_execution.next_step` decides from what
-    ZooKeeper shows: skip a finished batch, wait for our own reassignment (a retry never submits
-    twice), refuse a foreign one or a plan ZooKeeper no longer matches, or submit: set the
-    throttles (recorded in ``throttles.json`` first), then *create* ``/admin/reassign_partitions``
-    without ``log_dirs``, then defer until Kafka's completion rule holds. ``dry_run`` (default) only
-    says what it would do. Also carries out a post-maintenance move-back (written as a drain plan).
+    A thin shell: it parses its inputs and hands the plan to the step executor
+    (:func:`~airflow_provider_kafka_zk.maintenance.drain.execute_drain`). The plan's batches become
+    typed steps -- per batch, its throttles (recorded in ``throttles.json`` before each write), then
+    the batch: *create* ``/admin/reassign_partitions`` without ``log_dirs``, then defer until Kafka's
+    completion rule holds; the resumed task continues from ``progress.json``. Every remaining step is
+    checked before the try's first write (the dry run, the default, runs every check and writes
+    nothing): every target broker registered, every moved topic the incarnation the plan read, its
+    partitions where the plan found them, no reassignment in flight that is not this plan's (named,
+    with whose it is), and a retry never submits twice. Also carries out a post-maintenance move-back
+    (written as a drain plan).
 
     A plan made from a planning read of ZooKeeper (``plan.json`` has ``read``) is first checked,
     before any batch is decided: the run's safety snapshot (``snapshot_path``, the rollback and audit
@@ -441,7 +363,7 @@ class DrainExecuteOperator(BaseOperator):
     :param plan_dir: the drain run's folder (the plan task's ``plan_dir``).
     :param throttle_bytes_per_sec: the replication throttle, in bytes per second (positive).
     :param kafka_zookeeper_conn_id: the cluster's ZooKeeper connection.
-    :param dry_run: only log what would be written (the default).
+    :param dry_run: only check and log what would be written (the default).
     :param poll_interval: seconds between the trigger's looks at a batch's progress.
     :param batch_timeout: seconds a batch may take before the task fails (the batch keeps running).
     :param snapshot_path: the run's safety snapshot, which a plan from a planning read must agree with
@@ -488,82 +410,54 @@ class DrainExecuteOperator(BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         if is_unset(self.plan_dir):
             raise DrainError("no plan to execute (the plan task produced none)")
-        return self._run_from(context, 0)
+        return self._run(context, waited=None)
 
     def execute_complete(
         self, context: Context, event: dict[str, Any], batch: int | None = None
     ) -> dict[str, Any]:
         step = after_wait(event, batch_timeout=float(self.batch_timeout), batch=batch)
         if step.action is Action.REFUSE:
+            from airflow_provider_kafka_zk.maintenance.drain import throttle_advice
+
             raise refusal_error(step, throttle_advice(self.plan_dir))
         self.log.info("%s", step.message)
-        return self._run_from(context, (step.batch or 0) + 1)
+        return self._run(context, waited=(step.batch or 0, step.message))
 
-    def _session(
-        self, context: Context, hook: KafkaZooKeeperHook, plan: Mapping[str, Any], dry_run: bool
-    ) -> MaintenanceSession:
-        """The gate of this try: the plan's cluster identity pinned, the lease taken before a write."""
-        return MaintenanceSession(
-            hook,
-            cluster=str(plan["cluster"]),
-            artefact_dir=str(self.plan_dir),
-            run=RunIdentity.from_context(context, fallback_run_id=str(self.plan_dir)),
-            dry_run=dry_run,
-            expected=plan_identity(plan, str(self.plan_dir)),
-        )
+    def _run(self, context: Context, waited: tuple[int, str] | None) -> dict[str, Any]:
+        from airflow_provider_kafka_zk.maintenance.drain import execute_drain
+        from airflow_provider_kafka_zk.operators.approved_plan import approved_plan
 
-    def _run_from(self, context: Context, start: int) -> dict[str, Any]:
-        require_approved_plan(self, context)  # a real run: the approved plan, unchanged, or nothing
         # Flags and numbers first: a typo must refuse before anything is read or written.
         dry_run = parse_safety_flags(dry_run=self.dry_run)["dry_run"]
         rate = positive_int(self.throttle_bytes_per_sec, "throttle_bytes_per_sec")
         artefacts_url(str(self.plan_dir), self.artefacts_conn_id)  # bind the store (also after a deferral)
         plan = load_plan(str(self.plan_dir))
         batches = plan_batches(plan)
-        with KafkaZooKeeperHook(self.kafka_zookeeper_conn_id) as hook:
-            session = self._session(context, hook, plan, dry_run)
-            with session:
-                if not dry_run:
-                    check_rollback(str(self.plan_dir), batches)
-                if start == 0 and plan.get("read"):  # a resumed try checked before its first batch
-                    self._check_read_agreement(hook, plan)
-                try:
-                    for index in range(start, len(batches)):
-                        session.recheck()
-                        seen = observe(hook, batches[index])
-                        step = next_step(batches, index, seen, rate=rate)
-                        if step.refusal is Refusal.FOREIGN_REASSIGNMENT:  # say whose it is
-                            owner = reassignment_owner(
-                                str(self.plan_dir).rstrip("/").rsplit("/", 2)[0],
-                                seen.topics.values(),
-                                seen.reassign,
-                                hook,
-                                own_run_id=session.run.run_id,
-                            )
-                            step = replace(step, message=f"{step.message}. {owner}")
-                        if step.submission is not None and dry_run:  # Action.SUBMIT
-                            self._describe(hook, batches, index, step.submission)
-                            continue
-                        if step.submission is not None:
-                            step = self._submit(hook, batches, index, step.submission, rate)
-                        if step.action is Action.REFUSE:
-                            raise refusal_error(step)
-                        self.log.info("%s", step.message)
-                        if step.action is Action.WAIT:
-                            self._defer_until_done(batches, index)
-                except MaintenanceRefusedError as exc:
-                    if not dry_run and session.changed_anything:
-                        advice = throttle_advice(str(self.plan_dir), hook)
-                        raise type(exc)(f"{exc}. {advice}") from exc
-                    raise
-                except DrainError as exc:
-                    if not dry_run and session.changed_anything:
-                        raise DrainError(f"{exc}. {throttle_advice(str(self.plan_dir))}") from exc
-                    raise
+        resumed = waited is not None
+        check = (
+            None if resumed or not plan.get("read") else (lambda hook: self._check_read_agreement(hook, plan))
+        )
+        execute_drain(
+            str(self.plan_dir),
+            plan,
+            batches,
+            kafka_zookeeper_conn_id=self.kafka_zookeeper_conn_id,
+            rate=rate,
+            run=RunIdentity.from_context(context, fallback_run_id=str(self.plan_dir)),
+            dry_run=dry_run,
+            expected=plan_identity(plan, str(self.plan_dir)),
+            poll_interval=float(self.poll_interval),
+            batch_timeout=float(self.batch_timeout),
+            defer_wait=lambda step: self._defer_until_done(batches, step.batch),
+            waited=waited,
+            before_steps=check,
+            approval=approved_plan(self, context),  # a real run: the approved plan, unchanged, or nothing
+        )
         done = sum(len(b) for b in batches)
         if dry_run:
             self.log.info(
-                "DRY RUN: nothing was written to ZooKeeper (%d batch(es) described above)", len(batches)
+                "DRY RUN: nothing was written to ZooKeeper (%d batch(es) checked and described above)",
+                len(batches),
             )
         else:
             self.log.info("All %d batch(es) complete: %d partition(s) moved", len(batches), done)
@@ -606,7 +500,7 @@ class DrainExecuteOperator(BaseOperator):
         )
 
     def _defer_until_done(self, batches: Sequence[Batch], index: int) -> None:
-        """Hand the wait to the trigger; :meth:`execute_complete` resumes with the next batch."""
+        """Hand the wait to the trigger; :meth:`execute_complete` resumes after it."""
         batch = batches[index]
         self.defer(
             trigger=ReassignmentTrigger(
@@ -621,77 +515,6 @@ class DrainExecuteOperator(BaseOperator):
             method_name="execute_complete",
         )
 
-    def _submit(
-        self,
-        hook: KafkaZooKeeperHook,
-        batches: Sequence[Batch],
-        index: int,
-        submission: Submission,
-        rate: int,
-    ) -> Step:
-        """Throttles first, then create the reassign znode; the step after it (wait, or refuse)."""
-        where = hook.describe_path(znodes.REASSIGN_PARTITIONS)
-        self._set_throttles(hook, submission.throttles)
-        if not hook.create_if_absent(znodes.REASSIGN_PARTITIONS, submission.request.encode()):
-            return after_lost_create(batches, index, read_reassign(hook)[0], where)
-        return Step(
-            Action.WAIT,
-            index,
-            f"{batch_label(index, len(batches))}: created {where} for {len(submission.targets)} partition(s), "
-            f"{human_bytes(submission.size_bytes)} total, throttled at {rate} B/s",
-        )
-
-    def _describe(
-        self, hook: KafkaZooKeeperHook, batches: Sequence[Batch], index: int, submission: Submission
-    ) -> None:
-        """A dry run's account of what the submission would write."""
-        label = batch_label(index, len(batches))
-        for topic, config in submission.throttles.topic_configs().items():
-            self.log.info(
-                "DRY RUN %s: would set on /config/topics/%s: %s (+ notification)", label, topic, config
-            )
-        for broker, config in submission.throttles.broker_configs().items():
-            self.log.info(
-                "DRY RUN %s: would set on /config/brokers/%s: %s (+ notification)", label, broker, config
-            )
-        self.log.info(
-            "DRY RUN %s: would create %s with %s",
-            label,
-            hook.describe_path(znodes.REASSIGN_PARTITIONS),
-            submission.request.encode().decode(),
-        )
-
-    def _set_throttles(self, hook: KafkaZooKeeperHook, throttles: ThrottlePlan) -> None:
-        """Set each throttle, recording it in ``throttles.json`` before the write (so clear finds it)."""
-        location = DrainLocation(self.plan_dir)
-        record = (
-            load_throttle_record(location)
-            if location.exists(THROTTLES_FILE)
-            else {
-                "entities": {},
-                "previous": {},
-            }
-        )
-        wanted: list[tuple[str, str, dict[str, str]]] = [
-            ("topics", t, c) for t, c in throttles.topic_configs().items()
-        ] + [("brokers", str(b), c) for b, c in throttles.broker_configs().items()]
-        for entity_type, name, config in wanted:
-            key = f"{entity_type}/{name}"
-            ours_before = dict(record["entities"].get(key, {}))  # an earlier batch of this run
-            # recorded before the write: clearing later removes a key only if it still holds our value
-            record["entities"].setdefault(key, {}).update(config)
-            location.write(THROTTLES_FILE, json.dumps(record, indent=1, sort_keys=True))
-            previous, _, written = update_config(
-                hook, entity_type, name, set_values=config, create_if_missing=entity_type == "brokers"
-            )
-            overwritten = replaced_values(previous, config, ours_before)
-            if overwritten and key not in record["previous"]:
-                self.log.warning("%s had throttle values set by someone else; replaced: %s", key, overwritten)
-                record["previous"][key] = overwritten
-                location.write(THROTTLES_FILE, json.dumps(record, indent=1, sort_keys=True))
-            if written:
-                self.log.info("Throttle set on /config/%s: %s", key, config)
-
 
 # ---------------------------------------------------------------------------------------------
 # Clear throttles (finally step)
@@ -701,10 +524,13 @@ class DrainExecuteOperator(BaseOperator):
 class ClearReplicationThrottlesOperator(BaseOperator):
     """Remove exactly the throttle values this run set (``throttles.json``), with notifications.
 
-    Runs whatever happened upstream (trigger rule ``all_done``). A value someone changed since is
-    left alone with a warning. While a partition of this plan is still moving, the throttles stay
-    (removing them would unthrottle it) and the task fails saying so, unless ``force``
-    (:func:`~airflow_provider_kafka_zk.kafka.drain_execution.clear_step` decides).
+    Runs whatever happened upstream (trigger rule ``all_done``). A thin shell around
+    :func:`~airflow_provider_kafka_zk.maintenance.drain.clear_throttles` (one step per entity on the
+    step executor, checked before the first write). A value someone changed since is left alone
+    with a warning. While a partition of this plan is still moving, the throttles stay (removing
+    them would unthrottle it) and the task fails saying so, unless ``force``
+    (:func:`~airflow_provider_kafka_zk.kafka.drain_execution.clear_step` decides). Gives the run's
+    maintenance lease back.
 
     :param plan_dir: the drain run's folder (unset: no plan was made, nothing to clear).
     :param kafka_zookeeper_conn_id: the cluster's ZooKeeper connection.
@@ -716,23 +542,6 @@ class ClearReplicationThrottlesOperator(BaseOperator):
 
     template_fields: Sequence[str] = ("plan_dir", "dry_run", "kafka_zookeeper_conn_id", "artefacts_conn_id")
     ui_color = "#d5f5e3"
-
-    def _release_lease_if_ours(
-        self, context: Context, hook: KafkaZooKeeperHook, plan: Mapping[str, Any]
-    ) -> None:
-        """An execute step that refused after taking the lease leaves it to this final step."""
-        run = RunIdentity.from_context(context, fallback_run_id=str(self.plan_dir))
-        if not lease_held_by(hook, run):
-            return
-        with MaintenanceSession(
-            hook,
-            cluster=str(plan["cluster"]),
-            artefact_dir=str(self.plan_dir),
-            run=run,
-            dry_run=False,
-            expected=plan_identity(plan, str(self.plan_dir)),
-        ) as session:
-            session.release_lease()
 
     def __init__(
         self,
@@ -753,6 +562,8 @@ class ClearReplicationThrottlesOperator(BaseOperator):
         self.force = force
 
     def execute(self, context: Context) -> dict[str, Any]:
+        from airflow_provider_kafka_zk.maintenance.drain import clear_throttles, release_lease_if_ours
+
         flags = parse_safety_flags(dry_run=self.dry_run, force=self.force)
         dry_run, force = flags["dry_run"], flags["force"]
         if is_unset(self.plan_dir):
@@ -760,55 +571,32 @@ class ClearReplicationThrottlesOperator(BaseOperator):
             return {"cleared": {}, "changed_by_others": {}}
         location = DrainLocation(artefacts_url(str(self.plan_dir), self.artefacts_conn_id))
         plan = load_plan(location.url)
-        batches = plan_batches(plan)
-        record = load_throttle_record(location) if location.exists(THROTTLES_FILE) else None
-        cleared: dict[str, list[str]] = {}
-        others: dict[str, list[str]] = {}
-        with KafkaZooKeeperHook(self.kafka_zookeeper_conn_id) as hook:
-            if record is None:
-                self.log.info(
-                    "This run set no throttles (%s absent): nothing to clear", location.path(THROTTLES_FILE)
-                )
-                if not dry_run:
-                    self._release_lease_if_ours(context, hook, plan)
-                return {"cleared": {}, "changed_by_others": {}}
-            session = MaintenanceSession(
-                hook,
-                cluster=str(plan["cluster"]),
-                artefact_dir=location.url,
-                run=RunIdentity.from_context(context, fallback_run_id=location.url),
-                dry_run=dry_run,
-                expected=plan_identity(plan, location.url),
+        run = RunIdentity.from_context(context, fallback_run_id=location.url)
+        expected = plan_identity(plan, location.url)
+        if not location.exists(THROTTLES_FILE):
+            self.log.info(
+                "This run set no throttles (%s absent): nothing to clear", location.path(THROTTLES_FILE)
             )
-            with session:
-                topics = read_all_topics(hook)
-                reassign, _ = read_reassign(hook)
-                step = clear_step(batches, Observed(topics, reassign=reassign), force=force)
-                if step.action is Action.REFUSE:
-                    raise refusal_error(step, throttle_advice(location.url, hook))
-                for key, ours in sorted(record["entities"].items()):
-                    entity_type, name = key.split("/", 1)
-                    if dry_run:
-                        self.log.info(
-                            "DRY RUN: would remove %s from /config/%s (where still ours)", sorted(ours), key
-                        )
-                        continue
-                    session.recheck()
-                    previous, changed, written = update_config(hook, entity_type, name, remove_values=ours)
-                    if changed:
-                        others[key] = changed
-                        self.log.warning(
-                            "/config/%s: %s changed by someone else since this run set them; left in place",
-                            key,
-                            changed,
-                        )
-                    removed = [k for k in ours if k in previous and k not in changed]
-                    if written:
-                        cleared[key] = removed
-                        self.log.info("Removed %s from /config/%s", removed, key)
-                if not dry_run:
-                    session.release_lease()
-        result = {"cleared": cleared, "changed_by_others": others, "dry_run": dry_run}
+            if not dry_run:
+                release_lease_if_ours(
+                    location.url,
+                    plan,
+                    kafka_zookeeper_conn_id=self.kafka_zookeeper_conn_id,
+                    run=run,
+                    expected=expected,
+                )
+            return {"cleared": {}, "changed_by_others": {}}
+        result = clear_throttles(
+            location.url,
+            plan,
+            plan_batches(plan),
+            load_throttle_record(location),
+            kafka_zookeeper_conn_id=self.kafka_zookeeper_conn_id,
+            run=run,
+            dry_run=dry_run,
+            force=force,
+            expected=expected,
+        )
         if not dry_run:
             location.write(THROTTLES_CLEARED_FILE, json.dumps(result, indent=1, sort_keys=True))
         return result

@@ -31,7 +31,6 @@ reads exactly the partition rows, with the ``broker`` column. Every file is writ
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import posixpath
@@ -58,6 +57,8 @@ from airflow_provider_kafka_zk.hooks.broker_host import (
 )
 from airflow_provider_kafka_zk.kafka import znodes
 from airflow_provider_kafka_zk.kafka.inventory import BrokerInventory, InventoryCoverage
+from airflow_provider_kafka_zk.operators._run import TS_FORMAT, run_key, run_key_of  # noqa: F401 (re-exported)
+from airflow_provider_kafka_zk.operators._run import resolve_ts as _resolve_ts
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -65,7 +66,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SUMMARY_METADATA_KEY = b"kafka_zk.inventory"
-TS_FORMAT = "%Y%m%dT%H%M%S.%fZ"  # as the snapshots' directory names
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _TS = re.compile(r"[A-Za-z0-9][A-Za-z0-9T._:+-]*")
 _FAILURE_FILE = re.compile(r"broker=(-?[0-9]+)\.json")
@@ -249,38 +249,6 @@ def read_inventory_summary(path: str) -> dict[str, Any]:
     with fs.open(local, "rb") as handle:
         metadata = pq.read_schema(handle).metadata or {}
     return json.loads(metadata[SUMMARY_METADATA_KEY])
-
-
-def run_key(run_id: str, run_after: datetime) -> str:
-    """A run's artefact folder name: ``<run_after UTC>-<8 hex of the run id>``, e.g.
-    ``20261122T061800.123456Z-3f2a9c1e``.
-
-    Built from what every run has. A run triggered by ``airflow dags trigger`` or the REST API has
-    no logical date (``ts``, ``ds``, ``logical_date`` are undefined in Airflow 3), so a name from
-    the logical date would fail there. ``run_after`` never changes for a run (clearing keeps it), so
-    retries and cleared tasks find their run's folder again; it sorts the folders by time. The run
-    id's digest tells apart two runs given the same ``run_after`` (the REST API accepts one).
-    No ``:`` or ``+`` (object stores, shells).
-
-    :param run_id: the Airflow run id.
-    :param run_after: the run's ``run_after`` (aware, or naive UTC).
-    """
-    moment = run_after if run_after.tzinfo is not None else run_after.replace(tzinfo=UTC)
-    digest = hashlib.sha256(str(run_id).encode()).hexdigest()[:8]
-    return f"{moment.astimezone(UTC).strftime(TS_FORMAT)}-{digest}"
-
-
-def run_key_of(dag_run: Any) -> str:
-    """:func:`run_key` of a DAG run (the ``dag_run`` of a task's context; a template macro too)."""
-    return run_key(dag_run.run_id, dag_run.run_after)
-
-
-def _resolve_ts(value: str | None, context: Context) -> str:
-    """The given name, else the run's :func:`run_key`, so every mapped task of a run writes to one
-    directory; never the logical date, which runs triggered over REST or the CLI do not have."""
-    if value:
-        return str(value)
-    return run_key_of(context["dag_run"])
 
 
 # ---------------------------------------------------------------------------------------------

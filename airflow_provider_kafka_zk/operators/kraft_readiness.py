@@ -23,6 +23,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from airflow_provider_kafka_zk.artefacts.files import write_atomically
 from airflow_provider_kafka_zk.artefacts.object_storage import artefacts_url
 from airflow_provider_kafka_zk.artefacts.snapshots import read_snapshot_table, validate_cluster_name
+from airflow_provider_kafka_zk.clusters import default_artefacts_base
 from airflow_provider_kafka_zk.kafka import znodes as zk
 from airflow_provider_kafka_zk.kafka.audit import ReplicaDir
 from airflow_provider_kafka_zk.kafka.errors import KafkaFormatError
@@ -37,8 +38,7 @@ from airflow_provider_kafka_zk.kafka.kraft_readiness import (
 from airflow_provider_kafka_zk.kafka.snapshot import ZnodeRow
 from airflow_provider_kafka_zk.kafka.topic_id_repair import diagnose
 from airflow_provider_kafka_zk.maintenance import parse_safety_flags
-from airflow_provider_kafka_zk.operators.inventory import _resolve_ts
-from airflow_provider_kafka_zk.operators.snapshot import default_artefacts_base
+from airflow_provider_kafka_zk.operators._run import resolve_ts as _resolve_ts
 from airflow_provider_kafka_zk.spark_jobs import audit as audit_job
 
 if TYPE_CHECKING:

@@ -33,6 +33,7 @@ from airflow_provider_kafka_zk.artefacts.object_storage import artefacts_url
 from airflow_provider_kafka_zk.artefacts.snapshots import (
     validate_cluster_name,
 )
+from airflow_provider_kafka_zk.clusters import default_artefacts_base
 from airflow_provider_kafka_zk.hooks.broker_host import DEFAULT_PYTHON_INTERPRETERS, BrokerHostHook
 from airflow_provider_kafka_zk.hooks.broker_log_scan import (
     DEFAULT_FILE_TIMEOUT_S,
@@ -49,7 +50,6 @@ from airflow_provider_kafka_zk.kafka.log_scan_rules import (
 from airflow_provider_kafka_zk.kafka.versions import KafkaVersion
 from airflow_provider_kafka_zk.maintenance import parse_safety_flags
 from airflow_provider_kafka_zk.operators.inventory import _resolve_ts, read_inventory_summary
-from airflow_provider_kafka_zk.operators.snapshot import default_artefacts_base
 from airflow_provider_kafka_zk.spark_jobs.log_scan import LogScanInputError, judge_scan, parquet_bytes
 
 if TYPE_CHECKING:

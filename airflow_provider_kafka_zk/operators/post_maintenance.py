@@ -12,6 +12,7 @@ clearing. Artefacts: ``<base>/<cluster>/post-maintenance/<ts>/``: ``rollback.jso
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -19,14 +20,15 @@ from typing import TYPE_CHECKING, Any
 
 import fsspec
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kafka_zk.artefacts.object_storage import artefacts_url
 from airflow_provider_kafka_zk.artefacts.snapshots import (
     latest_snapshot,
     read_snapshot,
+    read_snapshot_without_partitions,
     validate_cluster_name,
 )
+from airflow_provider_kafka_zk.clusters import default_artefacts_base
 from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook
 from airflow_provider_kafka_zk.kafka import znodes
 from airflow_provider_kafka_zk.kafka.audit import controller_rebalance_rule
@@ -39,8 +41,6 @@ from airflow_provider_kafka_zk.kafka.leadership import (
     ElectionScope,
     choose_election,
     elected_before_us,
-    election_batches,
-    election_outcome,
     election_report_line,
 )
 from airflow_provider_kafka_zk.kafka.model import ClusterState
@@ -49,10 +49,20 @@ from airflow_provider_kafka_zk.kafka.post_maintenance import (
     batch_moves,
     count_under_replicated,
     health_gate,
-    plan_move_back,
+    move_back_from_state,
+    plan_summary,
+    report_text,
 )
-from airflow_provider_kafka_zk.maintenance import MaintenanceSession, RunIdentity, parse_safety_flags
-from airflow_provider_kafka_zk.operators.approved_plan import require_approved_plan
+from airflow_provider_kafka_zk.maintenance import RunIdentity, parse_safety_flags
+from airflow_provider_kafka_zk.maintenance.leader_election import (
+    ELECTION_FILE,
+    ElectionInFlightError,
+    PostMaintenanceError,
+    read_leadership,
+    run_election,
+)
+from airflow_provider_kafka_zk.operators._run import resolve_ts as _resolve_ts
+from airflow_provider_kafka_zk.operators.approved_plan import approved_plan
 from airflow_provider_kafka_zk.operators.drain_artefacts import (
     PLAN_FILE,
     PLAN_FORMAT,
@@ -71,21 +81,17 @@ from airflow_provider_kafka_zk.operators.drain_artefacts import (
     plan_identity,
     positive_int,
     snapshot_identity,
+    topic_incarnations,
 )
-from airflow_provider_kafka_zk.operators.inventory import _resolve_ts
-from airflow_provider_kafka_zk.operators.snapshot import default_artefacts_base
 from airflow_provider_kafka_zk.spark_jobs.audit import load_inputs, run_in_process
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-ELECTION_FILE = "election.json"
+log = logging.getLogger(__name__)
+
 IMBALANCE_CHECK = "preferred-leader-imbalance"
 THROTTLE_CHECK = "throttle-left-set"
-
-
-class PostMaintenanceError(AirflowFailException):
-    """The step cannot go on; the message names the run, broker, partition or znode and what to do."""
 
 
 class DrainRunNotFoundError(PostMaintenanceError):
@@ -94,10 +100,6 @@ class DrainRunNotFoundError(PostMaintenanceError):
 
 class HealthGateError(PostMaintenanceError):
     """The cluster is not back in shape: nothing is moved or elected until it is."""
-
-
-class ElectionInFlightError(PostMaintenanceError):
-    """``/admin/preferred_replica_election`` exists and is not this run's."""
 
 
 class PostMaintenanceVerificationError(PostMaintenanceError):
@@ -157,8 +159,12 @@ def find_drain_run(base: str, cluster: str, drain_run: str) -> DrainLocation:
     )
 
 
-def drained_moves(location: DrainLocation) -> tuple[list[DrainedMove], dict[str, Any]]:
-    """The drain's moves (its plan) with where each partition was before (its rollback.json)."""
+def drained_moves(
+    location: DrainLocation, *, identify: bool = True
+) -> tuple[list[DrainedMove], dict[str, Any]]:
+    """The drain's moves (its plan) with where each partition was before (its rollback.json) and
+    which topic the drain moved (:func:`drained_incarnations`; ``identify`` false: not looked up,
+    for a run that moves nothing back)."""
     plan = load_plan(location.url)
     rollback = location.read_json(ROLLBACK_FILE)
     try:
@@ -168,6 +174,7 @@ def drained_moves(location: DrainLocation) -> tuple[list[DrainedMove], dict[str,
     if not plan.get("snapshot") and location.exists(SAFETY_SNAPSHOT_FILE):
         # a plan from a planning read names no snapshot: the one its execute step checked it against
         plan = {**plan, "snapshot": location.read_json(SAFETY_SNAPSHOT_FILE).get("snapshot")}
+    incarnations = drained_incarnations(location, plan) if identify else {}
     moves = []
     for batch in plan["batches"]:
         for m in batch:
@@ -178,16 +185,55 @@ def drained_moves(location: DrainLocation) -> tuple[list[DrainedMove], dict[str,
                     f"{location.path(ROLLBACK_FILE)} does not hold {key[0]}-{key[1]} as the plan moved it "
                     f"(plan: from {m['current']}, rollback: {None if original is None else list(original)})"
                 )
+            topic_id, czxid = incarnations.get(key[0], (None, None))
             moves.append(
-                DrainedMove(key[0], key[1], tuple(original), tuple(m["target"]), int(m["size_bytes"]))
+                DrainedMove(
+                    key[0], key[1], tuple(original), tuple(m["target"]), int(m["size_bytes"]), topic_id, czxid
+                )
             )
     return moves, plan
 
 
-def read_leadership(hook: KafkaZooKeeperHook) -> ClusterState:
-    """Brokers, topics, partition states and the admin znodes, from one walk (the election's view)."""
-    walk = hook.snapshot(include=("/brokers", "/admin", znodes.CONTROLLER), progress_every=3600)
-    return ClusterState.from_snapshot(walk.rows)
+def drained_incarnations(
+    location: DrainLocation, plan: Mapping[str, Any]
+) -> dict[str, tuple[str | None, int]]:
+    """Each topic the drain moved, as the drain read it: (topic id, znode czxid).
+
+    From ``plan.json``'s ``topics`` (plans record them); for a plan made before that, from what the
+    drain planned from -- its planning read's czxids (``read``) or its safety snapshot -- which is
+    the same information. A drain whose records hold neither refuses the move-back: a topic deleted
+    and created again under the same name could not be told from the one the drain moved.
+    """
+    moved = sorted({str(m["topic"]) for batch in plan["batches"] for m in batch})
+    recorded = plan.get("topics") or {}
+    if all(t in recorded for t in moved):
+        return {t: (recorded[t].get("topic_id"), int(recorded[t]["czxid"])) for t in moved}
+    read = (plan.get("read") or {}).get("topics") or {}
+    if all(t in read for t in moved):
+        return {t: (None, int(read[t][0])) for t in moved}  # czxids: the incarnation, ids not read
+    snapshot = plan.get("snapshot")
+    problem = "it names no snapshot"
+    if snapshot:
+        try:
+            _, rows = read_snapshot_without_partitions(str(snapshot))
+            state = ClusterState.from_snapshot(rows, partial_read=True)
+        except Exception as exc:  # named in the refusal below
+            problem = f"its snapshot {snapshot} is unreadable ({type(exc).__name__}: {exc})"
+        else:
+            found = topic_incarnations(state, moved)
+            if all(t in found for t in moved):
+                log.info(
+                    "The drain's topics identified from its snapshot %s (plan.json predates them)", snapshot
+                )
+                return {t: (found[t]["topic_id"], int(found[t]["czxid"])) for t in moved}
+            problem = f"its snapshot {snapshot} lacks {sorted(set(moved) - set(found))}"
+    raise PostMaintenanceError(
+        f"the drain run {location.url} records neither its topics' ids nor their znodes' creation zxids "
+        f"({location.path(PLAN_FILE)} was made by an older version, and {problem}): a topic deleted and "
+        "created again under the same name could not be told from the one the drain moved, so nothing is "
+        "moved back by name. Run with move_back=false (the gate and the election still run) and put the "
+        f"partitions back by hand from {location.path(ROLLBACK_FILE)} after checking each topic"
+    )
 
 
 class PostMaintenancePlanOperator(BaseOperator):
@@ -195,8 +241,11 @@ class PostMaintenancePlanOperator(BaseOperator):
 
     Fails (HealthGateError) unless the returning brokers are registered, no partition lacks a live
     leader and under-replicated partitions are back at the pre-maintenance count (the drain's safety
-    snapshot, or ``max_under_replicated``). Partitions moved since the drain, gone, or moving now are
-    reported, never moved. Writes ``rollback.json`` first, then the move-back as a drain plan.
+    snapshot, or ``max_under_replicated``). The drain's partitions are recognised by their topic's id
+    and znode czxid, not by name (:func:`drained_incarnations`): partitions moved since the drain,
+    gone, moving now, of a topic deleted and created again since, or whose original brokers are not
+    all registered now are reported, never moved. Writes ``rollback.json`` first, then the move-back
+    as a drain plan (with the topics' incarnations, which its execution pins).
 
     :param cluster: the cluster's name.
     :param brokers: the brokers the maintenance stopped (default: the drain's brokers).
@@ -273,7 +322,7 @@ class PostMaintenancePlanOperator(BaseOperator):
         validate_cluster_name(self.cluster)
 
         drain = None if is_unset(self.drain_run) else find_drain_run(base, self.cluster, str(self.drain_run))
-        drained, drain_plan = drained_moves(drain) if drain is not None else ([], None)
+        drained, drain_plan = drained_moves(drain, identify=move_back) if drain is not None else ([], None)
         if not brokers and drain_plan is not None:
             brokers = list(drain_plan["request"]["brokers"])
         if not brokers:
@@ -310,12 +359,8 @@ class PostMaintenancePlanOperator(BaseOperator):
             )
         )
 
-        current = {(p.topic, p.partition): p.target_replicas or p.replicas for p in state.partitions()}
-        reassigning = {(p.topic, p.partition) for p in state.partitions() if p.is_reassigning}
-        if state.reassign_partitions is not None:
-            reassigning |= {(e.topic, e.partition) for e in state.reassign_partitions.partitions}
         sizes, _ = inventory_sizes(base, self.cluster, _resolve_ts(self.inventory_ts, context))
-        back = plan_move_back(drained if move_back else [], current, reassigning=reassigning, sizes=sizes)
+        back = move_back_from_state(drained if move_back else [], state, sizes=sizes)
         request = dict(drain_plan["request"]) if drain_plan is not None else {"scope": "all"}
         limit = max_partitions or int(request.get("max_partitions_per_batch") or 100)
         byte_limit = max_bytes if max_bytes is not None else request.get("max_bytes_per_batch")
@@ -372,6 +417,7 @@ class PostMaintenancePlanOperator(BaseOperator):
             },
             "complete": True,
             "batches": batches_json(batches),
+            "topics": topic_incarnations(state, (m.topic for m in back.moves)),
             "unmovable": [],
             "unsatisfiable": [],
             "excluded": [],
@@ -395,7 +441,7 @@ class PostMaintenancePlanOperator(BaseOperator):
             },
         }
         location.write(PLAN_FILE, json.dumps(document, indent=1))
-        summary = _plan_summary(document, len(back.moves))
+        summary = plan_summary(document, len(back.moves))
         location.write(SUMMARY_FILE, summary + "\n")
         self.log.info("Post-maintenance plan %s\n%s", location.url, summary)
         if not gate.passed:
@@ -429,38 +475,6 @@ class PostMaintenancePlanOperator(BaseOperator):
         return 0, "default (no drain run named)"
 
 
-def _plan_summary(document: Mapping[str, Any], moves: int) -> str:
-    lines = [f"Post-maintenance plan for {document['cluster']}; snapshot {document['snapshot']}"]
-    if document["restores"]:
-        lines.append(f"restores drain run {document['restores']} (run id {document['restores_run_id']})")
-    gate = document["gate"]
-    lines.append(
-        f"health gate: {'passed' if gate['passed'] else 'FAILED'} (returning brokers "
-        f"{document['returning_brokers']}; under-replicated baseline {gate['baseline_under_replicated']}, "
-        f"from {gate['baseline_from']})"
-    )
-    lines += [f"  - {p}" for p in gate["problems"]]
-    back = document["move_back"]
-    if back["requested"]:
-        lines.append(f"move back: {moves} partition(s) in {len(document['batches'])} batch(es)")
-        for batch in document["batches"]:
-            lines += [f"  {m['topic']}-{m['partition']}: {m['current']} -> {m['target']}" for m in batch]
-        if back["already_back"]:
-            lines.append(f"already where they were before the drain: {', '.join(back['already_back'])}")
-        if back["untouched"]:
-            lines.append("left alone (reported, not moved):")
-            lines += [f"  - {u}" for u in back["untouched"]]
-    else:
-        lines.append("move back: not requested")
-    preview = document["election_preview"]
-    lines.append(
-        f"preferred leader election for brokers {preview['brokers']}: "
-        f"{len(preview['electable_now'])} partition(s) electable now (the election recomputes after the move-back)"
-    )
-    lines += [f"  - not electable: {n}" for n in preview["not_electable_now"][:10]]
-    return "\n".join(lines)
-
-
 # ---------------------------------------------------------------------------------------------
 # Preferred leader election
 # ---------------------------------------------------------------------------------------------
@@ -469,12 +483,14 @@ def _plan_summary(document: Mapping[str, Any], moves: int) -> str:
 class PreferredLeaderElectionOperator(BaseOperator):
     """Elect preferred leaders through ``/admin/preferred_replica_election``, as Kafka's ZooKeeper tool did.
 
-    Creates the znode (never overwrites: one in flight that is not this run's refuses), in batches
-    bounded by partitions and bytes, each after the last was processed (the controller deletes the
-    znode); waits deferrably (``deferrable``) or in the task. Only partitions an election can move
-    (preferred replica alive and in the ISR) are requested; the rest are reported with the reason.
-    A retried task recomputes from ZooKeeper and never requests a partition twice. Writes
-    ``election.json`` (what was requested, what moved, what did not and why). Dry run by default.
+    A thin shell around :func:`~airflow_provider_kafka_zk.maintenance.leader_election.run_election`
+    (the step executor: every request checked before the first write). Creates the znode (never
+    overwrites: one in flight that is not this run's refuses), in batches bounded by partitions and
+    bytes, each after the last was processed (the controller deletes the znode); waits deferrably
+    (``deferrable``) or in the task. Only partitions an election can move (preferred replica alive and
+    in the ISR) are requested; the rest are reported with the reason. A retried task continues with
+    the same requests and never requests a partition twice. Writes ``election.json`` (what was
+    requested, what moved, what did not and why). Dry run by default.
 
     :param cluster: the cluster's name (artefact folder).
     :param kafka_zookeeper_conn_id: the ZooKeeper connection of the cluster (with its chroot).
@@ -582,11 +598,6 @@ class PreferredLeaderElectionOperator(BaseOperator):
             "/".join([base.rstrip("/"), self.cluster, "leader-election", _resolve_ts(None, context)])
         )
 
-    def _record(self, location: DrainLocation) -> dict[str, Any]:
-        if location.exists(ELECTION_FILE):
-            return location.read_json(ELECTION_FILE)
-        return {"requested": [], "batches": [], "in_flight": None}
-
     # ------------------------------------------------------------------ run
     def execute(self, context: Context) -> dict[str, Any]:
         return self._run(context)
@@ -601,7 +612,6 @@ class PreferredLeaderElectionOperator(BaseOperator):
         return self._run(context)
 
     def _run(self, context: Context) -> dict[str, Any]:
-        require_approved_plan(self, context)  # a real run: the approved plan, unchanged, or nothing
         dry_run = parse_safety_flags(dry_run=self.dry_run)["dry_run"]
         scope = self._scope()
         max_partitions, max_bytes, poll, timeout = self._numbers()
@@ -610,145 +620,35 @@ class PreferredLeaderElectionOperator(BaseOperator):
         if not is_unset(self.plan_dir):
             plan_dir = artefacts_url(str(self.plan_dir), self.artefacts_conn_id)
             expected = plan_identity(DrainLocation(plan_dir).read_json(PLAN_FILE), plan_dir)
-        record = self._record(location)
-        with KafkaZooKeeperHook(self.kafka_zookeeper_conn_id) as hook:
-            session = MaintenanceSession(
-                hook,
-                cluster=self.cluster,
-                artefact_dir=location.url,
-                run=RunIdentity.from_context(context, fallback_run_id=location.url),
-                dry_run=dry_run,
-                expected=expected,
-                single_step=True,
-            )
-            with session:
-                while True:
-                    state = read_leadership(hook)
-                    waiting = self._in_flight(hook, state, record)
-                    if waiting is not None:
-                        self._wait(hook, location, record, waiting, poll, timeout)
-                        continue
-                    asked = {tuple(tp) for tp in record["requested"]}
-                    choice = choose_election(state, scope)
-                    todo = [tp for tp in choice.electable if tuple(tp) not in asked]
-                    if not record["batches"]:
-                        self.log.info(
-                            "Scope %s: %d partition(s) already led by their preferred replica, %d electable, "
-                            "%d not electable%s",
-                            scope.describe(),
-                            choice.already_preferred,
-                            len(choice.electable),
-                            len(choice.not_electable),
-                            "".join(f"\n  - {n.describe()}" for n in choice.not_electable[:20]),
-                        )
-                    if not todo:
-                        break
-                    batch = election_batches(todo, max_partitions=max_partitions, max_bytes=max_bytes)[0]
-                    data = znodes.PreferredReplicaElection(batch).encode()
-                    if dry_run:
-                        for b in election_batches(todo, max_partitions=max_partitions, max_bytes=max_bytes):
-                            self.log.info(
-                                "DRY RUN: would create %s with %d partition(s): %s",
-                                hook.describe_path(znodes.PREFERRED_REPLICA_ELECTION),
-                                len(b),
-                                ", ".join(f"{t}-{p}" for t, p in b),
-                            )
-                        record.update(dry_run=True, would_elect=[list(tp) for tp in todo])
-                        location.write(ELECTION_FILE, json.dumps(record, indent=1))
-                        return {
-                            "dry_run": True,
-                            "would_elect": len(todo),
-                            "election": location.path(ELECTION_FILE),
-                        }
-                    session.recheck()
-                    # recorded before the create: a retry recognises the znode as this run's
-                    record["in_flight"] = [list(tp) for tp in batch]
-                    record["requested"] += [list(tp) for tp in batch]
-                    record["batches"].append([list(tp) for tp in batch])
-                    location.write(ELECTION_FILE, json.dumps(record, indent=1))
-                    if not hook.create_if_absent(znodes.PREFERRED_REPLICA_ELECTION, data):
-                        continue  # someone created it meanwhile: the loop decides whose it is
-                    self.log.info(
-                        "Created %s for %d partition(s) (batch %d)",
-                        hook.describe_path(znodes.PREFERRED_REPLICA_ELECTION),
-                        len(batch),
-                        len(record["batches"]),
-                    )
-                requested = [znodes.TopicPartition(t, int(p)) for t, p in record["requested"]]
-                outcome = election_outcome(read_leadership(hook), requested)
-        record.update(
-            in_flight=None,
+        return run_election(
+            location,
+            cluster=self.cluster,
+            kafka_zookeeper_conn_id=self.kafka_zookeeper_conn_id,
+            scope=scope,
+            max_partitions=max_partitions,
+            max_bytes=max_bytes,
+            poll_interval=poll,
+            timeout=timeout,
+            run=RunIdentity.from_context(context, fallback_run_id=location.url),
             dry_run=dry_run,
-            elected=[f"{t}-{p}" for t, p in outcome.elected],
-            not_moved=[n.describe() for n in outcome.not_moved],
-            not_electable=[n.describe() for n in choice.not_electable],
-        )
-        location.write(ELECTION_FILE, json.dumps(record, indent=1))
-        self.log.info("Preferred leader election done: %s", outcome.summary())
-        return {
-            "dry_run": dry_run,
-            "elected": len(outcome.elected),
-            "not_moved": len(outcome.not_moved),
-            "not_electable": len(choice.not_electable),
-            "election": location.path(ELECTION_FILE),
-        }
-
-    def _in_flight(
-        self, hook: KafkaZooKeeperHook, state: ClusterState, record: Mapping[str, Any]
-    ) -> int | None:
-        """The znode's czxid when it exists and is this run's batch; None when there is none.
-        ElectionInFlightError when it is someone else's."""
-        znode = state.preferred_replica_election
-        if znode is None:
-            return None
-        ours = record.get("in_flight")
-        if ours is not None and {tuple(tp) for tp in ours} == {tuple(tp) for tp in znode.partitions}:
-            stat = hook.exists(znodes.PREFERRED_REPLICA_ELECTION)
-            return None if stat is None else stat.czxid
-        shown = ", ".join(f"{t}-{p}" for t, p in znode.partitions[:10])
-        raise ElectionInFlightError(
-            f"{hook.describe_path(znodes.PREFERRED_REPLICA_ELECTION)} exists and is not this run's "
-            f"({len(znode.partitions)} partition(s): {shown}): a preferred leader election is in flight; "
-            "refusing to add to it. Wait until the controller deletes it (if no controller runs, it stays "
-            "forever: check /controller) and run again"
+            expected=expected,
+            defer_wait=(lambda czxid: self._defer(czxid, poll, timeout)) if self.deferrable else None,
+            approval=approved_plan(self, context),  # a real run: the approved plan, unchanged, or nothing
         )
 
-    def _wait(
-        self,
-        hook: KafkaZooKeeperHook,
-        location: DrainLocation,
-        record: dict[str, Any],
-        czxid: int,
-        poll: float,
-        timeout: float,
-    ) -> None:
-        """Until the controller deleted our znode: in the triggerer when deferrable, else here."""
-        if self.deferrable:
-            from airflow_provider_kafka_zk.triggers.leader_election import PreferredElectionTrigger
+    def _defer(self, czxid: int, poll: float, timeout: float) -> None:
+        """Hand the wait for our znode (``czxid``) to the triggerer; :meth:`execute_complete` resumes."""
+        from airflow_provider_kafka_zk.triggers.leader_election import PreferredElectionTrigger
 
-            self.defer(
-                trigger=PreferredElectionTrigger(
-                    kafka_zookeeper_conn_id=self.kafka_zookeeper_conn_id,
-                    czxid=czxid,
-                    poll_interval=poll,
-                    deadline=time.time() + timeout,
-                ),
-                method_name="execute_complete",
-            )
-        started = time.monotonic()
-        while True:
-            stat = hook.exists(znodes.PREFERRED_REPLICA_ELECTION)
-            if stat is None or stat.czxid != czxid:
-                break
-            if time.monotonic() - started > timeout:
-                raise PostMaintenanceError(
-                    f"the controller has not processed {hook.describe_path(znodes.PREFERRED_REPLICA_ELECTION)} "
-                    f"in {timeout:g}s: is a controller running (/controller)? The znode stays; clear this "
-                    "task to keep waiting (nothing is requested twice)"
-                )
-            time.sleep(poll)
-        record["in_flight"] = None
-        location.write(ELECTION_FILE, json.dumps(record, indent=1))
+        self.defer(
+            trigger=PreferredElectionTrigger(
+                kafka_zookeeper_conn_id=self.kafka_zookeeper_conn_id,
+                czxid=czxid,
+                poll_interval=poll,
+                deadline=time.time() + timeout,
+            ),
+            method_name="execute_complete",
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -829,7 +729,7 @@ class PostMaintenanceVerifyOperator(RunVerifyOperator):
             "problems": problems,
         }
         location.write(VERIFY_FILE, json.dumps(result, indent=1, default=str))
-        report = _report(result)
+        report = report_text(result)
         location.write(REPORT_FILE, report)
         for line in report.splitlines():
             self.log.info("%s", line)
@@ -872,33 +772,14 @@ class PostMaintenanceVerifyOperator(RunVerifyOperator):
         )
 
 
-def _report(result: Mapping[str, Any]) -> str:
-    lines = [f"Post-maintenance of {result['plan_dir']}"]
-    if result["restores"]:
-        lines.append(f"restores drain run {result['restores']} (run id {result['restores_run_id']})")
-    lines.append(f"returning brokers: {result['returning_brokers']}")
-    lines.append(
-        f"moved back: {result['moved_back'] - len(result['not_back'])} of {result['moved_back']} partition(s)"
-    )
-    lines += [f"  - not back: {n}" for n in result["not_back"]]
-    if result["untouched"]:
-        lines.append("left alone (moved since the drain, gone or moving):")
-        lines += [f"  - {u}" for u in result["untouched"]]
-    lines.append(result.get("election_line") or f"preferred leaders elected: {len(result['elected'])}")
-    lines += [f"  - not moved: {n}" for n in result["not_moved"]]
-    if result["problems"]:
-        lines.append("NOT DONE:")
-        lines += [f"  - {p}" for p in result["problems"]]
-    else:
-        lines.append(
-            "verified: partitions back in place with full ISRs, no leader imbalance on the returning brokers, "
-            "no replication throttle left"
-        )
-    return "\n".join(lines) + "\n"
-
-
 __all__ = [
+    "ELECTION_FILE",
+    "DrainRunNotFoundError",
+    "ElectionInFlightError",
+    "HealthGateError",
+    "PostMaintenanceError",
     "PostMaintenancePlanOperator",
     "PostMaintenanceVerifyOperator",
     "PreferredLeaderElectionOperator",
+    "read_leadership",
 ]

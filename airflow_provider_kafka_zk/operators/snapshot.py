@@ -8,7 +8,6 @@ Thin shells: the walk is :meth:`KafkaZooKeeperHook.snapshot`, the files are
 from __future__ import annotations
 
 import logging
-import os
 import posixpath
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -24,6 +23,7 @@ from airflow_provider_kafka_zk.artefacts.snapshots import (
     validate_cluster_name,
     write_snapshot,
 )
+from airflow_provider_kafka_zk.clusters import default_artefacts_base
 from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook
 from airflow_provider_kafka_zk.hooks.zookeeper_snapshot import DEFAULT_EXCLUDE, DEFAULT_INCLUDE, WalkProgress
 from airflow_provider_kafka_zk.kafka.safety import strict_flag
@@ -40,24 +40,6 @@ ASSET_SCHEME = "kafka-zk"
 def snapshot_asset(cluster: str) -> Asset:
     """The Asset a cluster's snapshots update: ``kafka-zk://<cluster>/snapshots``."""
     return Asset(f"{ASSET_SCHEME}://{validate_cluster_name(cluster)}/snapshots")
-
-
-def default_artefacts_base() -> str:
-    """Where artefacts go when a task names no base: ``$KAFKA_ZK_ARTEFACTS_BASE``, else
-    ``[kafka_zk] artefacts_base`` from the Airflow config, else ``$AIRFLOW_HOME/kafka-zk-artefacts``.
-
-    The one resolution every DAG (at parse time) and every operator (at run time) uses, so a task
-    never writes where the next one does not read.
-    """
-    if os.environ.get("KAFKA_ZK_ARTEFACTS_BASE"):
-        return os.environ["KAFKA_ZK_ARTEFACTS_BASE"]
-    from airflow.sdk.configuration import conf
-
-    configured = conf.get("kafka_zk", "artefacts_base", fallback=None)
-    if configured:
-        return configured
-    home = os.environ.get("AIRFLOW_HOME") or os.path.expanduser("~/airflow")
-    return os.path.join(home, "kafka-zk-artefacts")
 
 
 def _paths(value: str | Sequence[str]) -> tuple[str, ...]:

@@ -49,6 +49,7 @@ from airflow_provider_kafka_zk.kafka.findings import Finding, triage_order
 from airflow_provider_kafka_zk.kafka.inventory import age_reference_ms
 from airflow_provider_kafka_zk.kafka.kraft_migration import kraft_controller_active
 from airflow_provider_kafka_zk.kafka.model import ClusterState, TopicState
+from airflow_provider_kafka_zk.kafka.snapshot import gc_paused
 from airflow_provider_kafka_zk.kafka.uuid import KafkaUuid
 from airflow_provider_kafka_zk.kafka.versions import KafkaVersion
 from airflow_provider_kafka_zk.reports import build_summary, render_html
@@ -188,9 +189,10 @@ def read_inventory_rows(
                 )
             ]
             names = list(columns)
-            out.extend(
-                dict(zip(names, values, strict=True)) for values in zip(*columns.values(), strict=True)
-            )
+            with gc_paused():  # a dict per directory: no collection walks them while they are made
+                out.extend(
+                    dict(zip(names, values, strict=True)) for values in zip(*columns.values(), strict=True)
+                )
     return out, broker_summaries, count
 
 
@@ -403,9 +405,14 @@ def _replica_dirs(rows: Iterable[Mapping[str, Any]]) -> list[ReplicaDir]:
 
 
 def run_in_process(inputs: AuditInputs) -> list[Finding]:
-    """The whole audit in this process (small clusters, tests, the baseline)."""
-    evidence = rules.gather_evidence(inputs.state, _replica_dirs(inputs.dir_rows), inputs.previous)
-    return rules.audit(inputs.state, evidence, inputs.facts)
+    """The whole audit in this process (small clusters, tests, the baseline).
+
+    With the cyclic GC paused: at a million replicas the run makes millions of small acyclic
+    objects (directories, evidence, findings), and collections walking them took a third of it.
+    """
+    with gc_paused():
+        evidence = rules.gather_evidence(inputs.state, _replica_dirs(inputs.dir_rows), inputs.previous)
+        return rules.audit(inputs.state, evidence, inputs.facts)
 
 
 @dataclass(frozen=True)

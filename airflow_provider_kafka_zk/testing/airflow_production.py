@@ -550,6 +550,11 @@ class AirflowProduction(ApprovalRest):
     :param extra_env: more environment (cluster file, Spark's variables ...); never ``PYTHONPATH``
         to a checkout: the wheel is what runs.
     :param parallelism: LocalExecutor's worker processes (the machine has 2 cores).
+    :param connections: conn id -> fields, stored with ``airflow connections add`` after ``db
+        migrate`` and before the first parse (a DAG file that checks its connections at parse time,
+        as the daily one does for its alerts, parses clean at once).
+    :param niceness: service -> ``nice`` increment (e.g. ``{"triggerer": -10}``: on a shared 2-core
+        machine, its event loop's watchdog then measures the triggerer, not the other services).
     """
 
     venv: ProductionVenv
@@ -560,6 +565,8 @@ class AirflowProduction(ApprovalRest):
     parallelism: int = 8
     users: Mapping[str, str] = field(default_factory=dict)
     """More users of the simple auth manager than the admin: name -> role (each gets a password)."""
+    connections: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    niceness: Mapping[str, int] = field(default_factory=dict)
     password: str = field(default_factory=lambda: secrets.token_urlsafe(16))
     port: int = field(default_factory=lambda: free_port("127.0.0.1"))
     services: dict[str, _Service] = field(default_factory=dict)
@@ -628,11 +635,16 @@ class AirflowProduction(ApprovalRest):
         self.cli("db", "migrate", timeout=900)
         self.started_s["db migrate"] = time.monotonic() - started
         started = time.monotonic()
+        for conn_id, fields in self.connections.items():
+            self.add_connection(conn_id, fields)
+        self.started_s[f"connections add ({len(self.connections)})"] = time.monotonic() - started
+        started = time.monotonic()
         self.cli("dags", "reserialize", timeout=900)  # DAGs listed before the dag-processor's first loop
         self.started_s["dags reserialize"] = time.monotonic() - started
         started = time.monotonic()
         for name in SERVICES:
-            command = [*_pdeathsig(), str(self.venv.bin / "airflow"), name]
+            nice = ["nice", "-n", str(self.niceness[name])] if name in self.niceness else []
+            command = [*_pdeathsig(), *nice, str(self.venv.bin / "airflow"), name]
             if name in ("scheduler", "triggerer"):
                 # Airflow's log server binds every interface on a fixed port (8793/8794, no host
                 # option); one host's task logs are read from disk by the api-server anyway
@@ -761,6 +773,14 @@ class AirflowProduction(ApprovalRest):
 
     def unpause(self, dag_id: str) -> None:
         self.api("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})
+
+    def pause(self, dag_id: str) -> None:
+        self.api("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": True})
+
+    def runs(self, dag_id: str, run_type: str | None = None) -> list[dict[str, Any]]:
+        """The DAG's runs (of ``run_type``: ``scheduled``, ``manual`` ...), oldest first."""
+        found = self.api("GET", f"/api/v2/dags/{dag_id}/dagRuns?limit=100&order_by=run_after")["dag_runs"]
+        return [r for r in found if run_type is None or r["run_type"] == run_type]
 
     def trigger_rest(self, dag_id: str, conf: Mapping[str, Any]) -> str:
         """``POST /api/v2/dags/{id}/dagRuns`` with ``logical_date: null`` (Airflow 3's default)."""

@@ -33,8 +33,17 @@ class SparkStandaloneCluster:
     """``with SparkStandaloneCluster() as spark: spark.master_url`` -> ``spark://127.0.0.1:<port>``."""
 
     def __init__(
-        self, work_dir: Path | None = None, *, worker_memory: str = "1g", worker_cores: int = 2
+        self,
+        work_dir: Path | None = None,
+        *,
+        worker_memory: str = "1g",
+        worker_cores: int = 2,
+        workers: int = 1,
     ) -> None:
+        """:param workers: worker daemons to start, each with ``worker_cores`` and ``worker_memory``."""
+        if workers < 1:
+            raise ValueError("a standalone cluster needs at least one worker")
+        self.workers = workers
         self.work_dir = Path(work_dir or tempfile.mkdtemp(prefix="spark-standalone-"))
         self.worker_memory = worker_memory
         self.worker_cores = worker_cores
@@ -94,17 +103,18 @@ class SparkStandaloneCluster:
             "--webui-port", str(free_port("127.0.0.1")),
         )  # fmt: skip
         self._wait_for(master_log, r"I have been elected leader", "master", timeout)
-        self._spawn(
-            "worker",
-            "org.apache.spark.deploy.worker.Worker",
-            "--host", "127.0.0.1",
-            "--webui-port", str(free_port("127.0.0.1")),
-            "--cores", str(self.worker_cores),
-            "--memory", self.worker_memory,
-            "--work-dir", str(self.work_dir / "worker"),
-            self.master_url,
-        )  # fmt: skip
-        self._wait_for(master_log, r"Registering worker", "worker", timeout)
+        for n in range(self.workers):
+            self._spawn(
+                "worker" if n == 0 else f"worker-{n}",
+                "org.apache.spark.deploy.worker.Worker",
+                "--host", "127.0.0.1",
+                "--webui-port", str(free_port("127.0.0.1")),
+                "--cores", str(self.worker_cores),
+                "--memory", self.worker_memory,
+                "--work-dir", str(self.work_dir / ("worker" if n == 0 else f"worker-{n}")),
+                self.master_url,
+            )  # fmt: skip
+            self._wait_for(master_log, rf"(?s)(Registering worker.*){{{n + 1}}}", f"worker {n + 1}", timeout)
         return self
 
     @property

@@ -20,6 +20,7 @@ Bound to 127.0.0.1, threads only, stopped by ``stop()`` (or the context manager)
 from __future__ import annotations
 
 import contextlib
+import itertools
 import socket
 import struct
 import threading
@@ -55,26 +56,23 @@ class _Link:
                 sock.close()
 
 
-def _read_exact(sock: socket.socket, size: int) -> bytes | None:
-    chunks = []
-    while size:
-        chunk = sock.recv(min(size, 1 << 20))
-        if not chunk:
-            return None
-        chunks.append(chunk)
-        size -= len(chunk)
-    return b"".join(chunks)
+_CHUNK = 1 << 20
 
 
-def _read_frame(sock: socket.socket) -> bytes | None:
-    head = _read_exact(sock, 4)
-    if head is None:
-        return None
-    (length,) = _LENGTH.unpack(head)
-    if length < 0:
-        return None
-    body = _read_exact(sock, length)
-    return None if body is None else head + body
+def _complete_frames(buffer: bytes | bytearray, start: int = 0) -> list[int]:
+    """Offsets where each complete frame in ``buffer`` (from ``start``) begins, then where the last
+    one ends."""
+    offsets = [start]
+    size = len(buffer)
+    while size - offsets[-1] >= 4:
+        (length,) = _LENGTH.unpack_from(buffer, offsets[-1])
+        if length < 0:
+            raise OSError("negative frame length")
+        end = offsets[-1] + 4 + length
+        if end > size:
+            break
+        offsets.append(end)
+    return offsets
 
 
 class ZooKeeperProxy:
@@ -167,21 +165,33 @@ class ZooKeeperProxy:
             self._spawn(self._server_to_client, "zk-proxy-s2c", link)
 
     def _client_to_server(self, link: _Link) -> None:
+        """Forward whole frames as they come, many per ``sendall`` (a walk pipelines thousands of
+        small requests: a frame at a time would make the proxy, not the server, the limit)."""
+        buffer = bytearray()
+        first = True  # ConnectRequest: no request header
         try:
-            first = _read_frame(link.client)  # ConnectRequest: no request header
-            if first is None:
-                return
-            link.upstream.sendall(first)
             while not link.closed.is_set():
-                frame = _read_frame(link.client)
-                if frame is None:
+                chunk = link.client.recv(_CHUNK)
+                if not chunk:
                     return
-                if len(frame) >= 12:
-                    xid, opcode = _REQUEST_HEADER.unpack_from(frame, 4)
-                    if opcode in self.refuse:
-                        self._refuse(link, xid, opcode)
-                        return
-                link.upstream.sendall(frame)
+                buffer += chunk
+                offsets = _complete_frames(buffer)
+                if len(offsets) == 1:
+                    continue
+                forward_to = offsets[-1]
+                for start, end in itertools.pairwise(offsets):
+                    if first:
+                        first = False
+                        continue
+                    if end - start >= 12:  # length, xid, type
+                        xid, opcode = _REQUEST_HEADER.unpack_from(buffer, start + 4)
+                        if opcode in self.refuse:
+                            if start:
+                                link.upstream.sendall(buffer[:start])
+                            self._refuse(link, xid, opcode)
+                            return
+                link.upstream.sendall(buffer[:forward_to])
+                del buffer[:forward_to]
         except OSError:
             return
         finally:
@@ -196,13 +206,19 @@ class ZooKeeperProxy:
                 link.client.sendall(_LENGTH.pack(len(reply)) + reply)
 
     def _server_to_client(self, link: _Link) -> None:
+        """Forward replies in runs of whole frames, so a refusal's reply lands between two frames."""
+        buffer = bytearray()
         try:
             while not link.closed.is_set():
-                frame = _read_frame(link.upstream)
-                if frame is None:
+                chunk = link.upstream.recv(_CHUNK)
+                if not chunk:
                     return
-                with link.client_lock:
-                    link.client.sendall(frame)
+                buffer += chunk
+                end = _complete_frames(buffer)[-1]
+                if end:
+                    with link.client_lock:
+                        link.client.sendall(buffer[:end])
+                    del buffer[:end]
         except OSError:
             return
         finally:
@@ -212,3 +228,21 @@ class ZooKeeperProxy:
         link.close()
         with self._lock:
             self._links.discard(link)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m airflow_provider_kafka_zk.testing.zk_proxy HOST:PORT``: serve in this process
+    (benchmarks run the proxy apart from the client they measure); prints ``host:port`` and
+    stops when its standard input closes."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        raise SystemExit("usage: python -m airflow_provider_kafka_zk.testing.zk_proxy UPSTREAM_HOST:PORT")
+    with ZooKeeperProxy(args[0]) as proxy:
+        print(proxy.connect_string, flush=True)
+        sys.stdin.read()
+
+
+if __name__ == "__main__":
+    main()

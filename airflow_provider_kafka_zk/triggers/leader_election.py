@@ -2,7 +2,8 @@
 
 The controller deletes ``/admin/preferred_replica_election`` when it is done with it, whatever it
 could move (``KafkaController.removePartitionsFromPreferredReplicaElection``, 3.3.1); the znode is
-ours while its czxid is the one we created. Reads run in a thread so the event loop never blocks.
+ours while its czxid is the one we created. The reads run on the trigger run's own thread and
+ZooKeeper session (:class:`~._session.TriggerSession`), so the event loop never blocks.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_provider_kafka_zk.kafka import znodes
+from airflow_provider_kafka_zk.triggers._session import TriggerSession
 
 CLASSPATH = "airflow_provider_kafka_zk.triggers.leader_election.PreferredElectionTrigger"
 
@@ -53,33 +54,36 @@ class PreferredElectionTrigger(BaseTrigger):
             },
         )
 
-    def _processed(self) -> bool:
-        from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook
+    def _processed(self, session: TriggerSession) -> bool:
+        """One look, on the session's thread and ZooKeeper session."""
+        from airflow_provider_kafka_zk.kafka import znodes
 
-        hook = KafkaZooKeeperHook(self.kafka_zookeeper_conn_id)
-        try:
-            stat = hook.exists(znodes.PREFERRED_REPLICA_ELECTION)
-        finally:
-            hook.close()
+        stat = session.zookeeper(self.kafka_zookeeper_conn_id).exists(znodes.PREFERRED_REPLICA_ELECTION)
         return stat is None or stat.czxid != self.czxid
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        while True:
-            try:
-                done = await asyncio.to_thread(self._processed)
-            except Exception as exc:
-                yield TriggerEvent({"status": "error", "message": f"{type(exc).__name__}: {exc}"})
-                return
-            if done:
-                yield TriggerEvent({"status": "complete", "message": "the controller processed the election"})
-                return
-            if self.deadline is not None and time.time() >= self.deadline:
-                yield TriggerEvent(
-                    {
-                        "status": "timeout",
-                        "message": f"the controller has not processed {znodes.PREFERRED_REPLICA_ELECTION} "
-                        "by the deadline: is a controller running (/controller)?",
-                    }
-                )
-                return
-            await asyncio.sleep(self.poll_interval)
+        session = TriggerSession("election")
+        try:
+            while True:
+                try:
+                    done = await session.call(self._processed, session)
+                except Exception as exc:
+                    yield TriggerEvent({"status": "error", "message": f"{type(exc).__name__}: {exc}"})
+                    return
+                if done:
+                    yield TriggerEvent(
+                        {"status": "complete", "message": "the controller processed the election"}
+                    )
+                    return
+                if self.deadline is not None and time.time() >= self.deadline:
+                    yield TriggerEvent(
+                        {
+                            "status": "timeout",
+                            "message": "the controller has not processed /admin/preferred_replica_election "
+                            "by the deadline: is a controller running (/controller)?",
+                        }
+                    )
+                    return
+                await asyncio.sleep(self.poll_interval)
+        finally:
+            await session.aclose()  # also when cancelled: the session's thread closes the client

@@ -2,8 +2,10 @@
 
 Completion is Kafka's rule (:func:`~airflow_provider_kafka_zk.kafka.reassignment.progress`): a
 partition is done when it left ``/admin/reassign_partitions``, its topic znode holds exactly the
-target with no adding/removing replicas, and its ISR is within the target. Reads are kazoo calls
-run in a thread (``asyncio.to_thread``) so the triggerer's event loop never blocks.
+target with no adding/removing replicas, and its ISR is within the target. The reads are kazoo calls
+on the trigger run's own thread and ZooKeeper session (:class:`~._session.TriggerSession`), so the
+triggerer's event loop never blocks; the module imports nothing heavy (the triggerer imports it on
+its loop).
 """
 
 from __future__ import annotations
@@ -11,12 +13,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_provider_kafka_zk.kafka import znodes
-from airflow_provider_kafka_zk.kafka.reassignment import Progress, TopicPartition, progress
+from airflow_provider_kafka_zk.triggers._session import TriggerSession
+
+if TYPE_CHECKING:
+    from airflow_provider_kafka_zk.kafka.reassignment import Progress, TopicPartition
 
 CLASSPATH = "airflow_provider_kafka_zk.triggers.reassignment.ReassignmentTrigger"
 
@@ -37,6 +41,9 @@ def _read_progress(
     sizes: Mapping[TopicPartition, int] | None,
 ) -> Progress:
     from kazoo.exceptions import NoNodeError
+
+    from airflow_provider_kafka_zk.kafka import znodes
+    from airflow_provider_kafka_zk.kafka.reassignment import progress
 
     client = hook.get_conn()
     topic_reads = {t: client.get_async(znodes.topic_path(t)) for t in sorted({tp[0] for tp in targets})}
@@ -124,43 +131,44 @@ class ReassignmentTrigger(BaseTrigger):
             },
         )
 
-    def _check(self) -> Progress:
-        from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook
-
-        hook = KafkaZooKeeperHook(self.kafka_zookeeper_conn_id)
-        try:
-            sizes = {(str(t), int(p)): int(b) for t, p, b in self.sizes}
-            return read_progress(hook, decode_targets(self.targets), sizes)
-        finally:
-            hook.close()
+    def _check(self, session: TriggerSession) -> Progress:
+        """One look, on the session's thread and ZooKeeper session."""
+        sizes = {(str(t), int(p)): int(b) for t, p, b in self.sizes}
+        return read_progress(
+            session.zookeeper(self.kafka_zookeeper_conn_id), decode_targets(self.targets), sizes
+        )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        session = TriggerSession("reassignment")
         last = None
-        while True:
-            try:
-                found = await asyncio.to_thread(self._check)
-            except Exception as exc:
-                yield TriggerEvent(
-                    {"status": "error", "message": f"{type(exc).__name__}: {exc}", "echo": self.echo}
-                )
-                return
-            described = found.describe()
-            if described != last:
-                self.log.info("%s: %s", self.label, described)
-                last = described
-            payload = {
-                "done": len(found.done),
-                "total": found.total,
-                "moving": [f"{t}-{p}" for t, p in found.moving],
-                "bytes_done": found.bytes_done,
-                "bytes_total": found.bytes_total,
-                "message": described,
-                "echo": self.echo,
-            }
-            if found.complete:
-                yield TriggerEvent({"status": "complete", **payload})
-                return
-            if self.deadline is not None and time.time() >= self.deadline:
-                yield TriggerEvent({"status": "timeout", **payload})
-                return
-            await asyncio.sleep(self.poll_interval)
+        try:
+            while True:
+                try:
+                    found = await session.call(self._check, session)
+                except Exception as exc:
+                    yield TriggerEvent(
+                        {"status": "error", "message": f"{type(exc).__name__}: {exc}", "echo": self.echo}
+                    )
+                    return
+                described = found.describe()
+                if described != last:
+                    self.log.info("%s: %s", self.label, described)
+                    last = described
+                payload = {
+                    "done": len(found.done),
+                    "total": found.total,
+                    "moving": [f"{t}-{p}" for t, p in found.moving],
+                    "bytes_done": found.bytes_done,
+                    "bytes_total": found.bytes_total,
+                    "message": described,
+                    "echo": self.echo,
+                }
+                if found.complete:
+                    yield TriggerEvent({"status": "complete", **payload})
+                    return
+                if self.deadline is not None and time.time() >= self.deadline:
+                    yield TriggerEvent({"status": "timeout", **payload})
+                    return
+                await asyncio.sleep(self.poll_interval)
+        finally:
+            await session.aclose()  # also when cancelled: the session's thread closes the client

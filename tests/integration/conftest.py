@@ -1,55 +1,79 @@
-"""The production-shape deployment, once per session, for every ``test_production_*.py`` module.
+"""The production-shape deployment the harness modules share, one per session
+(``test_production_dags.py``: every DAG triggered three ways; ``test_production_scheduled_alerts.py``: alerts
+from scheduled and manual runs, the triggerer's event loop).
 
 The provider's wheel in a fresh virtualenv, PostgreSQL, LocalExecutor, and ``airflow api-server``,
 ``scheduler``, ``dag-processor`` and ``triggerer`` as four processes
-(:mod:`airflow_provider_kafka_zk.testing.airflow_production`), with the simulated clusters in a
-ZooKeeper and an sshd of their own:
+(:mod:`airflow_provider_kafka_zk.testing.airflow_production`), with connections stored by ``airflow
+connections add`` before the first parse. The simulated clusters live in a ZooKeeper and an sshd of
+the session: ``prod`` (healthy, RF=1 topics, its simulated controller carrying out reassignments),
+``incident`` (the demo's incident cluster, scheduled every minute, alerting by e-mail to an SMTP
+server on loopback) and ``healthy`` (on a ZooKeeper of its own, stopped and started again in the
+outage test; its plans wait ``approval_timeout_s = 20`` for a decision: the time-out test of
+``test_production_approval.py``) and ``approval`` (RF=1 topics, no controller: plans that are
+rejected; its ``approvers`` name the admin).
 
-* ``prod`` (healthy, RF=1 topics; its simulated controller carries out reassignments in a thread);
-* ``incident`` (the demo's incident cluster);
-* ``healthy`` (on a ZooKeeper of its own, stopped and started again in the outage test; its plans
-  wait ``approval_timeout_s = 20`` for a decision: the time-out test);
-* ``approval`` (RF=1 topics, no controller: plans that are rejected; its ``approvers`` name the admin).
-
-Only what a test module asks for is started: modules that do not use ``production`` pay nothing.
-``KAFKA_ZK_PRODUCTION_VENV=<dir>`` reuses a venv built before (for iterating on the tests, never in CI).
+What runs besides the triggered runs starts in :func:`alert_scenarios`, which the campaign asks for
+first, so it runs concurrently with it: the scheduler's runs of the failing ``incident`` daily DAG
+(paused after the second) and a failing KRaft readiness run.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from airflow_provider_kafka_zk.testing.airflow_production import (
+    AirflowProduction,
+    PostgresServer,
+    ProductionVenv,
+    TriggerFormBrowser,
+)
+from airflow_provider_kafka_zk.testing.alert_sinks import SmtpSink
+from airflow_provider_kafka_zk.testing.simulator import DeployedCluster, healthy_cluster, incident_cluster
+from airflow_provider_kafka_zk.testing.simulator.runtime import ClusterRuntime
+from airflow_provider_kafka_zk.testing.simulator.scenarios import maintenance_cluster
+from airflow_provider_kafka_zk.testing.sshd import SshServer
+from airflow_provider_kafka_zk.testing.zookeeper import ZooKeeperServer
+
 REPO = Path(__file__).resolve().parents[2]
 HOSTS = tuple(f"127.0.0.{i}" for i in range(2, 8))  # the scenarios' brokers 0-5
+DAILY = "kafka_zk_daily_hygiene_{}"
+KRAFT = "kafka_zk_kraft_migration_readiness"
+ONCALL = "oncall@example.com"
+SCHEDULED_RUNS = 2
+"""Scheduled runs of the incident cluster's daily DAG: the first pages, the second must not."""
+NEVER = "0 0 29 2 *"
+"""A cron whose last fire time (29 Feb 2024) is before the daily DAGs' start date (1 Jan 2026): with
+catchup off, unpausing such a DAG schedules nothing before 2028, so the triggered runs of ``prod``
+and ``healthy`` have no scheduled run competing with them (their DAGs allow one active run)."""
+ALERT_TIMEOUT = 1500
 HEALTHY_APPROVAL_TIMEOUT_S = 20
 
 
 @dataclass
 class Deployment:
-    airflow: object  # AirflowProduction
-    clusters: dict[str, object]  # name -> DeployedCluster
-    outage_zookeeper: object  # ZooKeeperServer
+    airflow: AirflowProduction
+    clusters: dict[str, DeployedCluster]
+    outage_zookeeper: ZooKeeperServer
     artefacts: Path
     prod_assignment: dict[tuple[str, int], tuple[int, ...]]
+    smtp: SmtpSink
     timings: dict[str, float] = field(default_factory=dict)
 
-
-def assignment_of(deployed) -> dict[tuple[str, int], tuple[int, ...]]:
-    """Every partition's replicas in the simulated cluster's model."""
-    return {
-        (t, p): tuple(partition.replicas)
-        for t, topic in deployed.cluster.topics.items()
-        for p, partition in topic.partitions.items()
-    }
+    def assignment(self, cluster: str) -> dict[tuple[str, int], tuple[int, ...]]:
+        """The cluster's replica assignment now ((topic, partition) -> replicas)."""
+        return assignment(self.clusters[cluster])
 
 
-def _cluster_table(name: str, deployed, artefacts: Path, **extra: str) -> str:
+def cluster_table(name: str, deployed: DeployedCluster, artefacts: Path, **extra: str) -> str:
     hosts = ", ".join(f'"{b}" = "{HOSTS[b]}"' for b in sorted(deployed.cluster.brokers))
     lines = [
         f"[clusters.{name}]",
@@ -64,19 +88,29 @@ def _cluster_table(name: str, deployed, artefacts: Path, **extra: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-@pytest.fixture(scope="session")
-def production(tmp_path_factory) -> Iterator[Deployment]:
-    from airflow_provider_kafka_zk.testing.airflow_production import (
-        AirflowProduction,
-        PostgresServer,
-        ProductionVenv,
-    )
-    from airflow_provider_kafka_zk.testing.simulator import DeployedCluster, healthy_cluster, incident_cluster
-    from airflow_provider_kafka_zk.testing.simulator.runtime import ClusterRuntime
-    from airflow_provider_kafka_zk.testing.simulator.scenarios import maintenance_cluster
-    from airflow_provider_kafka_zk.testing.sshd import SshServer
-    from airflow_provider_kafka_zk.testing.zookeeper import ZooKeeperServer
+def assignment(deployed: DeployedCluster) -> dict[tuple[str, int], tuple[int, ...]]:
+    return {
+        (t, p): tuple(partition.replicas)
+        for t, topic in deployed.cluster.topics.items()
+        for p, partition in topic.partitions.items()
+    }
 
+
+def _zookeeper_connection(deployed: DeployedCluster) -> dict[str, Any]:
+    return {
+        "conn_type": "kafkazookeeper",
+        "host": deployed.zookeeper_connect.rsplit("/", 1)[0],
+        "port": 2181,
+        "extra": {
+            "chroot": "/" + deployed.zookeeper_connect.rsplit("/", 1)[1],
+            "connect_timeout": 5,
+            "session_timeout": 10,
+        },
+    }
+
+
+@pytest.fixture(scope="session")
+def deployment(tmp_path_factory) -> Iterator[Deployment]:
     work = tmp_path_factory.mktemp("production")
     timings: dict[str, float] = {}
     started = time.monotonic()
@@ -85,6 +119,7 @@ def production(tmp_path_factory) -> Iterator[Deployment]:
     timings["venv (wheel, venv, pip install)"] = time.monotonic() - started
     artefacts = work / "artefacts"
     with (
+        SmtpSink() as smtp,
         ZooKeeperServer(work / "zookeeper") as zookeeper,
         ZooKeeperServer(work / "zookeeper-outage") as outage_zookeeper,
         SshServer(HOSTS, work_dir=work / "sshd") as sshd,
@@ -115,17 +150,39 @@ def production(tmp_path_factory) -> Iterator[Deployment]:
         clusters = {"prod": prod, "incident": incident, "healthy": healthy, "approval": approval}
         clusters_file = work / "kafka_zk_clusters.toml"
         clusters_file.write_text(
-            _cluster_table("prod", prod, artefacts, engine='"spark"')
-            + _cluster_table("incident", incident, artefacts, engine='"in-process"')
-            + _cluster_table(
+            cluster_table("prod", prod, artefacts, engine='"spark"', schedule=f'"{NEVER}"')
+            # the failing daily run of issue 24: scheduled, paging by e-mail, its deletions check
+            # waiting in the triggerer (45 s: two looks) before it names the blocked deletion
+            + cluster_table(
+                "incident",
+                incident,
+                artefacts,
+                engine='"in-process"',
+                schedule='"* * * * *"',
+                deletion_wait_s="45",
+                notify=f'{{ kind = "smtp", to = ["{ONCALL}"], smtp_conn_id = "smtp_oncall" }}',
+            )
+            + cluster_table(
                 "healthy",
                 healthy,
                 artefacts,
                 engine='"in-process"',
+                schedule=f'"{NEVER}"',
                 approval_timeout_s=str(HEALTHY_APPROVAL_TIMEOUT_S),
             )
-            + _cluster_table("approval", approval, artefacts, engine='"in-process"', approvers='["admin"]')
+            + cluster_table(
+                "approval",
+                approval,
+                artefacts,
+                engine='"in-process"',
+                schedule=f'"{NEVER}"',
+                approvers='["admin"]',
+            )
         )
+        connections = {f"kafka_zk_{name}": _zookeeper_connection(d) for name, d in clusters.items()}
+        connections["kafka_zk_ssh"] = sshd.airflow_connection_fields(HOSTS[0], conn_timeout=5)
+        connections["spark_default"] = {"conn_type": "spark", "host": "local[1]"}
+        connections["smtp_oncall"] = smtp.connection()
         airflow = AirflowProduction(
             venv,
             postgres,
@@ -135,39 +192,89 @@ def production(tmp_path_factory) -> Iterator[Deployment]:
                 "KAFKA_ZK_CLUSTERS_FILE": str(clusters_file),
                 "PYSPARK_PYTHON": str(venv.python),
                 "SPARK_LOCAL_IP": "127.0.0.1",
-                # runs come from triggers only: no scheduled run of a daily DAG competes with them
-                "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",
+                # as README "Deploying" sets it: the deletion check and the election wait in the triggerer
+                "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": "True",
             },
+            connections=connections,
+            niceness={"triggerer": -10},
         )
         started = time.monotonic()
         with airflow:
-            timings["airflow start (migrate, reserialize, services healthy)"] = time.monotonic() - started
+            timings["airflow start (migrate, connections, reserialize, services healthy)"] = (
+                time.monotonic() - started
+            )
             timings.update({f"  {k}": v for k, v in airflow.started_s.items()})
-            started = time.monotonic()
-            for name, deployed in clusters.items():
-                airflow.add_connection(
-                    f"kafka_zk_{name}",
-                    {
-                        "conn_type": "kafkazookeeper",
-                        "host": deployed.zookeeper_connect.rsplit("/", 1)[0],
-                        "port": 2181,
-                        "extra": {
-                            "chroot": "/" + deployed.zookeeper_connect.rsplit("/", 1)[1],
-                            "connect_timeout": 5,
-                            "session_timeout": 10,
-                        },
-                    },
-                )
-            airflow.add_connection("kafka_zk_ssh", sshd.airflow_connection_fields(HOSTS[0], conn_timeout=5))
-            airflow.add_connection("spark_default", {"conn_type": "spark", "host": "local[1]"})
-            timings[f"connections add ({len(clusters) + 2})"] = time.monotonic() - started
-            yield Deployment(airflow, clusters, outage_zookeeper, artefacts, assignment_of(prod), timings)
+            yield Deployment(airflow, clusters, outage_zookeeper, artefacts, assignment(prod), smtp, timings)
+
+
+@dataclass
+class AlertScenarios:
+    """The runs that page, started early: :attr:`scheduled` (the incident daily DAG's scheduled run
+    ids, filled in as the scheduler makes them) and :attr:`maintenance_run` (a KRaft readiness run
+    that fails while blockers remain)."""
+
+    airflow: AirflowProduction
+    scheduled_dag: str
+    maintenance_run: str
+    started: float
+    scheduled: list[str] = field(default_factory=list)
+    states_seen: dict[str, dict[str, set[str]]] = field(default_factory=dict)
+    error: str = ""
+    _done: threading.Event = field(default_factory=threading.Event)
+
+    def watch(self, stop: threading.Event) -> None:
+        """Pause the scheduled DAG as soon as its :data:`SCHEDULED_RUNS`-th run ended (runs follow
+        one another: one active run; a paused DAG's runs are not scheduled, so not sooner), and note
+        the task states seen. A further run the scheduler may have queued meanwhile does not start."""
+        try:
+            while not stop.is_set():
+                runs = self.airflow.runs(self.scheduled_dag, "scheduled")[:SCHEDULED_RUNS]
+                for run in runs:
+                    seen = self.states_seen.setdefault(run["dag_run_id"], {})
+                    for ti in self.airflow.task_instances(self.scheduled_dag, run["dag_run_id"]):
+                        seen.setdefault(ti["task_id"], set()).add(str(ti["state"]))
+                ended = [r for r in runs if r["state"] in ("success", "failed")]
+                if len(ended) == SCHEDULED_RUNS:
+                    self.airflow.pause(self.scheduled_dag)
+                    self.scheduled = [r["dag_run_id"] for r in runs]
+                    return
+                stop.wait(1)
+        except Exception as exc:  # the tests report it
+            self.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            self._done.set()
+
+    def wait(self) -> list[dict[str, Any]]:
+        """The scheduled runs once both ended (oldest first)."""
+        assert self._done.wait(ALERT_TIMEOUT), (
+            f"{self.scheduled_dag}: {SCHEDULED_RUNS} scheduled runs not done"
+        )
+        assert not self.error, self.error
+        return [self.airflow.run(self.scheduled_dag, run_id) for run_id in self.scheduled]
 
 
 @pytest.fixture(scope="session")
-def production_browser(production):
-    """Headless Chromium logged in to the deployment's UI as its admin."""
-    from airflow_provider_kafka_zk.testing.airflow_production import TriggerFormBrowser
+def alert_scenarios(deployment: Deployment) -> Iterator[AlertScenarios]:
+    """Unpause the incident cluster's daily DAG (the scheduler runs it at once: its cron is every
+    minute) and trigger a KRaft readiness run of that cluster that fails on its blockers."""
+    airflow = deployment.airflow
+    scheduled_dag = DAILY.format("incident")
+    airflow.unpause(KRAFT)
+    airflow.unpause(scheduled_dag)
+    started = time.monotonic()
+    run_id = airflow.trigger_rest(KRAFT, {"cluster": "incident", "fail_on_blockers": True})
+    scenarios = AlertScenarios(airflow, scheduled_dag, run_id, started)
+    stop = threading.Event()
+    watcher = threading.Thread(target=scenarios.watch, args=(stop,), name="scheduled-runs", daemon=True)
+    watcher.start()
+    yield scenarios
+    stop.set()
+    watcher.join(30)
 
-    with TriggerFormBrowser(production.airflow) as browser:
+
+@pytest.fixture(scope="session")
+def production_browser(deployment: Deployment) -> Iterator[TriggerFormBrowser]:
+    """Headless Chromium logged in to the deployment's UI as its admin (the trigger forms of
+    ``test_production_dags.py``, the approval page of ``test_production_approval.py``)."""
+    with TriggerFormBrowser(deployment.airflow) as browser:
         yield browser

@@ -113,6 +113,31 @@ def test_the_same_cluster_file_with_the_provider_imports_cleanly(tmp_path):
         assert _import_errors(home) == {}
 
 
+def test_a_connection_stored_in_the_metadata_db_is_seen_by_airflow_dags_reserialize(tmp_path):
+    """``airflow connections add`` stores it in the DB; ``airflow dags reserialize`` (README
+    "Deploying") parses in a plain CLI process, where the Task SDK reaches no DB: the check asks
+    Airflow's own secrets chain there, so the file imports cleanly (and still fails once it is gone)."""
+    with SmtpSink() as smtp:
+        home = _home(
+            tmp_path,
+            _cluster(
+                "eu1",
+                '{ kind = "smtp", to = "oncall@example.com", smtp_conn_id = "smtp_db" }',
+                tmp_path / "a",
+            ),
+            {},
+        )
+        fields = json.dumps(smtp.connection())
+        added = _airflow(home["env"], home["work"], "connections", "add", "smtp_db", "--conn-json", fields)
+        assert added.returncode == 0, added.stderr[-3000:]
+        assert _import_errors(home) == {}
+        listed = _airflow(home["env"], home["work"], "dags", "list", "-o", "json")
+        assert "kafka_zk_daily_hygiene_eu1" in listed.stdout
+        _airflow(home["env"], home["work"], "connections", "delete", "smtp_db")
+        errors = _import_errors(home)
+    assert "cluster eu1: smtp connection 'smtp_db' does not exist" in errors["kafka_zk_daily_hygiene.py"]
+
+
 def test_an_smtp_connection_without_from_email_is_an_import_error(tmp_path):
     with SmtpSink() as smtp:
         home = _home(

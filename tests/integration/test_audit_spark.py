@@ -46,7 +46,8 @@ def test_audit_app_on_a_standalone_cluster_matches_in_process(artefacts, tmp_pat
         "SPARK_LOCAL_IP": "127.0.0.1",
         "PYSPARK_PYTHON": sys.executable,
     }
-    with SparkStandaloneCluster(tmp_path / "spark", worker_memory="1g", worker_cores=2) as spark:
+    # two workers of one core each: the job scales out over both (issue 27)
+    with SparkStandaloneCluster(tmp_path / "spark", worker_memory="1g", worker_cores=1, workers=2) as spark:
         result = subprocess.run(
             [
                 str(VENV_BIN / "spark-submit"),
@@ -83,11 +84,11 @@ def test_audit_app_on_a_standalone_cluster_matches_in_process(artefacts, tmp_pat
             timeout=240,
         )
         pids = spark.pids
-        assert len(pids) == 2
-        # the executors ran on the standalone worker (its work dir holds this app's executor logs)
-        app_dirs = list((tmp_path / "spark" / "worker").glob("app-*"))
+        assert len(pids) == 3  # master + 2 workers
+        # an executor ran on each worker (each work dir holds this app's executor logs)
+        app_dirs = [list((tmp_path / "spark" / w).glob("app-*/*/stderr")) for w in ("worker", "worker-1")]
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert app_dirs, "no application ran on the standalone worker"
+    assert all(app_dirs), f"not every worker ran an executor: {app_dirs}"
     assert all(not Path(f"/proc/{pid}").exists() for pid in pids)  # both daemons stopped by PID
     line = next(x for x in result.stdout.splitlines() if x.startswith("KAFKA_ZK_AUDIT_SUMMARY "))
     assert json.loads(line.split(" ", 1)[1])["by_severity"]["critical"] > 0

@@ -16,8 +16,11 @@ import pytest
 from kazoo.client import KazooClient
 
 from airflow_provider_kafka_zk.hooks.broker_host import BrokerHostHook
+from airflow_provider_kafka_zk.hooks.broker_quarantine import QuarantineMove as HostMove
+from airflow_provider_kafka_zk.hooks.broker_quarantine import quarantine_directories
 from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook
 from airflow_provider_kafka_zk.kafka.deletion import Cause, Verdict
+from airflow_provider_kafka_zk.maintenance import MaintenanceRefusedError
 from airflow_provider_kafka_zk.operators.deletion import (
     TopicDeletionNotSettledError,
     TopicDeletionUnsuccessfulError,
@@ -439,6 +442,69 @@ def test_cleanup_refuses_when_the_topic_came_back_since_the_check(deploy, tmp_pa
     assert report["znodes"][0]["status"] == "refused" and report["actions_taken"] == 0
     assert _disk(deployed.root) == disk_before
     assert _zookeeper(deployed.zookeeper_hosts, deployed.chroot) == zk_before
+
+
+def test_a_cleanup_the_host_would_refuse_anywhere_moves_nothing_anywhere(deploy, tmp_path, deletion_clock):
+    """Every step is checked before the first move (the host's own checks as a dry run): one broker
+    whose quarantine is a symlink refuses the whole cleanup, naming it; the other broker's leftovers
+    stay too, and so does the topic's config znode."""
+    deployed, conn_id = deploy(incident_cluster())
+    deletion_clock(RENAMED_AGO_MS)
+    _plant_config_znode(deployed, "old-logs")
+    [log_dir] = deployed.hosts[5].log_dirs
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (log_dir.parent / "kafka-quarantine").symlink_to(elsewhere)
+    check = _check(deployed, conn_id, ["old-logs"])
+    [verdict] = check.verdicts
+    assert verdict.verdict is Verdict.INCOMPLETE
+    # the damage: the host accepts broker 2's moves and refuses only broker 5's, so a cleanup that
+    # asked each host in turn moved broker 2's directories and then refused: half done
+    host_hook = BrokerHostHook(
+        "deletion_ssh", conn_id, broker_hosts=STOPPED, server_properties_path=_server_properties(deployed)
+    )
+    by_broker: dict[int, list[HostMove]] = {}
+    for d in check.leftovers(verdict):
+        by_broker.setdefault(d.broker_id, []).append(HostMove(d.log_dir, d.name, kind=d.kind))
+    statuses = {
+        b: {
+            r["status"]
+            for r in quarantine_directories(
+                host_hook,
+                b,
+                moves,
+                log_dirs=check.disks[b].log_dirs,
+                ts="20260101T000000",
+                dry_run=True,
+                broker_running=False,
+                allow_running_broker_orphans=True,
+            )["results"]
+        }
+        for b, moves in by_broker.items()
+    }
+    assert statuses == {2: {"would_move"}, 5: {"refused"}}
+
+    disk_before = _disk(deployed.root)
+    zk_before = _zookeeper(deployed.zookeeper_hosts, deployed.chroot)
+    operator = _operator(
+        deployed,
+        conn_id,
+        tmp_path,
+        topics=["old-logs"],
+        cleanup=True,
+        dry_run=False,
+        allow_running_broker_orphans=True,
+    )
+    with pytest.raises(MaintenanceRefusedError) as refused:
+        operator.execute({"ts_nodash": "20260101T000000"})
+    text = str(refused.value)
+    assert "[quarantine-refused]" in text and "broker 5" in text and "symlink" in text
+    assert "broker 2" not in text  # only what is wrong is named
+    assert _disk(deployed.root) == disk_before
+    assert _zookeeper(deployed.zookeeper_hosts, deployed.chroot) == zk_before  # config znode, no lease
+    record = json.loads((tmp_path / "test/deletions/20260101T000000/verdicts.json").read_text())
+    assert record["cleanup"]["actions_taken"] == 0 and "quarantine-refused" in record["cleanup"]["refused"]
+    assert not (tmp_path / "test/deletions/20260101T000000/rollback").exists()
 
 
 # ---------------------------------------------------------------------------------------------

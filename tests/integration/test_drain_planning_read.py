@@ -184,7 +184,7 @@ def test_planning_read_takes_only_what_the_plan_needs_and_plans_as_the_full_snap
     for tp in on_drained:
         assert state.partition(*tp).state == full.partition(*tp).state
         assert state.partition(*tp).partition_epoch == full.partition(*tp).partition_epoch
-    assert state.partition("elsewhere", 0).state is None  # not read: no replica on broker 1
+    assert state.partition("elsewhere", 0) is None  # no replica on broker 1: its state not read, nor modelled
     assert not state.configs.topics  # no config znode read
     # not read is not missing: no finding the full model does not have
     kinds = {f.kind for f in state.findings}
@@ -192,15 +192,23 @@ def test_planning_read_takes_only_what_the_plan_needs_and_plans_as_the_full_snap
     assert ModelFindingKind.MISSING_TOPIC_CONFIG not in kinds
     assert len(state.findings) <= len(full.findings)
 
-    # the same identity, brokers, assignment and in-flight view as the full tree
+    # the same identity, brokers, in-flight view as the full tree; the model holds the topics with
+    # a replica on the drained broker (all of each), not "elsewhere": read, but left out
     assert state.cluster_id == full.cluster_id and state.cluster_id
     assert state.brokers == full.brokers and state.controller == full.controller
-    assert {n: t.assignment for n, t in state.topics.items()} == {
-        n: t.assignment for n, t in full.topics.items()
+    assert set(state.topics) == {"lonely", "replicated", "single"} == set(full.topics) - {"elsewhere"}
+    # each of them cut to its partitions with a replica on the drained broker (the rest cannot
+    # move, nor change the in-flight view or the agreement record), as the full tree has them
+    assert {n: t.assignment.partitions for n, t in state.topics.items()} == {
+        n: {p: r for p, r in full.topics[n].assignment.partitions.items() if DRAINED in r}
+        for n in state.topics
     }
+    assert all(state.topics[n].czxid == full.topics[n].czxid for n in state.topics)
     assert state.reassign_partitions is None and state.pending_deletions == full.pending_deletions
-    assert read_record(state, drained)["topics"] == read_record(full, drained)["topics"]
-    assert read.record()["drained_topics"] == ["lonely", "replicated", "single"]
+    planned, whole = read_record(state, drained), read_record(full, drained)
+    assert planned["topics"] == {n: v for n, v in whole["topics"].items() if n != "elsewhere"}
+    assert planned["drained_topics"] == whole["drained_topics"] == ["lonely", "replicated", "single"]
+    assert planned["last_zxid"] <= whole["last_zxid"] and read.znodes > len(state.topics) + 4
 
     # and the same planner makes the same plan from it, for either scope
     for scope in ("all", "rf1"):
@@ -321,3 +329,85 @@ def test_execute_goes_on_when_only_topics_off_the_drained_brokers_changed(live):
     done = _execute(result["plan_dir"], snapshot, dry_run=True)  # no refusal: the check passed
     assert done["dry_run"] and done["batches"] == 2
     assert _tree(client) == before
+
+
+def test_planning_read_leaves_out_only_topics_that_plainly_cannot_matter(live, tmp_path):
+    """Topics with no replica on the drained broker stay out of the model only when they are
+    plainly what Kafka writes: one with a reassignment in flight, or one the model's decoder must
+    judge, is kept, so the plan refuses, or lists it as unplanned, exactly as from the full tree."""
+    client, base = live
+    drained = frozenset({DRAINED})
+    odd = zk.topic_path("odd")  # names no broker 1, but is not a topic znode Kafka writes
+    client.create(odd, b'{"version":3,"partitions":{"0":["0"]},"adding_replicas":{},"removing_replicas":{}}')
+    with KafkaZooKeeperHook(ZK_CONN) as hook:
+        read = planning_read(hook, drained, CLUSTER)
+    full = ClusterState.from_snapshot(read_snapshot(_snapshot(base))[1], cluster=CLUSTER)
+    assert "elsewhere" not in read.state.topics
+    request = DrainRequest(brokers=drained, scope="all", max_partitions_per_batch=2)
+    from_read, from_full = (
+        plan_from_state(read.state, request, sizes={}),
+        plan_from_state(full, request, sizes={}),
+    )
+    assert (
+        [t.topic for t in from_read.unplanned_topics]
+        == [t.topic for t in from_full.unplanned_topics]
+        == ["odd"]
+    )
+    assert from_read.batches == from_full.batches and from_read.complete == from_full.complete
+    client.delete(odd)
+
+    # a reassignment in flight on a topic off the drained broker: kept, and the plan refuses
+    path = zk.topic_path("elsewhere")
+    current = zk.TopicAssignment.decode(client.get(path)[0], path)
+    moving = dataclasses.replace(
+        current,
+        partitions={**current.partitions, 0: (0, 2, 3)},
+        adding_replicas={0: (3,)},
+        removing_replicas={},
+    )
+    client.set(path, moving.encode())
+    with KafkaZooKeeperHook(ZK_CONN) as hook:
+        read = planning_read(hook, drained, CLUSTER)
+    assert "elsewhere" in read.state.topics and read.state.reassigning_partitions
+    with pytest.raises(Exception, match="reassignment in flight"):
+        _plan_from_zookeeper(base)
+
+
+def test_scope_topics_keeps_every_topic_that_names_a_drained_broker():
+    """The byte test is a superset: any array naming a drained broker (spaced, quoted) is kept."""
+    from airflow_provider_kafka_zk.hooks.zookeeper_drain_read import scope_topics
+    from airflow_provider_kafka_zk.kafka.snapshot import ZnodeRow
+
+    def row(name: str, data: bytes) -> tuple[str, ZnodeRow]:
+        path = zk.topic_path(name)
+        return path, ZnodeRow(path, data, 5, 6, 7, 0, 0, 0, 0, 0, 0, len(data), 1)
+
+    rows = dict(
+        [
+            row("spaced", b'{"version":1,"partitions":{"0":[ 3 , 1 ]}}'),
+            row("quoted", b'{"version":1,"partitions":{"0":["1"]}}'),
+            row("far", b'{"version":1,"partitions":{"0":[11,21],"1":[10]}}'),
+            row("bad-json", b"{"),
+            row("v9", b'{"version":9,"partitions":{"0":[2]}}'),
+            row(
+                "moving",
+                b'{"version":2,"partitions":{"0":[2]},"adding_replicas":{"0":[2]},"removing_replicas":{}}',
+            ),
+            row("idle", b'{"version":2,"partitions":{"0":[2]},"adding_replicas":{},"removing_replicas":{}}'),
+            row(
+                "mixed",
+                b'{"version":3,"partitions":{"0":[2,1],"1":[2,3]},"topic_id":"sl9WbF3TSKKWnMaJXJgXbQ"}',
+            ),
+        ]
+    )
+    kept, wanted, dropped_zxid = scope_topics(rows, frozenset({1}), "all")
+    names = {p.rsplit("/", 1)[1] for p in kept}
+    assert names == {"spaced", "quoted", "bad-json", "v9", "moving", "mixed"}  # "far", "idle": left out
+    assert sorted(wanted) == [("mixed", 0), ("spaced", 0)] and dropped_zxid == 7
+    # a plain topic is cut to its partitions on the drained broker; anything unusual goes whole
+    assert json.loads(kept[zk.topic_path("mixed")]) == {
+        "version": 3,
+        "partitions": {"0": [2, 1]},
+        "topic_id": "sl9WbF3TSKKWnMaJXJgXbQ",
+    }
+    assert kept[zk.topic_path("quoted")] == rows[zk.topic_path("quoted")].data

@@ -835,9 +835,8 @@ def test_operator_mapped_over_brokers_in_a_dag_run(
     assert mapped[3][1] == 1  # host key mismatch: failed at once, no retry
 
     [ts_dir] = (base / "incident" / "inventory").iterdir()
-    assert re.fullmatch(
-        r"[0-9]{8}T[0-9]{6}\.[0-9]{6}Z", ts_dir.name
-    )  # the run's logical date, as snapshots name theirs
+    # the run key: when the run was due (run_after) and 8 hex of its run id, as every run folder
+    assert re.fullmatch(r"[0-9]{8}T[0-9]{6}\.[0-9]{6}Z-[0-9a-f]{8}", ts_dir.name)
     for broker in (0, 1, 2, 5):
         table = pq.read_table(ts_dir / f"broker={broker}" / "part-0.parquet")
         disk = read_broker(broker, deployed.hosts[broker].server_properties)

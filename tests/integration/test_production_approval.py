@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from airflow_provider_kafka_zk.operators.inventory import run_key
+from airflow_provider_kafka_zk.operators._run import run_key
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(3600)]
 
@@ -63,23 +63,23 @@ def _disks(deployed) -> dict[str, tuple[int, bytes | None]]:
     }
 
 
-def _folder(production, cluster: str, run_id: str) -> Path:
-    dag_run = production.airflow.run(DRAIN, run_id)
+def _folder(deployment, cluster: str, run_id: str) -> Path:
+    dag_run = deployment.airflow.run(DRAIN, run_id)
     key = run_key(run_id, datetime.fromisoformat(dag_run["run_after"].replace("Z", "+00:00")))
-    return production.artefacts / cluster / "drain" / key
+    return deployment.artefacts / cluster / "drain" / key
 
 
-def _states(production, run_id: str) -> dict[str, str]:
+def _states(deployment, run_id: str) -> dict[str, str]:
     return {
         ti["task_id"]: ti["state"]
-        for ti in production.airflow.task_instances(DRAIN, run_id)
+        for ti in deployment.airflow.task_instances(DRAIN, run_id)
         if ti["map_index"] in (-1, 0)
     }
 
 
-def _real_drain(production, cluster: str, broker: int) -> tuple[str, dict, float]:
+def _real_drain(deployment, cluster: str, broker: int) -> tuple[str, dict, float]:
     """Trigger a real drain over REST and wait until it asks for approval: (run id, request, seconds)."""
-    airflow = production.airflow
+    airflow = deployment.airflow
     airflow.unpause(DRAIN)
     started = time.monotonic()
     run_id = airflow.trigger_rest(DRAIN, {"cluster": cluster, "brokers": [broker], "dry_run": False})
@@ -92,15 +92,15 @@ def _real_drain(production, cluster: str, broker: int) -> tuple[str, dict, float
     return run_id, request, time.monotonic() - started
 
 
-def test_a_rejected_drain_changes_nothing_and_reports_who_and_why(production, production_browser):
-    deployed = production.clusters["approval"]
+def test_a_rejected_drain_changes_nothing_and_reports_who_and_why(deployment, production_browser):
+    deployed = deployment.clusters["approval"]
     zookeeper, disks = _tree(deployed), _disks(deployed)
-    run_id, request, waited = _real_drain(production, "approval", 2)
+    run_id, request, waited = _real_drain(deployment, "approval", 2)
     # parked in AWAITING_INPUT, assigned to the cluster's approver, nothing written yet
-    assert _states(production, run_id)["approve"] == "awaiting_input"
+    assert _states(deployment, run_id)["approve"] == "awaiting_input"
     assert [u["id"] for u in request["assigned_users"]] == ["admin"]
     assert _tree(deployed) == zookeeper and _disks(deployed) == disks
-    folder = _folder(production, "approval", run_id)
+    folder = _folder(deployment, "approval", run_id)
     pending = json.loads((folder / "approval.json").read_text())
     assert pending["decision"] == "pending"
     shown = pending["plan"]["sha256"]
@@ -113,9 +113,9 @@ def test_a_rejected_drain_changes_nothing_and_reports_who_and_why(production, pr
     )
     assert "Rollback and how to undo" in page and "/admin/reassign_partitions" in page
 
-    production.airflow.respond(DRAIN, run_id, "approve", "Reject", "not during the release freeze")
-    production.airflow.wait_for_run(DRAIN, run_id, state="failed", timeout=RUN_TIMEOUT)
-    states = _states(production, run_id)
+    deployment.airflow.respond(DRAIN, run_id, "approve", "Reject", "not during the release freeze")
+    deployment.airflow.wait_for_run(DRAIN, run_id, state="failed", timeout=RUN_TIMEOUT)
+    states = _states(deployment, run_id)
     assert states["approve"] == "success" and states["report"] == "failed", states
     assert {states[t] for t in ("stop_if_dry_run", "execute", "inventory_after", "verify")} == {"skipped"}, (
         states
@@ -140,24 +140,24 @@ def test_a_rejected_drain_changes_nothing_and_reports_who_and_why(production, pr
     assert [(c["decision"], c["by"]["name"], c["plan_sha256"]) for c in changes] == [
         ("rejected", "admin", shown)
     ]
-    log = production.airflow.task_log(DRAIN, run_id, "report", 1)
+    log = deployment.airflow.task_log(DRAIN, run_id, "report", 1)
     assert "the plan was REJECTED by admin" in log and "Nothing was changed" in log
     print(f"\nrejected drain: asked for approval {waited:.0f} s after the trigger")
 
 
-def test_a_drain_nobody_approves_in_time_changes_nothing_and_reports_it(production):
-    deployed = production.clusters["healthy"]
+def test_a_drain_nobody_approves_in_time_changes_nothing_and_reports_it(deployment):
+    deployed = deployment.clusters["healthy"]
     zookeeper, disks = _tree(deployed), _disks(deployed)
-    run_id, _, waited = _real_drain(production, "healthy", 1)
+    run_id, _, waited = _real_drain(deployment, "healthy", 1)
     asked = time.monotonic()
-    production.airflow.wait_for_run(DRAIN, run_id, state="failed", timeout=RUN_TIMEOUT)
+    deployment.airflow.wait_for_run(DRAIN, run_id, state="failed", timeout=RUN_TIMEOUT)
     timed_out_after = time.monotonic() - asked
-    states = _states(production, run_id)
+    states = _states(deployment, run_id)
     assert states["approve"] == "success" and states["report"] == "failed", states
     assert states["execute"] == "skipped", states
     assert _tree(deployed) == zookeeper
     assert _disks(deployed) == disks
-    folder = _folder(production, "healthy", run_id)
+    folder = _folder(deployment, "healthy", run_id)
     record = json.loads((folder / "approval.json").read_text())
     assert record["decision"] == "timed_out" and record["decided_by"] is None
     assert record["timeout_s"] == 20

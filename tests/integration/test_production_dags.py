@@ -5,10 +5,10 @@ loopback), LocalExecutor, and ``airflow api-server``, ``scheduler``, ``dag-proce
 ``triggerer`` as four processes (``airflow_provider_kafka_zk.testing.airflow_production``).
 Connections are stored with ``airflow connections add``.
 
-The simulated clusters (tests/integration/conftest.py, the session's deployment): ``prod`` (healthy,
+The deployment and its simulated clusters are the session's (``conftest.py``): ``prod`` (healthy,
 RF=1 topics, its simulated controller carrying out reassignments in a thread), ``incident`` (the
-demo's incident cluster) and ``healthy`` (on a ZooKeeper of its own, stopped and started again in
-the outage test). Every DAG is triggered three ways and must succeed each time:
+demo's incident cluster; it alerts by e-mail) and ``healthy`` (on a ZooKeeper of its own, stopped and
+started again in the outage test). Every DAG is triggered three ways and must succeed each time:
 
 * ``POST /api/v2/dags/{id}/dagRuns`` with ``logical_date: null`` (Airflow 3's default; the run has no
   ``ts``/``ds``: the bug of issue 24), including a real drain (its wait on the reassignment deferred
@@ -20,9 +20,10 @@ the outage test). Every DAG is triggered three ways and must succeed each time:
 * the trigger form in headless Chromium, filled in field by field as a person does.
 
 All runs are triggered up front and run concurrently (Airflow serialises each mutating DAG itself:
-``max_active_runs=1``); the tests then look at the results. One harness per session: the venv is
-built once (about a minute with a warm pip cache). ``KAFKA_ZK_PRODUCTION_VENV=<dir>`` reuses a venv
-built before (for iterating on the tests, never in CI).
+``max_active_runs=1``), with the session's alert scenarios (``test_production_scheduled_alerts.py``); the
+tests then look at the results. One harness per session: the venv is built once (about a minute with
+a warm pip cache). ``KAFKA_ZK_PRODUCTION_VENV=<dir>`` reuses a venv built before (for iterating on
+the tests, never in CI).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+import urllib.parse
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -38,45 +40,28 @@ import pytest
 
 from airflow_provider_kafka_zk.kafka.approval import PLAN_INPUTS, plan_digest
 from airflow_provider_kafka_zk.kafka.audit import repair_commands
-from airflow_provider_kafka_zk.operators.inventory import run_key
+from airflow_provider_kafka_zk.operators._run import run_key
 from airflow_provider_kafka_zk.testing.airflow_production import (
     AirflowProduction,
     AirflowRunFailed,
     tail,
     triggered_run_id,
 )
-from airflow_provider_kafka_zk.testing.simulator import DeployedCluster
 
 # The first test pays for the deployment and for every run (they run concurrently, once): more than
 # the suite's 600 s per test on two shared cores.
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(3600)]
 
 DAILY = "kafka_zk_daily_hygiene_{}"
+KRAFT = "kafka_zk_kraft_migration_readiness"
 DRAIN = "kafka_zk_pre_maintenance_drain"
 POST = "kafka_zk_post_maintenance"
 REPAIR = "kafka_zk_topic_id_repair"
 RESTART = "kafka_zk_pre_restart_check"
+TEST_ALERT = "kafka_zk_test_alert"
 DRAINED = 2  # prod's broker with RF=1 partitions
 REPAIR_TOPICS = ["clickstream", "inventory-updates"]  # the incident cluster's KAFKA-14190 topics
 RUN_TIMEOUT = 1500  # generous: two cores shared by 4 services, LocalExecutor workers, Spark and Chromium
-
-
-# ----------------------------------------------------------------------------- the deployment
-# The session's deployment (tests/integration/conftest.py: ``production``) is shared with
-# test_production_approval.py.
-
-
-@pytest.fixture(scope="module")
-def deployment(production):
-    return production
-
-
-def _assignment(deployed: DeployedCluster) -> dict[tuple[str, int], tuple[int, ...]]:
-    return {
-        (t, p): tuple(partition.replicas)
-        for t, topic in deployed.cluster.topics.items()
-        for p, partition in topic.partitions.items()
-    }
 
 
 # ----------------------------------------------------------------------------- the runs
@@ -142,15 +127,27 @@ REST_RUNS = [
     ("drain", DRAIN, {"cluster": "prod", "brokers": [DRAINED], "dry_run": False, "poll_interval_s": 0.5}),
     ("repair", REPAIR, {"cluster": "incident", "topics": REPAIR_TOPICS, "dry_run": True}),
     ("restart", RESTART, {"cluster": "prod", "broker": DRAINED}),
+    ("kraft", KRAFT, {"cluster": "prod", "fail_on_blockers": False}),
+    ("test alert", TEST_ALERT, {"cluster": "incident"}),  # the cluster that alerts by e-mail
 ]
 
 
 @pytest.fixture(scope="module")
-def campaign(deployment, browser_session) -> Campaign:
-    """Trigger every DAG over REST, the CLI and the browser form, then wait for every run."""
+def campaign(deployment, alert_scenarios, browser_session) -> Campaign:
+    """Trigger every DAG over REST, the CLI and the browser form, then wait for every run (the
+    alert scenarios started first run meanwhile)."""
     airflow = deployment.airflow
     started = time.monotonic()
-    for dag_id in {DAILY.format("prod"), DAILY.format("healthy"), DRAIN, POST, REPAIR, RESTART}:
+    for dag_id in {
+        DAILY.format("prod"),
+        DAILY.format("healthy"),
+        DRAIN,
+        POST,
+        REPAIR,
+        RESTART,
+        KRAFT,
+        TEST_ALERT,
+    }:
         airflow.unpause(dag_id)
     runs: dict[str, Run] = {}
 
@@ -176,6 +173,8 @@ def campaign(deployment, browser_session) -> Campaign:
         ("drain", DRAIN, {"cluster": "healthy", "brokers": [1], "dry_run": True}),
         ("post", POST, {"cluster": "healthy", "brokers": [1], "dry_run": True}),
         ("restart", RESTART, {"cluster": "healthy", "broker": 1}),
+        ("kraft", KRAFT, {"cluster": "healthy", "fail_on_blockers": False}),
+        ("test alert", TEST_ALERT, {"cluster": "incident"}),
     ]:
         trigger(f"cli {name}", Run("cli", dag_id, conf))
     printed = repair_commands({"cluster": "incident", "topics": REPAIR_TOPICS, "strategy": "auto"})["dry_run"]
@@ -201,6 +200,8 @@ def campaign(deployment, browser_session) -> Campaign:
         ("drain", DRAIN, {"cluster": "healthy", "brokers": [1]}),
         ("post", POST, {"cluster": "healthy", "brokers": [1]}),
         ("daily", DAILY.format("healthy"), {}),  # in-process (prod's audit on Spark runs once, over REST)
+        ("kraft", KRAFT, {"cluster": "healthy", "fail_on_blockers": False}),
+        ("test alert", TEST_ALERT, {"cluster": "incident"}),
     ]:
         trigger(f"browser {name}", Run("browser", dag_id, conf))
 
@@ -230,7 +231,8 @@ def _report(campaign: Campaign, path: str) -> str:
     )
 
 
-ALL_DAGS = {DAILY.format("prod"), DRAIN, POST, REPAIR, RESTART}
+ALL_DAGS = {DAILY.format("prod"), DRAIN, POST, REPAIR, RESTART, KRAFT, TEST_ALERT}
+"""Every DAG the provider ships (a daily one per cluster: prod's)."""
 
 
 def test_every_dag_succeeds_triggered_over_rest_without_a_logical_date(deployment, campaign):
@@ -258,6 +260,19 @@ def test_every_dag_succeeds_from_its_trigger_form_in_a_browser(deployment, campa
         assert dag_run["run_type"] == "manual", dag_run
         for key, value in run.conf.items():
             assert dag_run["conf"].get(key) == value, (key, dag_run["conf"])
+
+
+def test_the_test_alert_reached_the_mailbox_from_every_path(deployment, campaign):
+    """``kafka_zk_test_alert`` on the cluster that alerts by e-mail: each run (REST, CLI, form) sent
+    its test message to the SMTP server on loopback, and says which run sent it."""
+    runs = [r for r in campaign.runs if r.dag_id == TEST_ALERT]
+    assert len(runs) == 3 and all(r.state == "success" for r in runs), _report(campaign, "rest")
+    subject = "[kafka-zk] incident: TEST alert (the on-call path works)"
+    tests = [m for m in deployment.smtp.messages if m.message["Subject"] == subject]
+    assert len(tests) == 3, [m.message["Subject"] for m in deployment.smtp.messages]
+    for run in runs:
+        link = f"/dags/{TEST_ALERT}/runs/{urllib.parse.quote(run.run_id, safe='')}"
+        assert sum(link in m.html() for m in tests) == 1, run.run_id
 
 
 def test_the_real_drain_waited_in_the_triggerer_and_was_put_back(deployment, campaign):
@@ -316,7 +331,7 @@ def test_the_real_drain_waited_in_the_triggerer_and_was_put_back(deployment, cam
     moved = {(m["topic"], int(m["partition"])) for batch in plan["batches"] for m in batch}
     assert moved == drained, plan["batches"]
     assert (deployment.artefacts / "prod" / "inventory" / f"{key}-after").is_dir()
-    now = _assignment(deployment.clusters["prod"])
+    now = deployment.assignment("prod")
     assert {k: now[k] for k in drained} == {k: (DRAINED,) for k in drained}  # moved back
 
 

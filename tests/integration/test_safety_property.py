@@ -15,6 +15,11 @@ log dir / through a symlink / with ``..``) -- each operator run must end in one 
 * it returns (or defers) and the state is the one predicted from the inputs: unchanged for a dry
   run; for a real run with the right connection, what the plan says and nothing else.
 
+Operators: the drain's execute and clear steps, the deletion cleanup, the snapshot load, the topicId
+repair, and the post-maintenance path -- the move-back of a real drain (also with its returning
+broker down again, or a moved-back topic deleted and created again, after the plan: both must refuse)
+and the preferred leader election (also while someone else's election is in flight).
+
 The draw is seeded: ``KAFKA_ZK_SAFETY_PROPERTY_SEED`` (default below) fixes every case, the case's
 own seed and its drawn inputs are in its test id and in every failure message. The schedule is
 stratified so that every connection kind, every flag value and every quarantine kind is drawn at
@@ -24,7 +29,7 @@ run refused). Clusters are shared across cases and redeployed only after a case 
 
 from __future__ import annotations
 
-import hashlib
+import base64
 import json
 import os
 import random
@@ -48,6 +53,7 @@ from airflow_provider_kafka_zk.hooks.zookeeper import (
     ZooKeeperConnectionError,
 )
 from airflow_provider_kafka_zk.kafka import znodes as zk
+from airflow_provider_kafka_zk.kafka.leadership import ElectionScope, choose_election
 from airflow_provider_kafka_zk.kafka.logdir import DirKind
 from airflow_provider_kafka_zk.kafka.reassignment import plan_throttles
 from airflow_provider_kafka_zk.kafka.safety import LEASE_PATH, LEASE_ROOT, LeaseHolder
@@ -63,10 +69,22 @@ from airflow_provider_kafka_zk.operators.drain import (
     DrainPlanOperator,
 )
 from airflow_provider_kafka_zk.operators.drain_artefacts import DrainError
+from airflow_provider_kafka_zk.operators.post_maintenance import (
+    PostMaintenanceError,
+    PostMaintenancePlanOperator,
+    PreferredLeaderElectionOperator,
+    read_leadership,
+)
 from airflow_provider_kafka_zk.operators.snapshot import (
     SourceClusterGuardError,
     ZooKeeperSnapshotLoadOperator,
 )
+from airflow_provider_kafka_zk.operators.topic_id_repair import (
+    TopicIdRepairExecuteOperator,
+    TopicIdRepairPlanOperator,
+)
+from airflow_provider_kafka_zk.testing.audit_artefacts import write_inventory_dirs
+from airflow_provider_kafka_zk.testing.cluster_state import State, capture, differences
 from airflow_provider_kafka_zk.testing.simulator import (
     BrokerSpec,
     ClusterSpec,
@@ -75,6 +93,9 @@ from airflow_provider_kafka_zk.testing.simulator import (
     TopicSpec,
 )
 from airflow_provider_kafka_zk.testing.simulator.controller import SimulatedController
+from airflow_provider_kafka_zk.testing.simulator.rows import audit_dirs
+from airflow_provider_kafka_zk.testing.simulator.runtime import ClusterRuntime
+from airflow_provider_kafka_zk.testing.simulator.scenarios import topic_id_repair_cluster
 from airflow_provider_kafka_zk.testing.sshd import SshServer
 
 pytestmark = pytest.mark.integration
@@ -143,6 +164,8 @@ class Case:
     state: str | None = None  # clear: settled | moving
     target: str | None = None  # load
     snapshot: str | None = None  # load: ok | missing
+    race: bool = False  # repair: the plan's second topic znode changes after the plan
+    incident: str | None = None  # moveback / elect: the cluster changes after the plan (must refuse)
 
     @property
     def flag(self) -> dict[str, Any]:
@@ -151,7 +174,14 @@ class Case:
     def describe(self) -> str:
         parts = [f"{self.op}#{self.index}", f"seed={self.seed}", f"conn={self.conn}"]
         parts += [f"{k}={v!r}" for k, v in self.flags]
-        extra = {"execute": ("throttle",), "clear": ("state",), "cleanup": ("quarantine",)}
+        extra = {
+            "execute": ("throttle",),
+            "clear": ("state",),
+            "cleanup": ("quarantine",),
+            "repair": ("race",),
+            "moveback": ("throttle", "incident"),
+            "elect": ("incident",),
+        }
         for name in extra.get(self.op, ("target", "snapshot")):
             parts.append(f"{name}={getattr(self, name)!r}")
         return " ".join(parts)
@@ -178,6 +208,12 @@ class Case:
         if self.conn != "right":
             return False
         if self.op == "execute" and not positive(self.throttle):
+            return False
+        if self.op == "repair" and self.race:
+            return False  # the cluster is not in the state the plan assumed: must refuse
+        if self.op == "moveback" and (self.incident is not None or not positive(self.throttle)):
+            return False
+        if self.op == "elect" and self.incident is not None:
             return False
         if self.op == "cleanup" and self.mutates() and self.quarantine not in GOOD_QUARANTINES:
             return False
@@ -228,6 +264,17 @@ def _draw_cases(base_seed: int) -> list[Case]:
         for p in ["fresh", "missing", *[f"bad_target:{t}" for t in schedule.sample(BAD_LOAD_TARGETS, 4)]]
     ]
     profiles += [("load", p) for p in ["unreachable", "missing_snapshot", "bad_flag", "bad_flag"]]
+    # the topicId repair through the step executor (write_back of two topics, a controller move)
+    profiles += [("repair", p) for p in ["real", "real", "dry", "race", *schedule.sample(WRONG_CONNS, 3)]]
+    profiles += [("repair", "bad_flag")]
+    # post-maintenance: the move-back of a real drain, and the preferred leader election
+    profiles += [
+        ("moveback", p)
+        for p in ["real", "real", "dry", "broker_down", "recreated", *schedule.sample(WRONG_CONNS, 3)]
+    ]
+    profiles += [("moveback", "bad_flag")]
+    profiles += [("elect", p) for p in ["real", "real", "dry", "foreign", *schedule.sample(WRONG_CONNS, 3)]]
+    profiles += [("elect", "bad_flag")]
     cases = []
     counters: dict[str, int] = {}
     for number, (op, profile) in enumerate(profiles):
@@ -288,6 +335,36 @@ def _draw_cases(base_seed: int) -> list[Case]:
             elif kind in WRONG_CONNS and rng.random() < 0.3:
                 flags[rng.choice(tuple(flags))] = anything()
             cases.append(Case(op, index, seed, conn, tuple(flags.items()), quarantine=quarantine))
+        elif op == "repair":
+            if kind in ("real", "race"):
+                dry_run = valid(REAL)
+            elif kind == "dry":
+                dry_run = valid(DRY)
+            elif kind == "bad_flag":
+                dry_run = next(bad_flags)
+            else:
+                dry_run = valid(REAL + DRY) if rng.random() < 0.75 else anything()
+            cases.append(Case(op, index, seed, conn, (("dry_run", dry_run),), race=kind == "race"))
+        elif op in ("moveback", "elect"):
+            incident = kind if kind in ("broker_down", "recreated", "foreign") else None
+            if kind == "real" or incident:
+                dry_run = valid(REAL)
+            elif kind == "dry":
+                dry_run = valid(DRY)
+            elif kind == "bad_flag":
+                dry_run = next(bad_flags)
+            else:
+                dry_run = valid(REAL + DRY) if rng.random() < 0.75 else anything()
+            throttle = None
+            if op == "moveback":
+                throttle = (
+                    valid(GOOD_THROTTLES)
+                    if kind == "real" or incident or rng.random() < 0.8
+                    else valid(BAD_THROTTLES)
+                )
+            cases.append(
+                Case(op, index, seed, conn, (("dry_run", dry_run),), throttle=throttle, incident=incident)
+            )
         else:  # load
             if kind == "bad_flag":
                 replay = next(bad_flags)
@@ -347,86 +424,21 @@ def _params() -> Iterator[Any]:
 # ---------------------------------------------------------------------------------------------
 
 
-def _walk(client: KazooClient, chroot: str) -> dict[str, tuple[bytes | None, int]]:
-    """Path (relative to ``chroot``) -> (data, version); {} when the chroot does not exist.
-
-    Pipelined level by level: a few round trips per level instead of two per znode.
-    """
-    if client.exists(chroot) is None:
-        return {}
-    out: dict[str, tuple[bytes | None, int]] = {}
-    level = [chroot]
-    while level:
-        pending = [(p, client.get_async(p), client.get_children_async(p)) for p in level]
-        level = []
-        for path, data_reply, children_reply in pending:
-            data, stat = data_reply.get(timeout=30)
-            children = children_reply.get(timeout=30)
-            out[path[len(chroot) :] or "/"] = (data, stat.version)
-            level += [f"{path.rstrip('/')}/{c}" for c in children]
-    return out
-
-
-def _disk(root: Path) -> dict[str, tuple[str, int, str | None]]:
-    """Every path under a host root: kind, size and (files) sha256; symlinks with their target."""
-    out: dict[str, tuple[str, int, str | None]] = {}
-    for path in sorted(root.rglob("*")):
-        stat = path.lstat()
-        rel = str(path.relative_to(root))
-        if path.is_symlink():
-            out[rel] = ("l", stat.st_size, os.readlink(path))
-        elif path.is_dir():
-            out[rel] = ("d", 0, None)
-        else:
-            with path.open("rb") as handle:
-                out[rel] = ("f", stat.st_size, hashlib.file_digest(handle, "sha256").hexdigest())
-    return out
-
-
-@dataclass
-class State:
-    """What a case may change: znodes per chroot, the root's children, files per host root."""
-
-    zk: dict[str, dict[str, tuple[bytes | None, int]]]
-    root_children: list[str]
-    disk: dict[str, dict[str, tuple[str, int, str | None]]]
-
-
-def capture(client: KazooClient, chroots: set[str], roots: set[Path]) -> State:
-    return State(
-        zk={c: _walk(client, c) for c in sorted(chroots)},
-        root_children=sorted(client.get_children("/")),
-        disk={str(r): _disk(r) for r in sorted(roots)},
-    )
-
-
-def differences(before: State, after: State, limit: int = 20) -> list[str]:
-    """What changed, for failure messages."""
-    out = []
-    if before.root_children != after.root_children:
-        out.append(
-            f"ZooKeeper root children: +{sorted(set(after.root_children) - set(before.root_children))} "
-            f"-{sorted(set(before.root_children) - set(after.root_children))}"
-        )
-    for kind, b_all, a_all in (("zk", before.zk, after.zk), ("disk", before.disk, after.disk)):
-        for where in sorted(set(b_all) | set(a_all)):
-            b, a = b_all.get(where, {}), a_all.get(where, {})
-            for path in sorted(set(b) | set(a)):
-                if b.get(path) != a.get(path):
-                    out.append(f"{kind} {where}: {path}: {b.get(path)!r} -> {a.get(path)!r}"[:300])
-    return out[:limit] + ([f"... {len(out) - limit} more"] if len(out) > limit else [])
-
-
 # ---------------------------------------------------------------------------------------------
 # The clusters
 # ---------------------------------------------------------------------------------------------
 
 DRAIN_CLUSTER = "prop-drain"
+MOVEBACK_CLUSTER = "prop-moveback"
+ELECT_CLUSTER = "prop-elect"
+REPAIR_CLUSTER = "prop-repair"
+REPAIR_TOPICS = ["diverged", "precursor"]
 DRAINED = 1
 DELETION_CLUSTER = "prop-live"
 SSH_ADDRESSES = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
 LIVE_HOSTS = {0: SSH_ADDRESSES[0], 1: SSH_ADDRESSES[1], 2: SSH_ADDRESSES[2]}
-LEFTOVER_BROKER = 2  # stopped; holds every leftover of old-logs
+LEFTOVER_BROKER = 2  # stopped; holds old-logs' plain leftover directory
+DELETE_LEFTOVER_BROKER = 1  # running; holds old-logs' -delete directory (its own delete failed)
 SSH_CONN = "prop_safety_ssh"
 DAY_MS = 86_400_000
 # old-logs' -delete directory was "renamed two days ago" (its mtime says so), but its age runs from
@@ -457,7 +469,9 @@ def _drain_spec(name: str, seed: int) -> ClusterSpec:
 
 def _deletion_cluster(seed: int) -> SimulatedCluster:
     """``events`` live; ``old-logs`` deleted, leaving on broker 2 (stopped cleanly) a plain partition
-    directory and a ``-delete`` directory; its config znode is planted after the deploy."""
+    directory and on broker 1 (running) a ``-delete`` directory its own delete failed on; its config
+    znode is planted after the deploy. (A stopped broker's ``-delete`` directory waits for its start:
+    PENDING_DELETE_DELAY, never a leftover to clean.)"""
     spec = ClusterSpec(
         name="live",
         brokers=tuple(BrokerSpec(broker_id=b, host=h) for b, h in LIVE_HOSTS.items()),
@@ -474,7 +488,7 @@ def _deletion_cluster(seed: int) -> SimulatedCluster:
         "old-logs", LEFTOVER_BROKER, [0], kind=DirKind.NORMAL, age_ms=3 * DAY_MS, topic_id=topic_id
     )
     cluster.leave_leftover_dirs(
-        "old-logs", LEFTOVER_BROKER, [1], kind=DirKind.DELETE, age_ms=2 * DAY_MS, topic_id=topic_id
+        "old-logs", DELETE_LEFTOVER_BROKER, [1], kind=DirKind.DELETE, age_ms=2 * DAY_MS, topic_id=topic_id
     )
     cluster.stop_broker(LEFTOVER_BROKER, clean=True)
     return cluster
@@ -575,6 +589,9 @@ class World:
                 "clear-settled": lambda: self._build_clear(settled=True),
                 "clear-moving": lambda: self._build_clear(settled=False),
                 "cleanup": self._build_cleanup,
+                "repair": self._build_repair,
+                "moveback": self._build_moveback,
+                "elect": self._build_elect,
             }[kind]()
             self.dirty.discard(kind)
         return self.current[kind]
@@ -625,6 +642,131 @@ class World:
         return deployment
 
     # ------------------------------------------------------------------ deletion
+    def _build_repair(self) -> Deployment:
+        """The repair cluster and a write_back plan of its two topics that need one (from a real
+        snapshot; the inventory written from the model: the plan touches no broker disk)."""
+        cluster = topic_id_repair_cluster(name=REPAIR_CLUSTER)
+        deployment = self._deploy(cluster, "repair")
+        with KafkaZooKeeperHook(deployment.conn_id) as hook:
+            ref, _ = write_snapshot(
+                str(self.base), REPAIR_CLUSTER, hook.snapshot(), source=hook.target_description()
+            )
+        tag = uuid.uuid4().hex[:8]
+        inventory = write_inventory_dirs(
+            self.base,
+            REPAIR_CLUSTER,
+            f"inv-{tag}",
+            audit_dirs(cluster),
+            broker_facts={b: {} for b in cluster.brokers},
+            expected=set(cluster.brokers),
+        )
+        result = TopicIdRepairPlanOperator(
+            task_id="plan",
+            cluster=REPAIR_CLUSTER,
+            base_path=str(self.base),
+            snapshot_path=ref.path,
+            inventory_path=str(inventory),
+            topics=REPAIR_TOPICS,
+            repair_ts=f"plan-{tag}",
+        ).execute({})
+        deployment.extra["plan_dir"] = result["plan_dir"]
+        return deployment
+
+    # ------------------------------------------------------------------ post-maintenance
+    def _drain_for_real(self, deployment: Deployment, cluster: str) -> str:
+        """Broker 1 drained for real (plan, execute, Kafka's controller, clear): its plan dir."""
+        with KafkaZooKeeperHook(deployment.conn_id) as hook:
+            ref, _ = write_snapshot(
+                str(self.base), cluster, hook.snapshot(), source=hook.target_description()
+            )
+        plan_dir = DrainPlanOperator(
+            task_id="plan",
+            cluster=cluster,
+            base_path=str(self.base),
+            brokers=[DRAINED],
+            snapshot_path=ref.path,
+            inventory_ts="none",
+            drain_ts=f"drain-{uuid.uuid4().hex[:8]}",
+        ).execute({})["plan_dir"]
+        context = {"run_id": f"prop-drain-{uuid.uuid4().hex[:8]}"}
+        operator = _execute_operator(plan_dir, deployment.conn_id, dry_run=False, throttle=1_000_000)
+        controller = SimulatedController(deployment.deployed, partitions_per_step=10)
+        try:
+            call = lambda: operator.execute(context)  # noqa: E731
+            while True:
+                try:
+                    call()
+                    break
+                except TaskDeferred as deferred:
+                    controller.run_until_idle()
+                    event = _first_event(deferred.trigger)
+                    call = lambda event=event: operator.execute_complete(context, event)  # noqa: E731
+        finally:
+            controller.stop()
+        ClearReplicationThrottlesOperator(
+            task_id="clear", plan_dir=plan_dir, kafka_zookeeper_conn_id=deployment.conn_id, dry_run=False
+        ).execute(context)
+        return plan_dir
+
+    def _maintenance(self, deployment: Deployment) -> None:
+        """The maintenance window: broker 1 stops (controlled shutdown) and starts again."""
+        deployment.deployed.cluster.stop_broker(DRAINED, clean=True)
+        deployment.deployed.sync()
+        deployment.deployed.cluster.start_broker(DRAINED)
+        deployment.deployed.sync()
+
+    def _build_moveback(self) -> Deployment:
+        """A real drain of broker 1, the maintenance, and the post-maintenance plan that moves its four
+        RF=1 partitions back in two batches (the move-back cases each execute a fresh copy of it)."""
+        deployment = self._deploy(SimulatedCluster(_drain_spec(MOVEBACK_CLUSTER, seed=9)), "moveback")
+        drain_dir = self._drain_for_real(deployment, MOVEBACK_CLUSTER)
+        self._maintenance(deployment)
+        with KafkaZooKeeperHook(deployment.conn_id) as hook:
+            ref, _ = write_snapshot(
+                str(self.base), MOVEBACK_CLUSTER, hook.snapshot(), source=hook.target_description()
+            )
+        result = PostMaintenancePlanOperator(
+            task_id="plan",
+            cluster=MOVEBACK_CLUSTER,
+            base_path=str(self.base),
+            brokers=[DRAINED],
+            drain_run=drain_dir,
+            snapshot_path=ref.path,
+            inventory_ts="none",
+            max_partitions_per_batch=2,
+            run_ts=f"post-{uuid.uuid4().hex[:8]}",
+        ).execute({"run_id": "prop-post"})
+        plan = json.loads(Path(result["plan_dir"], "plan.json").read_text())
+        assert [len(b) for b in plan["batches"]] == [2, 2], plan["batches"]
+        assert all(m["target"] == [DRAINED] for b in plan["batches"] for m in b)
+        deployment.extra["plan_dir"] = result["plan_dir"]
+        return deployment
+
+    def _build_elect(self) -> Deployment:
+        """Broker 1 back from the maintenance, leading none of the partitions it is preferred for."""
+        deployment = self._deploy(SimulatedCluster(_drain_spec(ELECT_CLUSTER, seed=5)), "elect")
+        self._maintenance(deployment)
+        with KafkaZooKeeperHook(deployment.conn_id) as hook:
+            choice = choose_election(read_leadership(hook), ElectionScope())
+            ref, _ = write_snapshot(
+                str(self.base), ELECT_CLUSTER, hook.snapshot(), source=hook.target_description()
+            )
+        assert choice.electable, "the maintenance left no preferred leader to elect"
+        # the post-maintenance plan the election is pinned to (its cluster identity), as the DAG runs it
+        result = PostMaintenancePlanOperator(
+            task_id="plan",
+            cluster=ELECT_CLUSTER,
+            base_path=str(self.base),
+            brokers=[DRAINED],
+            snapshot_path=ref.path,
+            inventory_ts="none",
+            run_ts=f"post-{uuid.uuid4().hex[:8]}",
+        ).execute({"run_id": "prop-post"})
+        deployment.extra.update(
+            electable=sorted((t, p) for t, p in choice.electable), plan_dir=result["plan_dir"]
+        )
+        return deployment
+
     def _build_cleanup(self) -> Deployment:
         deployment = self._deploy(_deletion_cluster(seed=31), "cleanup")
         self.client.create(deployment.chroot + "/config/topics/old-logs", CONFIG_LEFT)
@@ -633,9 +775,13 @@ class World:
         (root / "qlink").symlink_to(root / "qreal")
         [log_dir] = [str(d) for d in deployment.deployed.hosts[LEFTOVER_BROKER].log_dirs]
         leftovers = sorted(
-            p.name for p in Path(log_dir).iterdir() if p.is_dir() and p.name.startswith("old-logs-")
+            (str(d), p.name)
+            for b in (DELETE_LEFTOVER_BROKER, LEFTOVER_BROKER)
+            for d in deployment.deployed.hosts[b].log_dirs
+            for p in Path(d).iterdir()
+            if p.is_dir() and p.name.startswith("old-logs-")
         )
-        assert len(leftovers) == 2 and sum(n.endswith("-delete") for n in leftovers) == 1, leftovers
+        assert len(leftovers) == 2 and sum(n.endswith("-delete") for _, n in leftovers) == 1, leftovers
         deployment.extra.update(log_dir=log_dir, leftovers=leftovers)
         return deployment
 
@@ -678,6 +824,9 @@ def world(zookeeper_server, sshd, tmp_path_factory) -> Iterator[World]:
 
 # What counts as a refusal, per operator (raised before anything changed)
 REFUSALS: dict[str, tuple[type[BaseException], ...]] = {
+    "repair": (MaintenanceRefusedError, ZooKeeperConnectionError),
+    "moveback": (MaintenanceRefusedError, DrainError, ZooKeeperConnectionError),
+    "elect": (MaintenanceRefusedError, PostMaintenanceError, ZooKeeperConnectionError),
     "execute": (MaintenanceRefusedError, DrainError, ZooKeeperConnectionError),
     "clear": (MaintenanceRefusedError, DrainError, ZooKeeperConnectionError),
     "cleanup": (MaintenanceRefusedError, QuarantinePathError, ZooKeeperConnectionError),
@@ -711,6 +860,17 @@ def _run(call: Callable[[], Any]) -> Outcome:
         return Outcome(raised=exc)
 
 
+def _first_event(trigger: Any) -> dict[str, Any]:
+    import asyncio
+
+    async def first() -> dict[str, Any]:
+        async for event in trigger.run():
+            return event.payload
+        raise AssertionError("the trigger fired nothing")
+
+    return asyncio.run(first())
+
+
 def _execute_operator(plan_dir: str, conn_id: str, *, dry_run: Any, throttle: Any) -> DrainExecuteOperator:
     return DrainExecuteOperator(
         task_id="execute",
@@ -729,9 +889,15 @@ def test_wrong_inputs_refuse_or_end_in_the_predicted_state(
 ) -> None:
     if case.op == "cleanup":
         deletion_clock(RENAMED_AGO_MS)
-    {"execute": _case_execute, "clear": _case_clear, "cleanup": _case_cleanup, "load": _case_load}[case.op](
-        case, world, tmp_path
-    )
+    {
+        "execute": _case_execute,
+        "clear": _case_clear,
+        "cleanup": _case_cleanup,
+        "load": _case_load,
+        "repair": _case_repair,
+        "moveback": _case_moveback,
+        "elect": _case_elect,
+    }[case.op](case, world, tmp_path)
 
 
 def _judge(
@@ -879,6 +1045,178 @@ def _case_execute(case: Case, world: World, tmp_path: Path) -> None:
     _judge(case, outcome, before, after, predict)
 
 
+# ------------------------------------------------------------------------------------- repair
+def _case_repair(case: Case, world: World, tmp_path: Path) -> None:
+    deployment = world.get("repair")
+    plan_dir = tmp_path / "plan"  # a fresh copy per case: progress and identity are the run's own
+    shutil.copytree(deployment.extra["plan_dir"], plan_dir)
+    plan = json.loads((plan_dir / "plan.json").read_text())
+    if case.race:  # an old client adds a partition to the second topic after the plan
+        with deployment_lock(deployment):
+            deployment.deployed.cluster.old_client_adds_partitions(REPAIR_TOPICS[1], 5, client="2.7")
+            deployment.deployed.sync()
+        world.dirty.add("repair")
+    conn = world.conn_for(case.conn, deployment)
+    chroots = {deployment.chroot, world.other.chroot, world.missing_chroot}
+    roots = {deployment.root, world.other.root}
+    with ClusterRuntime(deployment.deployed, restart_dir=tmp_path / "restarts"):
+        before = capture(world.client, chroots, roots)
+        operator = TopicIdRepairExecuteOperator(
+            task_id="execute",
+            plan_dir=str(plan_dir),
+            kafka_zookeeper_conn_id=conn,
+            dry_run=case.flag["dry_run"],
+            poll_interval=0.2,
+            health_timeout=60,
+        )
+        outcome = _run(lambda: operator.execute({"run_id": f"prop-repair-{case.seed}"}))
+        after = capture(world.client, chroots, roots)
+
+    def predict() -> None:
+        what = case.describe()
+        b, a = before.zk[deployment.chroot], after.zk[deployment.chroot]
+        writes = [s for s in plan["steps"] if s["kind"] == "write_topic_id"]
+        assert {s["topic"] for s in writes} == set(REPAIR_TOPICS), f"[{what}] {plan['steps']}"
+        for step in writes:  # the planned bytes, one version further
+            assert a[step["path"]] == (base64.b64decode(step["new_data_b64"]), b[step["path"]][1] + 1), (
+                f"[{what}] {step['path']}"
+            )
+        # one controller move (Kafka's election rewrites /controller, its epoch and partition states)
+        assert int(a[zk.CONTROLLER_EPOCH][0]) == int(b[zk.CONTROLLER_EPOCH][0]) + 1, (
+            f"[{what}] controller moves"
+        )
+        assert LEASE_PATH not in a and LEASE_ROOT not in a, f"[{what}] the lease is given back"
+        touched = {s["path"] for s in writes} | {zk.CONTROLLER, zk.CONTROLLER_EPOCH}
+        touched |= {p for p in set(a) | set(b) if p.endswith("/state") and p.startswith(zk.BROKER_TOPICS)}
+        _assert_rest_unchanged(what, b, a, touched)
+        for chroot in chroots - {deployment.chroot}:
+            assert before.zk[chroot] == after.zk[chroot], f"[{what}] {chroot} changed"
+        metadata = [
+            k
+            for where in before.disk
+            for k in set(before.disk[where]) | set(after.disk[where])
+            if k.endswith("partition.metadata") and before.disk[where].get(k) != after.disk[where].get(k)
+        ]
+        assert metadata == [], f"[{what}] write_back touched broker files: {metadata}"
+
+    if before != after:
+        world.dirty.add("repair")
+    _judge(case, outcome, before, after, predict)
+
+
+def deployment_lock(deployment: Deployment) -> Any:
+    """Nothing runs beside a case's own runtime: a change of the model needs no lock."""
+    import contextlib
+
+    return contextlib.nullcontext()
+
+
+# ------------------------------------------------------------------------------------- moveback
+def _recreate(deployment: Deployment, topic: str) -> None:
+    """``topic`` deleted and created again with the same layout (a new znode incarnation)."""
+    cluster = deployment.deployed.cluster
+    layout = {p: tuple(m.replicas) for p, m in cluster.topic(topic).partitions.items()}
+    cluster.delete_topic(topic)
+    deployment.deployed.sync()
+    cluster.create_topic(TopicSpec(topic, len(layout), 1, assignment=layout, records_per_partition=3))
+    deployment.deployed.sync()
+
+
+def _case_moveback(case: Case, world: World, tmp_path: Path) -> None:
+    deployment = world.get("moveback")
+    plan_dir = tmp_path / "post"  # a fresh copy per case: progress and identity are the run's own
+    shutil.copytree(deployment.extra["plan_dir"], plan_dir)
+    plan = json.loads((plan_dir / "plan.json").read_text())
+    if case.incident == "broker_down":  # the returning broker goes down again after the plan
+        deployment.deployed.cluster.stop_broker(DRAINED, clean=True)
+        deployment.deployed.sync()
+        world.dirty.add("moveback")
+    elif case.incident == "recreated":  # a moved-back topic is deleted and created again after the plan
+        _recreate(deployment, "lonely")
+        world.dirty.add("moveback")
+    conn = world.conn_for(case.conn, deployment)
+    chroots = {deployment.chroot, world.other.chroot, world.missing_chroot}
+    roots = {deployment.root, world.other.root}
+    before = capture(world.client, chroots, roots)
+    operator = _execute_operator(str(plan_dir), conn, dry_run=case.flag["dry_run"], throttle=case.throttle)
+    run_id = f"prop-moveback-{case.seed}"
+    outcome = _run(lambda: operator.execute({"run_id": run_id}))
+    after = capture(world.client, chroots, roots)
+
+    def predict() -> None:
+        what = case.describe()
+        assert outcome.deferred is not None, f"[{what}] a real move-back must defer on batch 1: {outcome}"
+        b, a = before.zk[deployment.chroot], after.zk[deployment.chroot]
+        targets = {(m["topic"], int(m["partition"])): tuple(m["target"]) for m in plan["batches"][0]}
+        submitted = zk.ReassignPartitions.decode(a[zk.REASSIGN_PARTITIONS][0])
+        assert {(e.topic, e.partition): tuple(e.replicas) for e in submitted.partitions} == targets, what
+        throttles = plan_throttles(targets, _decode_topics(b), int(str(case.throttle)))
+        entities = {f"topics/{t}": c for t, c in throttles.topic_configs().items()}
+        entities |= {f"brokers/{br}": c for br, c in throttles.broker_configs().items()}
+        touched = {zk.REASSIGN_PARTITIONS, LEASE_ROOT, LEASE_PATH}
+        for key, config in entities.items():
+            path = f"{zk.CONFIG}/{key}"
+            touched.add(path)
+            was = _config(b, path)
+            assert _config(a, path) == {**(was or {}), **config}, f"[{what}] {path}"
+            assert a[path][1] == (0 if was is None else b[path][1] + 1), f"[{what}] {path} written twice"
+        assert _new_notifications(b, a) == sorted(entities), f"[{what}] one notification per throttled entity"
+        holder = LeaseHolder.decode(a[LEASE_PATH][0])
+        assert holder is not None and holder.run_id == run_id, f"[{what}] the lease: {holder}"
+        _assert_rest_unchanged(what, b, a, touched)
+        for chroot in chroots - {deployment.chroot}:
+            assert before.zk[chroot] == after.zk[chroot], f"[{what}] {chroot} changed"
+        assert before.disk == after.disk and before.root_children == after.root_children
+
+    if before != after:
+        world.dirty.add("moveback")
+    _judge(case, outcome, before, after, predict)
+
+
+# ------------------------------------------------------------------------------------- elect
+def _case_elect(case: Case, world: World, tmp_path: Path) -> None:
+    deployment = world.get("elect")
+    if case.incident == "foreign":  # someone else's election is in flight
+        world.client.create(
+            deployment.chroot + zk.PREFERRED_REPLICA_ELECTION,
+            zk.PreferredReplicaElection((zk.TopicPartition("single", 3),)).encode(),
+        )
+        world.dirty.add("elect")
+    conn = world.conn_for(case.conn, deployment)
+    chroots = {deployment.chroot, world.other.chroot, world.missing_chroot}
+    roots = {deployment.root, world.other.root}
+    before = capture(world.client, chroots, roots)
+    operator = PreferredLeaderElectionOperator(
+        task_id="elect",
+        cluster=ELECT_CLUSTER,
+        kafka_zookeeper_conn_id=conn,
+        artefact_dir=str(tmp_path / "election"),
+        plan_dir=deployment.extra["plan_dir"],
+        dry_run=case.flag["dry_run"],
+        poll_interval=0.2,
+        timeout=30,
+        deferrable=True,
+    )
+    outcome = _run(lambda: operator.execute({"run_id": f"prop-elect-{case.seed}"}))
+    after = capture(world.client, chroots, roots)
+
+    def predict() -> None:
+        what = case.describe()
+        assert outcome.deferred is not None, f"[{what}] a real election must defer on its request: {outcome}"
+        b, a = before.zk[deployment.chroot], after.zk[deployment.chroot]
+        requested = zk.PreferredReplicaElection.decode(a[zk.PREFERRED_REPLICA_ELECTION][0])
+        assert sorted(requested.partitions) == deployment.extra["electable"], f"[{what}] {requested}"
+        assert LEASE_PATH not in a and LEASE_ROOT not in a, f"[{what}] the lease went back at the deferral"
+        _assert_rest_unchanged(what, b, a, {zk.PREFERRED_REPLICA_ELECTION})
+        for chroot in chroots - {deployment.chroot}:
+            assert before.zk[chroot] == after.zk[chroot], f"[{what}] {chroot} changed"
+        assert before.disk == after.disk and before.root_children == after.root_children
+
+    if before != after:
+        world.dirty.add("elect")
+    _judge(case, outcome, before, after, predict)
+
+
 # ------------------------------------------------------------------------------------- clear
 def _case_clear(case: Case, world: World, tmp_path: Path) -> None:
     kind = f"clear-{case.state}"
@@ -990,30 +1328,36 @@ def _case_cleanup(case: Case, world: World, tmp_path: Path) -> None:
             assert before.zk[chroot] == after.zk[chroot], f"[{what}] {chroot} changed"
         assert before.root_children == after.root_children
         assert before.disk[str(world.other.root)] == after.disk[str(world.other.root)]
-        # disks: exactly the leftovers moved into <quarantine>/<ts>/, byte for byte, plus the listing
-        log_dir = deployment.extra["log_dir"]
-        q_root = Path(quarantine or default_quarantine(log_dir))
 
+        # disks: exactly the leftovers moved into <quarantine>/<ts>/, byte for byte, plus a listing
+        # per broker (two brokers sharing an absolute quarantine: the second listing takes the next name)
         def rel(path: str | Path) -> str:
             return str(Path(path).relative_to(root))
 
-        tops = {rel(f"{log_dir}/{n}"): rel(q_root / ts / n) for n in deployment.extra["leftovers"]}
+        tops, q_roots = {}, set()
+        for log_dir, name in deployment.extra["leftovers"]:
+            q_root = Path(quarantine or default_quarantine(log_dir))
+            q_roots.add(q_root)
+            tops[rel(f"{log_dir}/{name}")] = rel(q_root / ts / name)
         disk_b, disk_a = before.disk[str(root)], after.disk[str(root)]
         expected = {}
         for path, value in disk_b.items():
             top = next((t for t in tops if path == t or path.startswith(t + "/")), None)
             expected[tops[top] + path[len(top) :] if top else path] = value
-        for parent in [q_root / ts, *(q_root / ts).parents]:
-            if parent == root:
-                break
-            expected.setdefault(rel(parent), ("d", 0, None))
-        listing = rel(q_root / ts / "quarantine-listing.json")
-        assert disk_a.get(listing, ("?",))[0] == "f", f"[{what}] no listing {listing}"
-        assert {p: v for p, v in disk_a.items() if p != listing} == expected, f"[{what}] " + str(
+        for q_root in q_roots:
+            for parent in [q_root / ts, *(q_root / ts).parents]:
+                if parent == root:
+                    break
+                expected.setdefault(rel(parent), ("d", 0, None))
+        listings = {p for p in disk_a if Path(p).name.startswith("quarantine-listing") and p not in disk_b}
+        assert len(listings) == 2 and all(disk_a[p][0] == "f" for p in listings), (
+            f"[{what}] listings {listings}"
+        )
+        assert {p: v for p, v in disk_a.items() if p not in listings} == expected, f"[{what}] " + str(
             differences(before, after)
         )
-        entries = json.loads((root / listing).read_text())
-        assert sorted(e["name"] for e in entries) == deployment.extra["leftovers"]
+        entries = [e["name"] for p in listings for e in json.loads((root / p).read_text())]
+        assert sorted(entries) == sorted(n for _, n in deployment.extra["leftovers"])
 
     if before != after:
         world.dirty.add("cleanup")
@@ -1093,7 +1437,7 @@ def test_the_draw_covers_every_kind_of_wrong_input() -> None:
     for case in CASES:
         by_op.setdefault(case.op, []).append(case)
     assert {c.conn for c in by_op["execute"]} == {"right", *WRONG_CONNS}
-    for op in ("execute", "clear", "cleanup", "load"):
+    for op in ("execute", "clear", "cleanup", "load", "repair", "moveback", "elect"):
         assert sum(c.fully_valid() and c.mutates() for c in by_op[op]) >= 2, op
         assert len({c.conn for c in by_op[op]}) >= 2, op
     # every bad quarantine path is tried by a real cleanup with the right connection
@@ -1105,7 +1449,10 @@ def test_the_draw_covers_every_kind_of_wrong_input() -> None:
     drawn = [v for c in CASES for _, v in c.flags]
     for value in FLAG_VALUES:
         assert any(type(v) is type(value) and v == value for v in drawn), value
-    assert 25 <= len(CASES) <= 50
+    assert any(c.race and c.mutates() and c.conn == "right" for c in by_op["repair"])
+    assert {c.incident for c in by_op["moveback"]} == {None, "broker_down", "recreated"}
+    assert {c.incident for c in by_op["elect"]} == {None, "foreign"}
+    assert 25 <= len(CASES) <= 80
     assert len({c.describe() for c in CASES}) == len(CASES)
     # the same seed draws the same cases
     assert _draw_cases(BASE_SEED) == CASES

@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -201,25 +201,61 @@ def wait_for(predicate, timeout: float) -> bool:
     return predicate()
 
 
-@pytest.fixture
-def fake_broker() -> Iterator[subprocess.Popen[bytes]]:
-    """A process whose command line holds ``kafka.Kafka``, as a running broker's does."""
+def start_kafka_process(properties: Path, log_dirs: Iterable[str] | None) -> subprocess.Popen[bytes]:
+    """A process whose command line is a broker's (``kafka.Kafka <server.properties>``); with
+    ``log_dirs`` the file is written first (None: the path is left as it is)."""
+    if log_dirs is not None:
+        properties.parent.mkdir(parents=True, exist_ok=True)
+        properties.write_text(f"broker.id={BROKER}\nlog.dirs={','.join(log_dirs)}\n")
     process = subprocess.Popen(
-        [sys.executable, "-c", "import time; time.sleep(60)", KAFKA_MAIN, "/etc/kafka/server.properties"]
+        [sys.executable, "-c", "import time; time.sleep(60)", KAFKA_MAIN, str(properties)]
     )
-    try:
-        assert wait_for(lambda: process.pid in kafka_pids(), 10)
-        yield process
-    finally:
+    assert wait_for(lambda: process.pid in kafka_pids(), 10)
+    return process
+
+
+@pytest.fixture
+def kafka_process() -> Iterator[Callable[[Path, Iterable[str] | None], subprocess.Popen[bytes]]]:
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start(properties: Path, log_dirs: Iterable[str] | None) -> subprocess.Popen[bytes]:
+        started.append(start_kafka_process(properties, log_dirs))
+        return started[-1]
+
+    yield start
+    for process in started:
         process.kill()
         process.wait()
 
 
 @pytest.fixture
-def no_broker_process() -> None:
-    """Tests that need "no broker runs here" cannot pass while another test's fake broker lives."""
-    if not wait_for(lambda: not kafka_pids(), 15):
-        pytest.skip(f"a {KAFKA_MAIN} process runs on this machine (another test?): {kafka_pids()}")
+def fake_broker(host, kafka_process) -> subprocess.Popen[bytes]:
+    """This host's broker running: a ``kafka.Kafka`` process whose server.properties names its log dirs."""
+    return kafka_process(host.root / "config" / "server.properties", host.log_dirs)
+
+
+def host_broker_pids(host: Host) -> list[int]:
+    """Kafka processes that may be this host's broker (their config names its log dirs or cannot be read)."""
+    found = []
+    for pid in kafka_pids():
+        try:
+            args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            path = Path(os.fsdecode(args[args.index(KAFKA_MAIN.encode()) + 1]))
+            text = (path if path.is_absolute() else Path(os.readlink(f"/proc/{pid}/cwd")) / path).read_text()
+        except (OSError, IndexError, ValueError):
+            found.append(pid)
+            continue
+        if any(d in text for d in host.log_dirs):
+            found.append(pid)
+    return found
+
+
+@pytest.fixture
+def no_broker_process(host) -> None:
+    """Tests that need "this broker does not run" cannot pass while a process that may be it lives
+    (another cluster's broker on this machine does not count)."""
+    if not wait_for(lambda: not host_broker_pids(host), 15):
+        pytest.skip(f"a {KAFKA_MAIN} process that may be this host's broker runs: {host_broker_pids(host)}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -393,7 +429,10 @@ def test_orphan_normal_dir_is_refused_while_a_broker_process_runs(host, hook, fa
     # The caller believes the broker is stopped; the host shows a broker process: refused.
     done = run(hook, host, [host.move("old-logs-0"), host.move(DELETE_NAME)], broker_running=False)
     assert statuses(done) == {"old-logs-0": "refused", DELETE_NAME: "moved"}
-    assert f"a Kafka broker process runs on this host (pid {fake_broker.pid})" in details(done)["old-logs-0"]
+    assert (
+        f"this broker's Kafka process runs on this host (pid {fake_broker.pid})"
+        in details(done)["old-logs-0"]
+    )
     assert "allow_running_broker_orphans" in details(done)["old-logs-0"]
     assert snapshot(normal) == normal_before  # untouched, in place
     assert (host.quarantine / TS / DELETE_NAME / "00000000000000000000.log").is_file()
@@ -423,6 +462,25 @@ def test_orphan_normal_dir_is_refused_when_the_caller_says_running_or_cannot_tel
     assert statuses(done) == {"old-logs-0": "refused", "old-logs-2": "refused"}
     assert all(why in d for d in details(done).values())
     assert snapshot(host.root) == before
+
+
+def test_another_clusters_broker_on_the_host_does_not_hold_the_move_but_an_unreadable_one_does(
+    host, hook, kafka_process, tmp_path
+):
+    """Only this broker's process counts: another broker on the machine (its own log dirs) is not
+    it; a Kafka process whose configuration cannot be read might be, so it holds the move."""
+    other = kafka_process(tmp_path / "other" / "server.properties", [str(tmp_path / "other" / "kafka-logs")])
+    done = run(hook, host, [host.move("old-logs-0")], broker_running=False)
+    assert statuses(done) == {"old-logs-0": "moved"}, details(done)
+    assert other.poll() is None  # it ran all along
+    unreadable = kafka_process(tmp_path / "nowhere" / "server.properties", None)
+    held = run(hook, host, [host.move("old-logs-2", 1)], broker_running=False)
+    assert statuses(held) == {"old-logs-2": "refused"}
+    assert (
+        f"a Kafka process on this host may be this broker's (pid {unreadable.pid}:"
+        in details(held)["old-logs-2"]
+    )
+    assert "cannot be read" in details(held)["old-logs-2"]
 
 
 def test_orphan_normal_dir_moves_when_the_broker_is_stopped(host, hook, no_broker_process):

@@ -246,7 +246,8 @@ def test_malformed_topic_znode_is_kept_raw(incident, tmp_path):
 
 
 # ---------------------------------------------------------------------------- consistency
-def test_changes_during_the_walk_make_it_fuzzy_and_are_reread(incident):
+@pytest.mark.parametrize("method", ["auto", "pipelined"])
+def test_changes_during_the_walk_make_it_fuzzy_and_are_reread(incident, method):
     _, client, conn_id = incident
     children = [f"/meddle/c{i:02d}" for i in range(40)]
     client.create("/meddle", b"parent")
@@ -267,8 +268,8 @@ def test_changes_during_the_walk_make_it_fuzzy_and_are_reread(incident):
             done.append("late")
 
     with KafkaZooKeeperHook(conn_id) as hook:
-        walk = hook.snapshot(batch_ops=2, window=1, progress=meddle, progress_every=0)
-    assert done == ["early", "late"]
+        walk = hook.snapshot(batch_ops=2, window=1, progress=meddle, progress_every=0, method=method)
+    assert done == ["early", "late"] and walk.method == ("multi-read" if method == "auto" else method)
     assert not walk.consistent and walk.consistent_zxid is None
     assert walk.start_zxid < walk.end_zxid
     rows = {r.path: r for r in walk.rows}
@@ -408,6 +409,27 @@ def test_session_expiry_mid_walk_resumes_on_a_new_session(big_tree, zookeeper_se
     assert walk.consistent
 
 
+def test_pipelined_walk_survives_a_zookeeper_restart_on_its_own_sessions(big_tree, zookeeper_server):
+    """The walker's own sessions die with the server; their reads are sent again on new sessions
+    (opened with the walk's zxid) once it is back, and the rows are those of an undisturbed walk."""
+    _, conn_id, written = big_tree
+    expected = undisturbed(conn_id)
+    restarted: list[bool] = []
+
+    def restart(progress):
+        if not restarted and progress.znodes > 2_000:
+            zookeeper_server.restart()
+            restarted.append(True)
+
+    with KafkaZooKeeperHook(conn_id) as hook:
+        walk = hook.snapshot(
+            method="pipelined", batch_ops=200, window=4, connections=3, progress=restart, progress_every=0
+        )
+    assert restarted and walk.method == "pipelined" and walk.reconnects >= 1
+    assert as_plain(walk.rows) == expected and len(expected) == len(written)
+    assert walk.consistent
+
+
 # ---------------------------------------------------------------------------- loading
 def test_snapshot_loads_into_an_empty_scratch_chroot(incident, zookeeper_server, tmp_path):
     deployed, _, conn_id = incident
@@ -501,3 +523,48 @@ def test_snapshot_diff_reports_the_topic_id_a_controller_failover_changed(incide
     assert changed.after != before_id
     minted = [c for c in diff.topic_id_changes if c.topic == "inventory-updates"]
     assert minted and minted[0].before is None and minted[0].after is not None
+
+
+# ---------------------------------------------------------------------------- guessed children
+def _walk_rows(client: KazooClient, **kwargs) -> tuple[list[tuple], ZnodeTreeWalker, SnapshotWalk]:
+    walker = ZnodeTreeWalker(client, **kwargs)
+    walk = walker.run()
+    return [dataclasses.astuple(r) for r in walk.rows], walker, walk
+
+
+@pytest.mark.parametrize("method", ["multi-read", "pipelined", "pipelined-kazoo"])
+def test_guessed_children_give_the_rows_a_listing_gives_even_where_the_layout_lies(incident, method):
+    """Listings answered by reading Kafka's expected children (``guess_children``) must give
+    exactly the rows of a walk that lists every parent, all 11 Stat fields, also where the tree
+    is not what Kafka writes: a partition missing from the numbering, a partition znode with an
+    extra child or none, a non-numeric partition, a topic with a second child."""
+    _, client, _ = incident
+    topic = "/brokers/topics/orders"
+    partitions = client.get_children(topic + "/partitions")
+    client.delete(f"{topic}/partitions/{partitions[0]}", recursive=True)  # a gap in 0..n-1
+    client.create(f"{topic}/partitions/{partitions[1]}/extra", b"x")  # two children: no guess
+    client.delete(f"{topic}/partitions/{partitions[2]}/state")  # none: nothing to guess
+    client.create(f"{topic}/partitions/not-a-number", None)
+    client.create(f"{topic}/zz-second-child", b"{}")
+    client.create("/brokers/topics/solo/partitions/7/state", b'{"leader":1}', makepath=True)  # 7, not 0
+
+    listed, listing_walker, _ = _walk_rows(client, method=method, guess=False, batch_ops=9, window=2)
+    guessed, walker, walk = _walk_rows(client, method=method, batch_ops=9, window=2)
+    assert walk.method == method and walk.consistent
+    assert guessed == listed and len(listed) > 100
+    assert as_plain(walk.rows) == plain_walk(client)
+    assert listing_walker.guessed == 0 and walker.guessed > 10  # the intact partitions were guessed
+    assert walk.requests < listing_walker._requests or method == "multi-read"
+
+
+def test_guess_children_follows_kafkas_layout_only():
+    from airflow_provider_kafka_zk.hooks.zookeeper_snapshot import guess_children
+
+    assert guess_children("/brokers/topics/t", 1) == ["partitions"]
+    assert guess_children("/brokers/topics/t", 2) is None
+    assert guess_children("/brokers/topics/t/partitions", 3) == ["0", "1", "2"]
+    assert guess_children("/brokers/topics/t/partitions/0", 1) == ["state"]
+    assert guess_children("/brokers/topics/t/partitions/0", 2) is None
+    assert guess_children("/brokers/topics/t/other", 1) is None
+    assert guess_children("/brokers/ids", 3) is None
+    assert guess_children("/brokers/topics/t/partitions/0/state", 1) is None

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import posixpath
@@ -95,6 +96,19 @@ def _as_tree(walk) -> dict[str, tuple[bytes | None, int, int]]:
     return {r.path: (r.data, r.version, r.czxid) for r in walk.rows}
 
 
+def _full_rows(walk) -> list[tuple]:
+    """Every row with its data and all 11 Stat fields (what a pipelined walk must match)."""
+    return [dataclasses.astuple(r) for r in walk.rows]
+
+
+def _pipelined(hook: KafkaZooKeeperHook, fast) -> None:
+    """The walk on sessions of its own (what a 3.4/3.5 server gets) reads what the multiRead walk
+    read, every Stat field alike: the own sessions authenticate as the hook's connection does."""
+    slow = hook.snapshot(method="pipelined", batch_ops=7, window=3, connections=2)
+    assert slow.method == "pipelined"  # own sessions, not kazoo's connection
+    assert _full_rows(slow) == _full_rows(fast) and slow.consistent
+
+
 def _session(hook: KafkaZooKeeperHook, tmp_path) -> MaintenanceSession:
     return MaintenanceSession(hook, cluster="t", artefact_dir=str(tmp_path / "art"), run=RUN, dry_run=False)
 
@@ -157,6 +171,7 @@ def test_sasl_snapshot_reads_a_cluster_with_kafkas_secure_acls(sasl_server, sasl
     with KafkaZooKeeperHook(conn_id) as hook:
         walk = hook.snapshot()
         assert hook.get_znode(BROKER_CONFIG)[0] == CONFIG_DATA  # creator-only: only sasl:kafka reads it
+        _pipelined(hook, walk)
     with _kazoo(sasl_server.connect_string + chroot, **_sasl(KAFKA)) as kafka_zk:
         expected = _tree(kafka_zk)
     assert _as_tree(walk) == expected and BROKER_CONFIG in expected and len(expected) > 100
@@ -229,6 +244,9 @@ def test_sasl_principal_the_acls_do_not_admit_gets_the_znode_named(
     with KafkaZooKeeperHook(conn_id) as hook:
         with pytest.raises(ZooKeeperAuthError) as excinfo:
             hook.snapshot()
+        _assert_typed(excinfo.value, chroot, "/config/brokers", identity, OPS[1])
+        with pytest.raises(ZooKeeperAuthError) as excinfo:  # own sessions: the same principal
+            hook.snapshot(method="pipelined")
         _assert_typed(excinfo.value, chroot, "/config/brokers", identity, OPS[1])
         with _session(hook, tmp_path), pytest.raises(ZooKeeperAuthError) as excinfo:
             hook.create_if_absent(REASSIGN, REASSIGN_DATA)
@@ -337,6 +355,7 @@ def test_gssapi_with_a_ticket_reads_and_writes_as_the_principal(kerberized, monk
         with KafkaZooKeeperHook(conn_id) as hook:
             walk = hook.snapshot()
             assert hook.get_znode(BROKER_CONFIG)[0] == CONFIG_DATA
+            _pipelined(hook, walk)  # each own session does its own Kerberos exchange
             with _session(hook, tmp_path) as session:
                 assert hook.create_if_absent(REASSIGN, REASSIGN_DATA)
                 assert session.release_lease()
@@ -418,6 +437,7 @@ def test_tls_snapshot_and_guarded_write(tls_server, monkeypatch, tmp_path):
             assert hook.get_conn().check_hostname is True
             walk = hook.snapshot()
             assert _as_tree(walk) == expected and walk.consistent
+            _pipelined(hook, walk)  # own sessions over TLS with the client certificate
             with _session(hook, tmp_path):
                 assert hook.create_if_absent(REASSIGN, REASSIGN_DATA)
         with _kazoo(tls_server.connect_string + chroot) as plain:

@@ -125,3 +125,35 @@ def test_a_trigger_that_met_another_cluster_refuses_rather_than_retries():
             ssh_conn_id="s",
             delete_dir_margin=-1,
         )._settings()
+
+
+def test_the_cleanup_plan_leaves_orphans_of_running_brokers_and_topics_that_came_back():
+    from airflow_provider_kafka_zk.kafka.deletion_cleanup import ConfigZnode, Leftover, plan_cleanup
+
+    leftovers = [
+        Leftover(1, "gone", "/d1", "gone-0.abc-delete", "delete"),  # closed by Kafka: may move
+        Leftover(1, "gone", "/d1", "gone-1", "normal"),  # a running broker may hold it open
+        Leftover(2, "gone", "/d2", "gone-2", "normal"),  # broker 2 is stopped
+        Leftover(2, "back", "/d2", "back-0", "normal"),  # the topic exists again
+    ]
+    znodes = {"gone": ConfigZnode(3, b"{}"), "back": ConfigZnode(0, b"{}"), "clean": ConfigZnode(1, b"x")}
+    plan = plan_cleanup(
+        leftovers, znodes, reappeared={"back": "/brokers/topics/back exists again"}, running={1}, ts="T"
+    )
+    assert [(m.broker_id, [d.name for d in m.dirs], m.broker_running) for m in plan.moves] == [
+        (1, ["gone-0.abc-delete"], True),
+        (2, ["gone-2"], False),
+    ]
+    left = {d["source"]: d["detail"] for d in plan.left_dirs}
+    assert "broker 1 is running" in left["/d1/gone-1"] and "exists again" in left["/d2/back-0"]
+    # gone keeps its znode (a directory stays), back is refused, clean (no directory left) goes
+    assert {z["path"]: z["status"] for z in plan.left_znodes} == {
+        "/config/topics/back": "refused",
+        "/config/topics/gone": "kept",
+    }
+    [delete] = plan.deletes
+    assert (delete.topic, delete.expected_version, delete.data) == ("clean", 1, b"x")
+    allowed = plan_cleanup(
+        leftovers, {}, reappeared={}, running={1}, ts="T", allow_running_broker_orphans=True
+    )
+    assert sum(len(m.dirs) for m in allowed.moves) == 4 and not allowed.left_dirs

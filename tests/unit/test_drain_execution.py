@@ -18,10 +18,14 @@ from airflow_provider_kafka_zk.kafka.drain_execution import (
     Refusal,
     after_lost_create,
     after_wait,
+    batch_of,
+    batch_throttles,
     clear_step,
+    drain_steps,
     next_step,
     partitions_on,
     plan_from_state,
+    preflight_batch,
     read_disagreements,
     read_record,
     replaced_values,
@@ -329,6 +333,65 @@ def test_clear_after_a_refusal_for_someone_elses_reassignment_removes_ours():
 def test_clear_after_the_drain_finished_removes_the_throttles():
     done = cluster(single=topic("single", {0: (2,), 1: (3,), 2: (0,)}))
     assert clear_step(PLAN, seen(done)).action is Action.CLEAR
+
+
+# ---------------------------------------------------------------------------------------------
+# The plan as the step executor's steps, and the preflight of every batch before the first write
+# ---------------------------------------------------------------------------------------------
+
+
+def test_the_plans_throttles_are_kafkas_tools_values_for_the_planned_moves():
+    fresh = next_step(PLAN, 0, seen(cluster()), rate=RATE).submission.throttles
+    assert batch_throttles(PLAN[0], RATE) == fresh  # what a fresh submission sets, known before it
+
+
+def test_a_plan_becomes_throttle_steps_then_the_batch_per_batch_with_stable_ids():
+    steps = drain_steps(PLAN, RATE, {"single": ("AAAAAAAAAAAAAAAAAAAAAg", 0x20)})
+    assert [s.id for s in steps] == [
+        "batch-1:throttle:topics/single",
+        "batch-1:throttle:brokers/1",
+        "batch-1:throttle:brokers/2",
+        "batch-1:throttle:brokers/3",
+        "batch-1",
+        "batch-2:throttle:topics/replicated",
+        *(f"batch-2:throttle:brokers/{b}" for b in (0, 1, 2, 3)),
+        "batch-2",
+    ]
+    first = steps[4]
+    assert first.kind == "drain_batch" and first.batch == 0 and first.batches == 2
+    assert [(m.topic, m.topic_id, m.topic_czxid) for m in first.moves] == [
+        ("single", "AAAAAAAAAAAAAAAAAAAAAg", 0x20),
+        ("single", "AAAAAAAAAAAAAAAAAAAAAg", 0x20),
+    ]
+    assert dict(steps[0].keys) == {LEADER_REPLICAS: "0:1,1:1", FOLLOWER_REPLICAS: "0:2,1:3"}
+    assert all(s.batch_step == "batch-1" for s in steps[:4])
+    assert steps[-1].id == "batch-2" and steps[-1].moves[0].topic_czxid is None  # not recorded: not pinned
+    assert batch_of(steps[-1]) == PLAN[1]
+    assert drain_steps(PLAN, RATE) == drain_steps(PLAN, RATE)  # a resumed run finds the same ids
+
+
+def test_the_preflight_lets_a_later_batch_wait_behind_an_earlier_batch_of_the_same_plan():
+    # a resumed run: batch 1's own request is in flight; batch 2 is judged on its own assumptions
+    behind = preflight_batch(PLAN, 1, seen(cluster(), reassign=OUR_FIRST_BATCH))
+    assert behind.action is Action.SUBMIT and behind.refusal is None
+    # next_step, deciding batch 2's turn, would take the same znode for someone else's
+    assert next_step(PLAN, 1, seen(cluster(), reassign=OUR_FIRST_BATCH), rate=RATE).action is Action.REFUSE
+    assert preflight_batch(PLAN, 0, seen(cluster(), reassign=OUR_FIRST_BATCH)).action is Action.WAIT
+
+
+def test_the_preflight_refuses_every_batch_for_a_foreign_reassignment_or_an_outdated_plan():
+    foreign = znode(("replicated", 1, (3, 2, 0)))
+    for position in (0, 1):
+        step = preflight_batch(PLAN, position, seen(cluster(), reassign=foreign))
+        assert step.refusal is Refusal.FOREIGN_REASSIGNMENT and "replicated-1" in step.message
+    moved = cluster(replicated=topic("replicated", {0: (3, 2, 1), 1: (0, 2, 3)}))
+    step = preflight_batch(PLAN, 1, seen(moved))
+    assert (
+        step.refusal is Refusal.PLAN_OUTDATED
+        and "replicated-0 planned from [1, 2, 3], now [3, 2, 1]" in step.message
+    )
+    done = cluster(single=topic("single", {0: (2,), 1: (3,), 2: (0,)}))
+    assert preflight_batch(PLAN, 0, seen(done)).action is Action.SKIP
 
 
 # ---------------------------------------------------------------------------------------------

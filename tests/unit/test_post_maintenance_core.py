@@ -212,6 +212,45 @@ def test_move_back_touches_only_partitions_still_where_the_drain_put_them():
     assert [len(b) for b in batch_moves(moves, max_partitions=10, max_bytes=100)] == [2, 2, 1]
 
 
+def test_move_back_recognises_the_drains_topic_by_its_incarnation_not_its_name():
+    drained = [
+        DrainedMove("same", 0, (1,), (2,), 10, "AAAAAAAAAAAAAAAAAAAAAg", 0x100),
+        DrainedMove("recreated", 0, (1,), (2,), 10, "AAAAAAAAAAAAAAAAAAAAAw", 0x200),
+        DrainedMove("old-kafka", 0, (1,), (2,), 10, None, 0x300),  # no id: its czxid alone
+        DrainedMove("id-rewritten", 0, (1,), (2,), 10, "AAAAAAAAAAAAAAAAAAAABA", 0x400),
+    ]
+    current = {(d.topic, 0): (2,) for d in drained}  # every one where the drain put it
+    now = {
+        "same": ("AAAAAAAAAAAAAAAAAAAAAg", 0x100),
+        "recreated": ("AAAAAAAAAAAAAAAAAAAABQ", 0x900),  # deleted and created again, same layout
+        "old-kafka": (None, 0x301),
+        "id-rewritten": ("AAAAAAAAAAAAAAAAAAAABg", 0x400),
+    }
+    # by name only (the old rule), every one of them would go back
+    assert len(plan_move_back(drained, current).moves) == 4
+    plan = plan_move_back(drained, current, topics=now)
+    assert plan.moves == (Move("same", 0, (2,), (1,), 10),)
+    reasons = {u.topic: u.reason for u in plan.untouched}
+    assert "deleted and created again since the drain (znode czxid 0x200 -> 0x900" in reasons["recreated"]
+    assert "AAAAAAAAAAAAAAAAAAAAAw -> AAAAAAAAAAAAAAAAAAAABQ" in reasons["recreated"]
+    assert "czxid 0x300 -> 0x301" in reasons["old-kafka"]
+    assert (
+        "id changed since the drain" in reasons["id-rewritten"]
+        and "topicId repair" in reasons["id-rewritten"]
+    )
+
+
+def test_move_back_never_targets_a_broker_that_is_not_registered():
+    drained = [DrainedMove("a", 0, (1,), (0,), 10), DrainedMove("a", 1, (2,), (0,), 10)]
+    current = {("a", 0): (0,), ("a", 1): (0,)}
+    assert len(plan_move_back(drained, current).moves) == 2  # without the rule: onto broker 2 as well
+    plan = plan_move_back(drained, current, registered={0, 1, 3})
+    assert plan.moves == (Move("a", 0, (0,), (1,), 10),)
+    [left] = plan.untouched
+    assert (left.topic, left.partition) == ("a", 1)
+    assert left.reason.startswith("broker(s) [2] not registered in /brokers/ids (still down?)")
+
+
 def test_health_gate_names_missing_brokers_offline_partitions_and_urp_over_baseline():
     cluster = _cluster()
     assert health_gate(_state(cluster), [1], 0).passed
@@ -316,4 +355,20 @@ def test_post_maintenance_says_kafka_already_elected_the_preferred_leaders():
     assert (
         election_report_line(3, elected_before_us(before, before, scope, rule))
         == "preferred leaders elected: 3"
+    )
+
+
+def test_the_election_as_steps_never_requests_a_partition_twice():
+    from airflow_provider_kafka_zk.kafka.post_maintenance import election_steps
+
+    electable = [TopicPartition("t", p) for p in range(5)]
+    preferred = {("t", p): p % 3 for p in range(5)}
+    steps = election_steps(
+        electable, preferred, requested=[("t", 1)], max_partitions=2, max_bytes=10_000, first=3
+    )
+    assert [s.id for s in steps] == ["election-3", "election-4"]
+    assert [s.partitions for s in steps] == [(("t", 0, 0), ("t", 2, 2)), (("t", 3, 0), ("t", 4, 1))]
+    assert (
+        election_steps(electable[:1], preferred, requested=[("t", 0)], max_partitions=2, max_bytes=10_000)
+        == []
     )

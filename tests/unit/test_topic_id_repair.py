@@ -42,6 +42,15 @@ def _all_brokers(cluster):
     return set(cluster.brokers)
 
 
+def _partitions(state):
+    return {(p.topic, p.partition): p for p in state.partitions()}
+
+
+def _steps(plan):
+    """The plan's steps as plan.json holds them."""
+    return plan.to_dict()["steps"]
+
+
 def test_diagnosis_names_each_case_of_the_incident_cluster(incident):
     cluster, state, dirs, _ = incident
     by_topic = {d.topic: d for d in diagnose(state, dirs, _all_brokers(cluster))}
@@ -89,14 +98,15 @@ def test_split_replicas_are_diagnosed_and_auto_resets_only_the_odd_ones(incident
         strategy=Strategy.AUTO,
         controller_id=state.controller_id,
         live_brokers=state.live_broker_ids,
+        partitions=_partitions(state),
     )
-    resets = [s for s in plan.steps if s["kind"] == "reset_files"]
+    resets = [s for s in _steps(plan) if s["kind"] == "reset_files"]
     touched = {f["broker_id"] for s in resets for f in s["files"]}
     # every replica that disagrees with ZooKeeper is reset; the odd broker already agrees
     assert odd_broker not in touched
     assert all(f["topic_id_on_disk"] != zk_id for s in resets for f in s["files"])
     assert all(f["name"] == "partition.metadata" for s in resets for f in s["files"])
-    assert not [s for s in plan.steps if s["kind"] == "write_topic_id"]
+    assert not [s for s in _steps(plan) if s["kind"] == "write_topic_id"]
     # write_back cannot make a split topic agree
     refused = plan_repair([d], znodes, strategy=Strategy.WRITE_BACK, live_brokers=state.live_broker_ids)
     assert not refused.steps and "clickstream" in refused.refused
@@ -108,11 +118,11 @@ def test_write_back_plan_keeps_the_assignment_and_moves_the_controller_only_when
     plan = plan_repair(
         diagnoses, znodes, controller_id=state.controller_id, live_brokers=state.live_broker_ids
     )
-    kinds = [s["kind"] for s in plan.steps]
+    kinds = [s["kind"] for s in _steps(plan)]
     assert kinds == ["write_topic_id", "write_topic_id", "move_controller", "wait_healthy"]
-    move = plan.steps[2]
+    move = _steps(plan)[2]
     assert move["topics"] == ["clickstream"]  # the precursor needs no controller move
-    for step in plan.steps[:2]:
+    for step in _steps(plan)[:2]:
         old = TopicAssignment.decode(base64.b64decode(step["old_data_b64"]), step["path"])
         new = TopicAssignment.decode(base64.b64decode(step["new_data_b64"]), step["path"])
         assert str(new.topic_id) == step["topic_id"] == plan.topics[step["topic"]]["disk_id"]
@@ -141,7 +151,7 @@ def test_file_reset_with_a_chosen_id_writes_it_first_and_refuses_an_id_no_replic
         controller_id=state.controller_id,
         live_brokers=state.live_broker_ids,
     )
-    assert [s["kind"] for s in plan.steps] == ["write_topic_id", "move_controller", "wait_healthy"]
+    assert [s["kind"] for s in _steps(plan)] == ["write_topic_id", "move_controller", "wait_healthy"]
     other = plan_repair(
         [d],
         znodes,
@@ -154,33 +164,132 @@ def test_file_reset_with_a_chosen_id_writes_it_first_and_refuses_an_id_no_replic
         plan_repair([d], znodes, strategy="rewrite")
 
 
-def test_file_reset_restarts_the_controller_last_and_refuses_stopped_brokers(incident):
-    cluster, state, dirs, znodes = incident
-    (d,) = diagnose(state, dirs, _all_brokers(cluster), ["clickstream"])
-    holders = sorted({r.broker_id for r in d.replicas})
-    live = set(holders)
-    controller = holders[0]
+def _rolling(controller: int = 2):
+    from airflow_provider_kafka_zk.testing.simulator.scenarios import rolling_reset_cluster
+
+    cluster = rolling_reset_cluster(controller=controller)
+    rows = cluster_rows(cluster)
+    state = ClusterState.from_snapshot(rows)
+    znodes = {
+        r.path.rsplit("/", 1)[1]: (r.data, r.version)
+        for r in rows
+        if r.path.count("/") == 3 and r.path.startswith("/brokers/topics/")
+    }
+    return cluster, state, audit_dirs(cluster), znodes
+
+
+def test_file_reset_restarts_the_controller_last_and_refuses_stopped_brokers():
+    cluster, state, dirs, znodes = _rolling(controller=2)
+    diagnoses = diagnose(state, dirs, _all_brokers(cluster), ["split", "solo"])
     plan = plan_repair(
-        [d],
+        diagnoses,
         znodes,
-        strategy="file_reset",
         reset_leader_epoch_checkpoint=True,
-        controller_id=controller,
-        live_brokers=live,
+        controller_id=2,
+        live_brokers=state.live_broker_ids,
+        partitions=_partitions(state),
     )
-    restarts = [s["broker_id"] for s in plan.steps if s["kind"] == "restart_broker"]
-    assert restarts[-1] == controller and sorted(restarts) == holders
-    names = {f["name"] for s in plan.steps if s["kind"] == "reset_files" for f in s["files"]}
+    assert plan.refused == {}
+    restarts = [s["broker_id"] for s in _steps(plan) if s["kind"] == "restart_broker"]
+    assert restarts == [0, 2]  # the followers holding the former id; the controller (2) last
+    names = {f["name"] for s in _steps(plan) if s["kind"] == "reset_files" for f in s["files"]}
     assert names == {"partition.metadata", "leader-epoch-checkpoint"}
     stopped = plan_repair(
-        [d], znodes, strategy="file_reset", controller_id=controller, live_brokers=live - {holders[1]}
+        diagnoses,
+        znodes,
+        controller_id=2,
+        live_brokers=state.live_broker_ids - {2},
+        partitions=_partitions(state),
     )
-    assert not stopped.steps and "not running" in stopped.refused["clickstream"]
+    assert "not running" in stopped.refused["split"]
+    assert [s["kind"] for s in _steps(stopped)] == ["write_topic_id", "wait_healthy"]  # solo alone
+
+
+def test_auto_resets_a_split_topic_to_the_id_its_leaders_hold():
+    """Only followers lose their file: no restart of the run moves the topic's leadership onto a
+    replica that would reject the controller's id (ControlledShutdownPartitionLeaderElection, 3.3.1)."""
+    cluster, state, dirs, znodes = _rolling(controller=1)
+    (split,) = diagnose(state, dirs, _all_brokers(cluster), ["split"])
+    assert split.case is TopicIdCase.SPLIT
+    leaders = {info.leader for (t, _), info in _partitions(state).items() if t == "split"}
+    assert leaders == {1, 3}
+    plan = plan_repair(
+        diagnose(state, dirs, _all_brokers(cluster), ["split", "solo"]),
+        znodes,
+        controller_id=1,
+        live_brokers=state.live_broker_ids,
+        partitions=_partitions(state),
+    )
+    assert plan.topics["split"]["target_id"] == split.zookeeper_id  # what brokers 1 and 3 hold
+    reset_brokers = {f["broker_id"] for s in _steps(plan) if s["kind"] == "reset_files" for f in s["files"]}
+    assert reset_brokers == {0, 2}
+    # writing solo's id and restarting brokers: the controller moves first, so what it sends is known
+    assert [s["kind"] for s in _steps(plan)][:3] == ["write_topic_id", "move_controller", "wait_healthy"]
+
+
+def test_a_restart_that_leaves_another_topics_rf1_partitions_leaderless_is_refused_naming_them():
+    cluster, state, dirs, znodes = _rolling(controller=1)
+    every = diagnose(state, dirs, _all_brokers(cluster))
+    plan = plan_repair(
+        [d for d in every if d.topic == "split"],
+        znodes,
+        controller_id=1,
+        live_brokers=state.live_broker_ids,
+        others=[d for d in every if d.topic != "split"],
+        partitions=_partitions(state),
+    )
+    assert not plan.steps
+    why = plan.refused["split"]
+    assert "[restart-replicas-not-served]" in why and "[restart-partitions-leaderless]" in why
+    assert "solo-0 (broker 0 is its only in-sync replica" in why and "solo-1" in why
+    # the damage it prevents, played by the simulator (Kafka 3.3.1's controller and brokers)
+    assert cluster.unserved_partitions() == []
+    cluster.restart_broker(0)
+    assert cluster.unserved_partitions() == [("solo", 0), ("solo", 1)]
+    assert cluster.topic("solo").partitions[0].leader == 0  # ZooKeeper still names broker 0 leader
+
+
+def test_a_restart_of_a_broker_with_an_unreadable_partition_metadata_is_refused():
+    cluster, state, dirs, znodes = _rolling(controller=1)
+    victim = next(d for d in cluster.replica_dirs("healthy", 0))  # another topic's replica on broker 0
+    cluster.damage_partition_metadata(0, "healthy", victim.partition)
+    dirs = audit_dirs(cluster)
+    bad = next(
+        d for d in dirs if d.broker_id == 0 and d.topic == "healthy" and d.partition == victim.partition
+    )
+    every = diagnose(state, dirs, _all_brokers(cluster))
+    assert {d.topic: d.case for d in every}["healthy"] is TopicIdCase.UNKNOWN
+    plan = plan_repair(
+        [d for d in every if d.topic in ("split", "solo")],
+        znodes,
+        controller_id=1,
+        live_brokers=state.live_broker_ids,
+        others=[d for d in every if d.topic not in ("split", "solo")],
+        partitions=_partitions(state),
+    )
+    why = plan.refused["split"]
+    assert f"healthy-{victim.partition} (its partition.metadata is unreadable" in why
+    assert f"Kafka takes log dir {bad.log_dir} offline" in why
+    neighbours = [d for d in dirs if d.broker_id == 0 and d.log_dir == bad.log_dir and d is not bad]
+    assert neighbours and all(
+        f"{d.topic}-{d.partition} (log dir {bad.log_dir} goes offline" in why for d in neighbours
+    )
+    # the damage it prevents: the broker's next start takes that log dir offline
+    cluster.restart_broker(0)
+    assert (victim.topic, victim.partition) not in [
+        (t, p) for t, p in cluster.unserved_partitions() if t != "healthy"
+    ]
+    assert all(
+        d.offline for d in cluster.replica_dirs(broker_id=0) if d.log_dir_index == victim.log_dir_index
+    )
+    assert ("solo", 0) in cluster.unserved_partitions() or ("solo", 1) in cluster.unserved_partitions()
 
 
 def test_remaining_steps_continue_after_the_last_completed():
-    steps = [{"id": "a"}, {"id": "b"}, {"id": "c"}]
-    assert [s["id"] for s in remaining_steps(steps, {"a": {}})] == ["b", "c"]
+    from airflow_provider_kafka_zk.kafka.steps import HealthWait
+
+    steps = [HealthWait(id="a"), HealthWait(id="b"), HealthWait(id="c")]
+    assert [s.id for s in remaining_steps(steps, {"a": {}})] == ["b", "c"]
     assert remaining_steps(steps, ["a", "b", "c"]) == []
 
 
@@ -215,12 +324,21 @@ def test_gates():
     waiting = restart_gate(3, 100, {1: 1, 2: 2, 3: 200}, parts, baseline_urp=0)
     assert any("not back in the ISR of t-0" in w for w in waiting)
     assert any("under-replicated" in w for w in waiting)
-    assert restart_gate(3, 100, {1: 1, 2: 2, 3: 100}, parts, 5) == [
+    was_leaderless = {("u", 0)}  # u-0 had no leader before the run: not this restart's doing
+    assert restart_gate(3, 100, {1: 1, 2: 2, 3: 100}, parts, 5, was_leaderless) == [
         "broker 3 still has its old registration (epoch 100): not restarted yet"
     ]
-    assert restart_gate(3, 100, {1: 1}, parts, 5) == ["broker 3 is not registered in /brokers/ids"]
+    assert restart_gate(3, 100, {1: 1, 2: 2}, parts, 5, was_leaderless) == [
+        "broker 3 is not registered in /brokers/ids"
+    ]
     healed = {**parts, ("t", 0): _partition("t", 0, (1, 2, 3), 1, (1, 2, 3))}
-    assert restart_gate(3, 100, {1: 1, 2: 2, 3: 200}, healed, baseline_urp=0) == []
+    assert restart_gate(3, 100, {1: 1, 2: 2, 3: 200}, healed, 0, was_leaderless) == []
+    # a partition that lost its leader during the run holds the gate, whatever the ISR and URP say
+    assert restart_gate(3, 100, {1: 1, 2: 2, 3: 200}, healed, baseline_urp=0) == [
+        "partitions without a leader (they had one before the run): u-0"
+    ]
+    dead_leader = {**healed, ("t", 1): _partition("t", 1, (2, 3), 2, (2, 3))}
+    assert "t-1" in restart_gate(3, 100, {1: 1, 3: 200}, dead_leader, 5, was_leaderless)[-1]
 
 
 def test_restart_gate_counts_under_replication_as_the_audit_does():

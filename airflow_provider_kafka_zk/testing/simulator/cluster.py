@@ -45,6 +45,9 @@ class PartitionModel:
     state_version: int = 0  # zkVersion of the state znode = the partition epoch
     adding: list[int] = field(default_factory=list)
     removing: list[int] = field(default_factory=list)
+    # Brokers that skipped the LeaderAndIsr making them leader or follower at the current epoch
+    # (INCONSISTENT_TOPIC_ID): ZooKeeper names them, but they do not serve the partition.
+    rejected: set[int] = field(default_factory=set)
 
 
 @dataclass
@@ -87,6 +90,11 @@ class ReplicaDir:
     # A -delete directory Kafka fails to remove (read-only or failing disk): kafka-delete-logs logs
     # "Exception while deleting ..." and drops it from its queue (LogManager.deleteLogs, 3.3.1).
     delete_fails: bool = False
+    # partition.metadata damaged on disk: the broker keeps its in-memory id while it runs; at its
+    # next start Kafka takes the whole log dir offline (PartitionMetadataFile.read, 3.3.1)
+    metadata_unreadable: bool = False
+    # the replica's log dir went offline at the broker's last start: it serves nothing
+    offline: bool = False
 
 
 @dataclass
@@ -358,6 +366,43 @@ class SimulatedCluster:
             )
         self.tick()
 
+    def old_tool_rewrites_topic_znode(
+        self, topic_name: str, tool: str = "a 2.3 AdminUtils-based tool"
+    ) -> None:
+        """A tool that writes the topic znode as format v1/v2 (any client before 2.8, or a
+        third-party tool) rewrites it with the same partitions: ``topic_id`` is gone from ZooKeeper
+        while the running controller keeps its in-memory id (``processPartitionModifications`` does
+        not reload ids, 3.3.1), as :meth:`old_client_adds_partitions` without the new partitions."""
+        topic = self.topic(topic_name)
+        topic.zk_topic_id = None
+        topic.znode_format = 1
+        topic.znode_version += 1
+        self.history.append(f"{topic_name}: {tool} rewrote the topic znode as v1, without topic_id")
+        if self.uses_topic_ids and topic.controller_topic_id is not None:
+            self.incidents.append(
+                Incident(
+                    "topic_id_missing_in_zookeeper", topic=topic_name, detail=str(topic.controller_topic_id)
+                )
+            )
+        self.tick()
+
+    def restore_replica_dirs(self, topic_name: str, broker_id: int, topic_id: KafkaUuid) -> None:
+        """Broker ``broker_id``'s directories of ``topic_name`` are restored from a backup of a former
+        incarnation of the topic (same name, id ``topic_id``) while the broker runs: their
+        partition.metadata hold that id. Its replicas fetch with it from leaders holding another one
+        (INCONSISTENT_TOPIC_ID on Fetch v13, IBP >= 3.1) and drop out of the ISR."""
+        topic = self.topic(topic_name)
+        for d in self.replica_dirs(topic_name, broker_id):
+            d.topic_id = topic_id
+            d.metadata_file = True
+            part = topic.partitions[d.partition]
+            if part.leader != broker_id and broker_id in part.isr:
+                self._bump_state(part, leader=part.leader, isr=[r for r in part.isr if r != broker_id])
+        self.history.append(
+            f"{topic_name}: broker {broker_id}'s directories restored from an incarnation with id {topic_id}"
+        )
+        self.tick()
+
     def controller_failover(self, new_controller: int | None = None) -> None:
         """The controller moves: epoch +1, every topic without topic_id gets a NEW random id.
 
@@ -422,20 +467,28 @@ class SimulatedCluster:
         A replica without an id adopts the request's (file written); one with another id skips the
         partition (``ReplicaManager.hasConsistentTopicId``, 3.3.1): it neither leads nor follows, so
         it stays out of the ISR. A consistent follower on a running broker catches up and rejoins
-        the ISR; a partition without a leader whose ISR holds the broker gets it as leader again.
+        the ISR. A partition without a leader whose ISR holds the broker gets it as leader again
+        (``onBrokerStartup`` -> ``triggerOnlinePartitionStateChange``: the election looks at
+        liveness and the ISR, not at ids), so a broker that then skips the request is leader in
+        ZooKeeper and serves nothing (``rejected``; the controller ignores INCONSISTENT_TOPIC_ID in
+        the response). A replica in a log dir that went offline at start answers
+        KAFKA_STORAGE_ERROR: the controller marks it offline and elects nobody on it.
         """
         targets = set(brokers)
         sends_ids = ibp_sends_topic_ids(self.spec.ibp)
         mismatched: dict[tuple[str, int], set[int]] = {}
-        for d in self.dirs:
+        accepted: list[ReplicaDir] = []
+        for d in self.dirs:  # first every broker answers (ids checked, elections of skipped replicas)
             if (
                 d.kind is not DirKind.NORMAL
                 or d.broker_id not in targets
                 or not self.brokers[d.broker_id].online
                 or d.topic not in self.topics
+                or d.offline
             ):
                 continue
             topic = self.topics[d.topic]
+            part = topic.partitions.get(d.partition)
             request_id = topic.controller_topic_id if sends_ids else None
             if request_id is not None:
                 if d.topic_id is None:
@@ -443,14 +496,21 @@ class SimulatedCluster:
                     d.metadata_file = True
                 elif d.topic_id != request_id:
                     mismatched.setdefault((d.topic, d.broker_id), set()).add(d.partition)
+                    if part is not None and part.leader == -1 and d.broker_id in part.isr:
+                        # elected (the election does not look at ids), then the request is skipped
+                        self._bump_state(part, leader=d.broker_id, isr=part.isr)
+                        part.rejected.add(d.broker_id)
                     continue
-            part = topic.partitions.get(d.partition)
             if part is None or d.broker_id not in part.replicas or d.broker_id in part.adding:
                 continue  # (a reassignment's new replica joins the ISR when it has caught up)
+            part.rejected.discard(d.broker_id)
+            accepted.append(d)
+        for d in accepted:  # then leaders lead and followers of a serving leader catch up
+            part = self.topics[d.topic].partitions[d.partition]
             if part.leader == -1 and d.broker_id in part.isr:
                 self._bump_state(part, leader=d.broker_id, isr=part.isr)
                 self._leader_epoch_started(d.topic, d.partition, d.broker_id, part.leader_epoch)
-            elif part.leader != -1 and d.broker_id not in part.isr:
+            elif part.leader != -1 and d.broker_id not in part.isr and part.leader not in part.rejected:
                 self._bump_state(part, leader=part.leader, isr=[*part.isr, d.broker_id])
         self._refresh_topic_id_incidents()
         for (topic, broker_id), partitions in sorted(mismatched.items()):
@@ -468,6 +528,38 @@ class SimulatedCluster:
                         detail=f"zookeeper={self.topics[topic].zk_topic_id}",
                     )
                 )
+
+    def _rejects(self, broker_id: int, topic_name: str, partition: int) -> bool:
+        """Whether ``broker_id`` would skip a LeaderAndIsr for this partition (another id, or offline)."""
+        topic = self.topics[topic_name]
+        request_id = topic.controller_topic_id if ibp_sends_topic_ids(self.spec.ibp) else None
+        for d in self.replica_dirs(topic_name, broker_id):
+            if d.partition == partition:
+                if d.offline:
+                    return True
+                return request_id is not None and d.topic_id is not None and d.topic_id != request_id
+        return False
+
+    def serving_leader(self, topic_name: str, partition: int) -> int | None:
+        """The broker actually serving the partition as leader, None when nobody does: no leader in
+        ZooKeeper, a stopped one, or one that skipped the LeaderAndIsr naming it (ground truth for
+        tests: ZooKeeper may name a leader that serves nothing)."""
+        part = self.topic(topic_name).partitions[partition]
+        leader = part.leader
+        if leader < 0 or not self.brokers[leader].online or leader in part.rejected:
+            return None
+        if any(d.partition == partition and d.offline for d in self.replica_dirs(topic_name, leader)):
+            return None
+        return leader
+
+    def unserved_partitions(self) -> list[tuple[str, int]]:
+        """Every partition nobody serves as leader right now (see :meth:`serving_leader`)."""
+        return [
+            (name, p)
+            for name, topic in sorted(self.topics.items())
+            for p in sorted(topic.partitions)
+            if self.serving_leader(name, p) is None
+        ]
 
     def _refresh_topic_id_incidents(self) -> None:
         """Drop the topic-id incidents that no longer hold (a repair healed them)."""
@@ -512,23 +604,45 @@ class SimulatedCluster:
         """A stopped broker starts: loads its logs, registers, and the controller sends it LeaderAndIsr.
 
         At load a log without partition.metadata has no id, and a missing leader-epoch-checkpoint
-        is created empty (``UnifiedLog``/``LeaderEpochFileCache``, 3.3.1).
+        is created empty (``UnifiedLog``/``LeaderEpochFileCache``, 3.3.1). An unreadable
+        partition.metadata takes its whole log dir offline (``PartitionMetadataFile.read`` ->
+        ``maybeAddOfflineLogDir``): the replicas there serve nothing; with every log dir offline
+        the broker shuts down instead of registering (``LogManager``: "all log dirs ... have failed").
         """
         broker = self.broker(broker_id)
         if broker.online:
             raise SimulationError(f"broker {broker_id} is already running")
-        for d in self.replica_dirs(broker_id=broker_id):
+        mine = self.replica_dirs(broker_id=broker_id, kind=None)
+        offline_dirs = {d.log_dir_index for d in mine if d.metadata_unreadable}
+        for d in mine:
+            d.offline = d.log_dir_index in offline_dirs
             if not d.metadata_file:
                 d.topic_id = None
             if not d.epoch_file:
                 d.leader_epochs = []
                 d.epoch_file = True
+        if offline_dirs and len(offline_dirs) >= broker.spec.log_dir_count:
+            self.tick()
+            self.history.append(
+                f"broker {broker_id} did not start: every log dir went offline (unreadable partition.metadata)"
+            )
+            self.incidents.append(
+                Incident("broker_failed_start", broker_id=broker_id, detail="all log dirs offline")
+            )
+            return
         broker.online = True
         broker.clean_shutdown = False
         # the registration's timestamp is the broker's own clock at its start (BrokerIdZNode.encode:
         # Time.SYSTEM.milliseconds, 3.3.1): the wall clock, however far the model's clock lags
         broker.registered_at_ms = max(self.tick(), int(time.time() * 1000))
-        self.history.append(f"broker {broker_id} started and registered")
+        self.history.append(
+            f"broker {broker_id} started and registered"
+            + (
+                f"; log dir(s) {sorted(offline_dirs)} offline (unreadable partition.metadata)"
+                if offline_dirs
+                else ""
+            )
+        )
         self.incidents = [
             i for i in self.incidents if not (i.broker_id == broker_id and i.kind == "unclean_shutdown")
         ]
@@ -536,7 +650,40 @@ class SimulatedCluster:
         self.incidents = [
             i for i in self.incidents if not (i.kind == "offline_partitions" and i.broker_id == broker_id)
         ]
+        for topic in self.topics.values():
+            offline = tuple(
+                sorted(
+                    p
+                    for p, part in topic.partitions.items()
+                    if broker_id in part.replicas and self.serving_leader(topic.name, p) is None
+                )
+            )
+            if offline:
+                self.incidents.append(
+                    Incident("offline_partitions", topic=topic.name, broker_id=broker_id, partitions=offline)
+                )
         self._resume_topic_deletions(broker_id)
+
+    def damage_partition_metadata(self, broker_id: int, topic_name: str, partition: int) -> None:
+        """One replica's partition.metadata becomes unreadable on disk (a torn write, a bad sector).
+
+        The running broker keeps the id it loaded; its next start takes that log dir offline."""
+        for d in self.replica_dirs(topic_name, broker_id):
+            if d.partition == partition:
+                d.metadata_unreadable = True
+                self.incidents.append(
+                    Incident(
+                        "partition_metadata_unreadable",
+                        topic=topic_name,
+                        broker_id=broker_id,
+                        partitions=(partition,),
+                    )
+                )
+                self.history.append(
+                    f"{topic_name}-{partition} on broker {broker_id}: partition.metadata damaged"
+                )
+                return
+        raise SimulationError(f"broker {broker_id} holds no replica of {topic_name}-{partition}")
 
     def restart_broker(self, broker_id: int) -> None:
         """``systemctl restart kafka``: a controlled shutdown, then a start."""
@@ -562,13 +709,28 @@ class SimulatedCluster:
                 if broker_id not in part.replicas:
                     continue
                 if part.leader == broker_id:
-                    successor = next((r for r in part.isr if r != broker_id and self.brokers[r].online), None)
+                    # the first live in-sync replica in assignment order (Controlled/Offline
+                    # PartitionLeaderElectionStrategy, 3.3.1)
+                    successor = next(
+                        (
+                            r
+                            for r in part.replicas
+                            if r != broker_id and r in part.isr and self.brokers[r].online
+                        ),
+                        None,
+                    )
                     if successor is None:
                         self._bump_state(part, leader=-1, isr=part.isr)
                         offline.setdefault(topic.name, []).append(p)
                     else:
+                        # ControlledShutdownPartitionLeaderElectionStrategy: the successor gets a
+                        # LeaderAndIsr with the controller's id; one holding another id skips it
                         self._bump_state(part, leader=successor, isr=[r for r in part.isr if r != broker_id])
-                        self._leader_epoch_started(topic.name, p, successor, part.leader_epoch)
+                        if self._rejects(successor, topic.name, p):
+                            part.rejected.add(successor)
+                        else:
+                            part.rejected.discard(successor)
+                            self._leader_epoch_started(topic.name, p, successor, part.leader_epoch)
                 elif broker_id in part.isr and part.leader != -1:
                     self._bump_state(part, leader=part.leader, isr=[r for r in part.isr if r != broker_id])
         how = "cleanly (controlled shutdown)" if clean else "uncleanly (crash, no clean-shutdown marker)"

@@ -46,10 +46,16 @@ class DeployedCluster:
         counts = self.writer.apply(render_zookeeper(self.cluster))
         if before_disk is not None:
             before_disk()
-        self.hosts = write_broker_hosts(self.cluster, self.root, self.zookeeper_connect)
-        for damage in self.log_damage:  # the host roots were rewritten from the model: damage again
-            apply_log_damage(self.cluster, self.root, damage)
+        self.hosts = write_broker_hosts(
+            self.cluster, self.root, self.zookeeper_connect, prepare=self._damage_again
+        )
         return counts
+
+    def _damage_again(self, staging_root: Path) -> None:
+        """The model holds no damage: the planted damage goes into the rewritten files before they
+        replace the ones on disk (so the damage never disappears for a reader meanwhile)."""
+        for damage in self.log_damage:
+            apply_log_damage(self.cluster, staging_root, damage)
 
     def plant_log_damage(
         self,

@@ -15,7 +15,7 @@ import datetime as dt
 import os
 import shutil
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -84,20 +84,84 @@ def broker_host(cluster: SimulatedCluster, broker_id: int, root: Path) -> Broker
 
 
 def write_broker_hosts(
-    cluster: SimulatedCluster, root: Path, zookeeper_connect: str
+    cluster: SimulatedCluster,
+    root: Path,
+    zookeeper_connect: str,
+    *,
+    prepare: Callable[[Path], object] | None = None,
 ) -> dict[int, BrokerHost]:
-    """(Re)write every broker's host root under ``root``; returns where each broker's files are."""
+    """(Re)write every broker's host root under ``root``; returns where each broker's files are.
+
+    A real broker's disk never vanishes while someone reads it, so the model's files are written
+    into a staging root beside ``root`` first and then carried over file by file: each file replaces
+    the old one atomically (``os.replace``), what the model no longer has is removed last. An SSH
+    reader of a host root during a sync therefore sees either the old or the new file, never a
+    missing ``server.properties``.
+    (Every file is replaced, changed or not: comparing first costs more than writing, with the
+    preallocated sparse indexes of active segments.)
+
+    :param prepare: called with the staging root once every broker is written there, before
+        anything moves (e.g. to damage segments again, which the model does not hold).
+    """
+    staging_root = root.parent / f".{root.name}.staging"
+    if staging_root.exists():
+        shutil.rmtree(staging_root)
+    staged_hosts = {}
     hosts = {}
     for broker_id, broker in sorted(cluster.brokers.items()):
         host = broker_host(cluster, broker_id, root)
-        if host.root.exists():
-            shutil.rmtree(host.root)
-        host.server_properties.parent.mkdir(parents=True)
-        host.server_properties.write_text(server_properties(cluster, broker, host, zookeeper_connect))
-        for index, log_dir in enumerate(host.log_dirs):
+        staged = broker_host(cluster, broker_id, staging_root)
+        staged.server_properties.parent.mkdir(parents=True)
+        # the content names the live paths (log.dirs): only where it is written differs
+        staged.server_properties.write_text(server_properties(cluster, broker, host, zookeeper_connect))
+        for index, log_dir in enumerate(staged.log_dirs):
             _write_log_dir(cluster, broker, log_dir, index)
-        hosts[broker_id] = host
+        staged_hosts[broker_id], hosts[broker_id] = staged, host
+    if prepare is not None:
+        prepare(staging_root)
+    for broker_id, host in hosts.items():
+        _carry_over(staged_hosts[broker_id].root, host.root)
+    shutil.rmtree(staging_root)
     return hosts
+
+
+def _remove(path: Path) -> None:
+    """Remove whatever ``path`` is (a symlink or FIFO too), never following a symlink."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _carry_over(staged: Path, live: Path) -> None:
+    """Make the tree ``live`` hold exactly what ``staged`` holds, one atomic step per file."""
+    if live.is_symlink() or (live.exists() and not live.is_dir()):
+        _remove(live)
+    live.mkdir(parents=True, exist_ok=True)
+    wanted: set[Path] = {live}
+    dir_times: list[tuple[Path, os.stat_result]] = []
+    for folder, dirs, files in os.walk(staged):
+        here = live / Path(folder).relative_to(staged)
+        dir_times.append((here, Path(folder).stat()))  # before its files move out (that touches it)
+        for name in dirs:
+            target = here / name
+            wanted.add(target)
+            if target.is_symlink() or (target.exists() and not target.is_dir()):
+                _remove(target)
+            target.mkdir(exist_ok=True)
+        for name in files:
+            source, target = Path(folder) / name, here / name
+            wanted.add(target)
+            if target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target)
+            os.replace(source, target)
+    for folder, dirs, files in os.walk(live, topdown=False):
+        for name in [*files, *dirs]:
+            path = Path(folder) / name
+            if path not in wanted:
+                _remove(path)
+    for here, times in dir_times:  # entries added or removed above touched the folders' mtimes
+        os.utime(here, ns=(times.st_atime_ns, times.st_mtime_ns))
 
 
 def server_properties(
@@ -192,6 +256,11 @@ def metadata_log(cluster: SimulatedCluster, broker_id: int) -> ReplicaDir:
     )
 
 
+#: What a damaged partition.metadata holds: the id line is not a Uuid (``Uuid.fromString`` fails,
+#: an IOException to ``PartitionMetadataFile.read``, 3.3.1).
+UNREADABLE_PARTITION_METADATA = b"version: 0\ntopic_id: \x00\x00torn-write"
+
+
 def _write_partition_dir(
     cluster: SimulatedCluster, broker: BrokerModel, log_dir: Path, replica: ReplicaDir
 ) -> int:
@@ -204,7 +273,10 @@ def _write_partition_dir(
         cap_length=caps_suffixed_dir_names(cluster.spec.release),
     )
     path.mkdir()
-    if replica.topic_id is not None and replica.metadata_file:
+    if replica.metadata_unreadable:
+        # damaged on disk (a torn write, a bad sector): Kafka's PartitionMetadataReadBuffer rejects it
+        (path / "partition.metadata").write_bytes(UNREADABLE_PARTITION_METADATA)
+    elif replica.topic_id is not None and replica.metadata_file:
         (path / "partition.metadata").write_bytes(PartitionMetadata(replica.topic_id).encode())
     if replica.epoch_file:
         epochs = LeaderEpochCheckpoint(tuple(EpochEntry(e, o) for e, o in replica.leader_epochs))

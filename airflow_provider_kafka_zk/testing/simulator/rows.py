@@ -180,8 +180,11 @@ def audit_dirs(cluster: SimulatedCluster, root: str = "/sim") -> list:
             kind=d.kind,
             topic=d.topic,
             partition=d.partition,
-            topic_id=d.topic_id,
-            metadata_present=d.topic_id is not None,
+            topic_id=None if d.metadata_unreadable else d.topic_id,
+            metadata_present=d.topic_id is not None or d.metadata_unreadable,
+            metadata_error="partition.metadata: invalid topic_id (torn write)"
+            if d.metadata_unreadable
+            else None,
             size_bytes=d.records * (d.record_value_bytes + 20),
             mtime_ms=d.mtime_ms,
         )

@@ -25,11 +25,14 @@ CONSUMER_OFFSETS = TopicSpec(
 """The group coordinator's topic, with the configs a real broker gives it (golden 3.3.1 dump)."""
 
 
-def _brokers(count: int, racks: int, first_address: int = 2) -> tuple[BrokerSpec, ...]:
+def _brokers(count: int, racks: int, first_address: int = 2, log_dirs: int = 1) -> tuple[BrokerSpec, ...]:
     """Brokers 0..count-1, one loopback host each (127.0.0.2, .3, ...), racks r1..rN round-robin."""
     return tuple(
         BrokerSpec(
-            broker_id=i, rack=f"r{i % racks + 1}" if racks else None, host=f"127.0.0.{first_address + i}"
+            broker_id=i,
+            rack=f"r{i % racks + 1}" if racks else None,
+            host=f"127.0.0.{first_address + i}",
+            log_dir_count=log_dirs,
         )
         for i in range(count)
     )
@@ -130,6 +133,9 @@ def incident_cluster(name: str = "demo", kafka_version: str = "3.3.1", seed: int
                 records_per_partition=2_000,
                 record_value_bytes=120,
                 records_per_batch=5,
+                # three segments a replica: broker 4's damaged index (segment 0) sits below its
+                # recovery point after the crash, where Kafka 3.3.1 does not recover it
+                config={"segment.bytes": "131072"},
                 assignment={p: (4, (p % 3), 5) for p in range(4)},
             ),
             CONSUMER_OFFSETS,
@@ -366,4 +372,52 @@ def mid_migration_cluster(name: str = "kraft", seed: int = 31) -> SimulatedClust
             if part.replicas[0] == 1
         ]
     )
+    return cluster
+
+
+def rolling_reset_cluster(
+    name: str = "rolling", kafka_version: str = "3.3.1", seed: int = 29, controller: int = 1
+) -> SimulatedCluster:
+    """Four running brokers (0-3 on 127.0.0.1-4, two log dirs each) where a rolling ``file_reset`` is
+    safe for ``split`` and dangerous for ``solo``.
+
+    ``split`` (RF=3) is led by brokers 1 and 3, whose replicas hold ZooKeeper's id; brokers 0 and 2
+    -- followers only -- had their directories restored from a backup of a former incarnation (another
+    id): they are out of the ISR, and resetting their partition.metadata and restarting them (0,
+    then 2) moves no leadership. ``solo`` (RF=1, both partitions on broker 0) lost ``topic_id`` to an
+    old tool, a controller failover (to ``controller``) minted a new id, and the tool rewrote the znode
+    again: ZooKeeper has no id, the running controller holds the minted one, the replicas the first.
+    A restart of broker 0 leaves both ``solo`` partitions without a serving leader (Kafka 3.3.1
+    elects broker 0 again and broker 0 rejects the id) -- unless ``solo`` is repaired first.
+    """
+    spec = ClusterSpec(
+        name=name,
+        kafka_version=kafka_version,
+        brokers=_brokers(4, racks=2, first_address=1, log_dirs=2),
+        seed=seed,
+        topics=(
+            TopicSpec(
+                "split",
+                partitions=4,
+                replication_factor=3,
+                records_per_partition=40,
+                assignment={0: (1, 0, 2), 1: (3, 2, 0), 2: (1, 2, 0), 3: (3, 0, 2)},
+            ),
+            TopicSpec(
+                "solo",
+                partitions=2,
+                replication_factor=1,
+                records_per_partition=40,
+                assignment={0: (0,), 1: (0,)},
+            ),
+            TopicSpec("healthy", partitions=2, replication_factor=3, records_per_partition=20),
+        ),
+    )
+    cluster = SimulatedCluster(spec)
+    cluster.old_tool_rewrites_topic_znode("solo")
+    cluster.controller_failover(new_controller=controller)
+    cluster.old_tool_rewrites_topic_znode("solo")
+    former = cluster._new_topic_id()
+    for broker in (0, 2):
+        cluster.restore_replica_dirs("split", broker, former)
     return cluster
