@@ -37,6 +37,9 @@ DEFAULTS: dict[str, Any] = {
     "deletion_wait_s": 0,
     "kraft_readiness": False,
     "kraft_controller_node_ids": [3000, 3001, 3002],
+    "require_approval": True,
+    "approvers": [],
+    "approval_timeout_s": 86400,
 }
 """Per-cluster defaults; ``fail_on`` yields to ``[kafka_zk] default_fail_on``, the file's ``[defaults]`` to both."""
 
@@ -146,12 +149,34 @@ def load_clusters(path: str | os.PathLike[str] | None = None) -> dict[str, dict[
                 f"{file}: clusters.{name}.deletion_wait_s must be a number of seconds >= 0"
             )
         _check_notify(file, name, merged.get("notify"))
+        _check_approval(file, name, merged)
         if merged["log_scan_fail_on"] not in LOG_SCAN_FAIL_ON:
             raise ClusterFileError(
                 f"{file}: clusters.{name}.log_scan_fail_on must be one of {', '.join(LOG_SCAN_FAIL_ON)}"
             )
         out[name] = merged
     return out
+
+
+def _check_approval(file: Path, name: str, settings: dict[str, Any]) -> None:
+    """``require_approval`` (a boolean), ``approvers`` (user ids or ``role:<name>``) and
+    ``approval_timeout_s`` (seconds > 0): what a real run of a mutating DAG waits for."""
+    if not isinstance(settings["require_approval"], bool):
+        raise ClusterFileError(f"{file}: clusters.{name}.require_approval must be true or false")
+    approvers = settings["approvers"]
+    if isinstance(approvers, str):
+        approvers = [approvers]
+    if not isinstance(approvers, list) or not all(isinstance(a, str) and a.strip() for a in approvers):
+        raise ClusterFileError(
+            f'{file}: clusters.{name}.approvers must be a list of Airflow user ids or "role:<role>" entries'
+        )
+    for entry in approvers:
+        if entry.strip().lower().startswith("role:") and not entry.split(":", 1)[1].strip():
+            raise ClusterFileError(f"{file}: clusters.{name}.approvers: {entry!r} names no role")
+    settings["approvers"] = [a.strip() for a in approvers]
+    timeout = settings["approval_timeout_s"]
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+        raise ClusterFileError(f"{file}: clusters.{name}.approval_timeout_s must be a number of seconds > 0")
 
 
 def _check_notify(file: Path, name: str, notify: Any) -> None:

@@ -56,6 +56,58 @@ def run_folder(plan_dir: str, params: dict[str, Any]) -> Any:
     return DrainLocation(artefacts_url(plan_dir, conn_id or None))
 
 
+def approval_step(title: str) -> Any:
+    """The ``approve`` task between a plan and its first write: shows the plan (root cause first) and
+    its sha256 and waits for a person's decision in a real run (dry run: passes straight through;
+    ``require_approval = false`` in the cluster file: records the hash and passes). Reject or a
+    time-out skip the writing tasks after it; the execute steps refuse a plan that differs from the
+    approved one (:mod:`airflow_provider_kafka_zk.operators.approval`).
+
+    :param title: what the DAG does, for the approval's subject ("Drain" ...).
+    """
+    from airflow_provider_kafka_zk.operators.approval import PlanApprovalOperator
+
+    return PlanApprovalOperator(
+        task_id="approve",
+        plan_dir=PLAN_DIR,
+        cluster=CLUSTER,
+        dry_run="{{ params.dry_run }}",
+        title=title,
+        artefacts_conn_id=setting("artefacts_conn_id"),
+    )
+
+
+def final_report(plan_dir: str, params: dict[str, Any], names: tuple[str, ...]) -> str:
+    """What a manual DAG's ``report`` task prints and returns: the first of ``names`` the run wrote,
+    after the approval (who approved which plan hash; written into ``report.txt`` too). A plan that was
+    rejected or timed out gets the not-approved report instead, and the task fails saying why (nothing
+    was changed).
+
+    :param plan_dir: the plan task's folder.
+    :param params: the run's params (``cluster`` is read).
+    :param names: the report files in order of preference (``report.txt``, ``summary.txt``).
+    """
+    from airflow_provider_kafka_zk.operators.approved_plan import report_with_approval
+
+    location = run_folder(plan_dir, params)
+    name = next((n for n in names if location.exists(n)), names[0])
+    original = {}
+
+    def read() -> str:
+        original["text"] = location.read_text(name)
+        return original["text"]
+
+    text = report_with_approval(location.url, read)
+    if (
+        name == "report.txt"
+        and text != original.get("text")
+        and not original["text"].startswith(text.split("\n", 1)[0])
+    ):
+        location.write(name, text)  # the report a person opens says who approved which plan
+    print(text)
+    return location.path(name)
+
+
 def cluster_choices() -> list[str]:
     """The clusters a form offers: the cluster file's, else ``$KAFKA_ZK_CLUSTER`` (or "default")."""
     return sorted(load_clusters()) or [os.environ.get("KAFKA_ZK_CLUSTER", "default")]

@@ -29,12 +29,13 @@ from airflow_provider_kafka_zk.dags._manual import (
     PLAN_DIR,
     READ_RETRIES,
     RUN_TS,
+    approval_step,
     brokers_inventory_and_coverage,
     cluster_choices,
     cluster_snapshot,
     execution_and_throttle_clearing,
+    final_report,
     manual_dag,
-    run_folder,
     setting,
 )
 from airflow_provider_kafka_zk.operators.drain_artefacts import SUMMARY_FILE
@@ -81,7 +82,11 @@ def build_dag() -> DAG:
                 title="Move the drain's partitions back",
             ),
             "dry_run": Param(
-                True, type="boolean", description="Gate and plan only; nothing is written", title="Dry run"
+                True,
+                type="boolean",
+                description="Gate and plan only; nothing is written. Unticked, the run shows its plan and waits "
+                "in task approve until a person approves it (unless the cluster file sets require_approval = false)",
+                title="Dry run",
             ),
             "throttle_mb_per_sec": Param(
                 50,
@@ -137,6 +142,7 @@ def build_dag() -> DAG:
             move_back="{{ params.move_back }}",
             run_ts=_ts,
         )
+        approve = approval_step("Post-maintenance move-back and election")
         move_back, clear_throttles = execution_and_throttle_clearing("move_back")
         elect = PreferredLeaderElectionOperator(
             task_id="elect_preferred_leaders",
@@ -172,13 +178,21 @@ def build_dag() -> DAG:
 
         @task(task_id="report", trigger_rule="none_failed_min_one_success")
         def report(plan_result: dict[str, Any], params: dict[str, Any] | None = None) -> str:
-            """The plan (dry run) or the verification report, in this task's log too."""
-            location = run_folder(plan_result["plan_dir"], params or {})
-            name = REPORT_FILE if location.exists(REPORT_FILE) else SUMMARY_FILE
-            print(location.read_text(name))
-            return location.path(name)
+            """The plan (dry run) or the verification report, in this task's log too; a plan that was
+            not approved: that report, and the task fails (nothing was changed)."""
+            return final_report(plan_result["plan_dir"], params or {}, (REPORT_FILE, SUMMARY_FILE))
 
-        snapshot >> brokers >> inventory >> coverage >> plan >> move_back >> clear_throttles >> elect
+        (
+            snapshot
+            >> brokers
+            >> inventory
+            >> coverage
+            >> plan
+            >> approve
+            >> move_back
+            >> clear_throttles
+            >> elect
+        )
         move_back >> elect  # a failed move-back clears its throttles, then the run stops before the election
         elect >> stop_if_dry_run >> snapshot_after >> verify
         final = report(plan.output)

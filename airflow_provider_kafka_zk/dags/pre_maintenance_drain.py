@@ -32,13 +32,14 @@ from airflow_provider_kafka_zk.dags._manual import (
     PLAN_DIR,
     READ_RETRIES,
     RUN_TS,
+    approval_step,
     brokers_inventory_and_coverage,
     cluster_choices,
     cluster_snapshot,
     execution_and_throttle_clearing,
+    final_report,
     inventory_settings,
     manual_dag,
-    run_folder,
     setting,
     snapshot_path,
 )
@@ -118,7 +119,9 @@ def build_dag() -> DAG:
                 True,
                 type="boolean",
                 title="Dry run",
-                description="Plan only; nothing is written to ZooKeeper",
+                description="Plan only; nothing is written to ZooKeeper. Unticked, the run shows its plan and "
+                "waits in task approve until a person approves it (unless the cluster file sets "
+                "require_approval = false)",
             ),
             "allow_partial": Param(
                 False,
@@ -198,6 +201,7 @@ def build_dag() -> DAG:
             allow_partial="{{ params.allow_partial }}",
             retries=1,
         )
+        approve = approval_step("Drain")
         stop_if_dry_run = ShortCircuitOperator(
             task_id="stop_if_dry_run",
             python_callable=lambda params, **_: not params["dry_run"],
@@ -218,20 +222,22 @@ def build_dag() -> DAG:
             **READ_RETRIES,
         )
 
-        @task(task_id="report")
+        @task(task_id="report", trigger_rule="none_failed_min_one_success")
         def report(
-            plan_result: dict[str, Any], verify_result: dict[str, Any], params: dict[str, Any] | None = None
+            plan_result: dict[str, Any],
+            verify_result: dict[str, Any] | None,
+            params: dict[str, Any] | None = None,
         ) -> str:
-            """Put the final report in this task's log too (the artefact is ``report.txt``)."""
-            location = run_folder(plan_result["plan_dir"], params or {})
-            print(location.read_text(REPORT_FILE))
-            return location.path(REPORT_FILE)
+            """Put the final report in this task's log too (the artefact is ``report.txt``); a plan that
+            was not approved: that report, and the task fails (nothing was changed)."""
+            return final_report(plan_result["plan_dir"], params or {}, (REPORT_FILE,))
 
         # The plan does not wait for the full snapshot (its own read takes what it needs); nothing
-        # moves before the snapshot, the restart check and the plan are all there.
+        # moves before the snapshot, the restart check and the plan are all there, and (a real run)
+        # a person approved the plan.
         brokers >> inventory >> coverage >> [plan, log_scan]  # the scan reads the inventory
-        [snapshot, log_scan] >> restart_check >> stop_if_dry_run
-        plan >> stop_if_dry_run >> execute
+        [snapshot, log_scan] >> restart_check >> approve
+        plan >> approve >> stop_if_dry_run >> execute
         execute >> clear_throttles >> inventory_after >> verify
         execute >> [inventory_after, verify]  # a failed execute still clears throttles, then the run fails
         report(plan.output, verify.output)

@@ -28,12 +28,13 @@ from airflow_provider_kafka_zk.dags._manual import (
     PLAN_DIR,
     READ_RETRIES,
     RUN_TS,
+    approval_step,
     brokers_inventory_and_coverage,
     cluster_choices,
     cluster_snapshot,
+    final_report,
     inventory_settings,
     manual_dag,
-    run_folder,
     setting,
 )
 from airflow_provider_kafka_zk.operators.inventory import (
@@ -108,7 +109,11 @@ def build_dag() -> DAG:
                 title="Broker restart command",
             ),
             "dry_run": Param(
-                True, type="boolean", description="Plan and check only; nothing is changed", title="Dry run"
+                True,
+                type="boolean",
+                description="Plan and check only; nothing is changed. Unticked, the run shows its plan and waits "
+                "in task approve until a person approves it (unless the cluster file sets require_approval = false)",
+                title="Dry run",
             ),
             "health_timeout_s": Param(
                 120,
@@ -148,6 +153,7 @@ def build_dag() -> DAG:
             chosen_id="{{ params.chosen_topic_id }}",
             reset_leader_epoch_checkpoint="{{ params.reset_leader_epoch_checkpoint }}",
         )
+        approve = approval_step("topicId repair")
         execute = TopicIdRepairExecuteOperator(
             task_id="execute",
             plan_dir=PLAN_DIR,
@@ -184,13 +190,11 @@ def build_dag() -> DAG:
 
         @task(task_id="report", trigger_rule="none_failed_min_one_success")
         def report(plan_result: dict[str, Any], params: dict[str, Any] | None = None) -> str:
-            """The plan (dry run) or the verification report, in this task's log too."""
-            location = run_folder(plan_result["plan_dir"], params or {})
-            name = REPORT_FILE if location.exists(REPORT_FILE) else SUMMARY_FILE
-            print(location.read_text(name))
-            return location.path(name)
+            """The plan (dry run) or the verification report, in this task's log too; a plan that was
+            not approved: that report, and the task fails (nothing was changed)."""
+            return final_report(plan_result["plan_dir"], params or {}, (REPORT_FILE, SUMMARY_FILE))
 
-        snapshot >> brokers >> inventory >> coverage >> plan >> execute >> stop_if_dry_run
+        snapshot >> brokers >> inventory >> coverage >> plan >> approve >> execute >> stop_if_dry_run
         stop_if_dry_run >> snapshot_after >> inventory_after >> verify
         final = report(plan.output)
         execute >> final

@@ -28,7 +28,7 @@ from .deletion import (
     running_for_ms,
 )
 from .errors import KafkaFormatError
-from .findings import TOPIC_ID_ROOT_CHECKS, Finding, Severity, brokers_text, trigger_command
+from .findings import APPROVAL_STEP, TOPIC_ID_ROOT_CHECKS, Finding, Severity, brokers_text, trigger_command
 from .inventory import age_reference_ms
 from .kraft_migration import MigrationPhase, migration_state
 from .leadership import AutoRebalance, auto_rebalance, blocked_reasons, imbalance_advice, leader_imbalance
@@ -315,7 +315,7 @@ def _command_list(commands: Mapping[str, str]) -> list[dict[str, str]]:
     """``evidence["commands"]``: what a report shows as copyable command lines, in order."""
     return [
         {"label": "dry run (changes nothing)", "command": commands["dry_run"]},
-        {"label": "then, once its plan is right", "command": commands["run"]},
+        {"label": f"then, once its plan is right ({APPROVAL_STEP})", "command": commands["run"]},
     ]
 
 
@@ -340,13 +340,15 @@ def _write_back_action(evidence: Mapping[str, Any], topic: str, path: str) -> st
             else "; no controller move, no restart:"
         )
         return (
-            f"Before any controller move, write {wb} back: dry run {dry}, then {run}. write_back puts {wb} into "
+            f"Before any controller move, write {wb} back: dry run {dry}, then {run} ({APPROVAL_STEP}). "
+            f"write_back puts {wb} into "
             f"{path} (format v3, same partitions){moves} the next controller loads the id instead of minting "
             "one." + together
         )
     running = list(evidence.get("running_brokers") or evidence.get("brokers") or ())
     return (
-        f"Write {wb} back: dry run {dry}, read its plan (summary.txt), then {run}. write_back puts {wb} into "
+        f"Write {wb} back: dry run {dry}, read its plan (summary.txt), then {run} ({APPROVAL_STEP}). "
+        f"write_back puts {wb} into "
         f"{path} (format v3, partitions unchanged) and moves the controller so the new one sends that id; no "
         f"broker file is touched, no broker restarts. {evidence['until_repaired']}. "
         + (
@@ -1022,7 +1024,8 @@ def rf1_advice(broker_id: int, facts: ClusterFacts, size: int | None) -> str:
         dry = trigger_command("kafka_zk_pre_maintenance_drain", {**conf, "dry_run": True})
         run = trigger_command("kafka_zk_pre_maintenance_drain", {**conf, "dry_run": False})
         return (
-            f"Before stopping broker {broker_id}, drain them: dry run {dry}, then {run}; or raise their "
+            f"Before stopping broker {broker_id}, drain them: dry run {dry}, then {run} ({APPROVAL_STEP}); "
+            "or raise their "
             "replication factor"
         )
     data = f"({size} bytes)" if size is not None else "(size unknown: its disk was not read)"

@@ -70,6 +70,13 @@ def brokers_text(brokers: Iterable[int]) -> str:
     return f"brokers {', '.join(ids[:-1])} and {ids[-1]}" if ids else "no broker"
 
 
+APPROVAL_STEP = (
+    "the real run waits in its approve task until a person approves the exact plan it shows (the run's "
+    "Required Actions in the Airflow UI, or the REST API)"
+)
+"""What every "What to do" that prints a real run of a mutating DAG adds (issue 25)."""
+
+
 def trigger_command(dag_id: str, conf: Mapping[str, Any]) -> str:
     """The ``airflow dags trigger`` command line for one of this provider's manual DAGs (conf shell-quoted)."""
     return f"airflow dags trigger {dag_id} --conf {shlex.quote(json.dumps(dict(conf)))}"

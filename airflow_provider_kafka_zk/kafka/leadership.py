@@ -37,7 +37,7 @@ from .broker_config import (
     LEADER_IMBALANCE_PER_BROKER_PERCENTAGE,
     effective_setting,
 )
-from .findings import trigger_command
+from .findings import APPROVAL_STEP, trigger_command
 from .model import ClusterState, PartitionInfo
 from .znodes import PreferredReplicaElection, TopicPartition
 
@@ -254,7 +254,7 @@ def imbalance_advice(
     conf = {"cluster": cluster or "<cluster>", "brokers": [broker]}
     trigger = (
         f"run kafka_zk_post_maintenance's election: dry run {trigger_command('kafka_zk_post_maintenance', conf)}, "
-        f"then {trigger_command('kafka_zk_post_maintenance', {**conf, 'dry_run': False})} (or "
+        f"then {trigger_command('kafka_zk_post_maintenance', {**conf, 'dry_run': False})} ({APPROVAL_STEP}; or "
         "kafka-leader-election.sh --election-type PREFERRED --all-topic-partitions)"
     )
     if not electable:

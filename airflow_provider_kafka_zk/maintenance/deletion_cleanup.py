@@ -56,6 +56,7 @@ from airflow_provider_kafka_zk.maintenance.session import (
     ClusterIdentityError,
     MaintenanceRefusedError,
     MaintenanceSession,
+    PlanApproval,
     RunIdentity,
 )
 
@@ -286,10 +287,13 @@ def run_cleanup(
     dry_run: bool,
     quarantine_dir: str | None,
     allow_running_broker_orphans: bool,
+    approval: PlanApproval | None = None,
 ) -> dict[str, Any]:
     """Quarantine the leftover directories and delete the leftover config znodes of ``check``'s
     INCOMPLETE topics (see the module docstring). Returns the report ``verdicts.json`` keeps.
 
+    :param approval: the run's approved plan (a real cleanup after an approval step): the session
+        verifies it before the cleanup reads the cluster, the executor again before the first move.
     :raises MaintenanceRefusedError: the session or the preflight refused (nothing was changed).
     """
     from airflow_provider_kafka_zk.kafka.deletion import Cause, Verdict
@@ -307,6 +311,7 @@ def run_cleanup(
             run=run,
             dry_run=dry_run,
             single_step=True,  # the whole mutation is this task: the lease goes back on any exit
+            approval=approval,
         )
         with session:
             report["identity"] = session.artefact_header()["identity"]

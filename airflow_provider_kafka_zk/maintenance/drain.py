@@ -104,6 +104,7 @@ from airflow_provider_kafka_zk.maintenance.executor import (
 from airflow_provider_kafka_zk.maintenance.session import (
     MaintenanceRefusedError,
     MaintenanceSession,
+    PlanApproval,
     RollbackArtefactError,
     RunIdentity,
     lease_held_by,
@@ -566,6 +567,7 @@ def _session(
     dry_run: bool,
     expected: ClusterIdentity,
     lease_ttl_s: float | None,
+    approval: PlanApproval | None = None,
 ) -> MaintenanceSession:
     """A drain's session: multi-task (the lease stays with the run until ``clear_throttles``)."""
     return MaintenanceSession(
@@ -576,6 +578,7 @@ def _session(
         dry_run=dry_run,
         expected=expected,
         lease_ttl_s=lease_ttl_s,
+        approval=approval,
     )
 
 
@@ -595,6 +598,7 @@ def execute_drain(
     waited: tuple[int, str] | None = None,
     before_steps: Callable[[KafkaZooKeeperHook], None] | None = None,
     lease_ttl_s: float | None = None,
+    approval: PlanApproval | None = None,
 ) -> ExecutionResult:
     """Carry out a drain plan's batches through the step executor inside one maintenance session.
 
@@ -608,13 +612,17 @@ def execute_drain(
         complete: recorded in ``progress.json`` before the executor continues after it.
     :param before_steps: a check run inside the session before the executor (the plan's read
         against the safety snapshot); it raises to refuse.
+    :param approval: the run's approved plan (a real run after an approval step): the session
+        verifies it before reading the cluster, the executor again before the first write.
+    :raises PlanNotApprovedError, PlanChangedSinceApprovalError: see ``approval``; nothing was read
+        from the cluster or written.
     :raises DrainPreflightRefusedError: a step failed its preflight (typed: a foreign reassignment, an
         outdated plan...); nothing was written by this try.
     """
     steps = drain_steps(batches, rate, plan_incarnations(plan))
     progress = ProgressLog(location)
     with KafkaZooKeeperHook(kafka_zookeeper_conn_id) as hook:
-        session = _session(hook, plan, location, run, dry_run, expected, lease_ttl_s)
+        session = _session(hook, plan, location, run, dry_run, expected, lease_ttl_s, approval)
         with session:
             check_rollback(location, batches)
             if before_steps is not None:

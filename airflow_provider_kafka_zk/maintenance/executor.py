@@ -14,7 +14,10 @@ kafka.steps`) and one :class:`StepHandler` per step kind. :meth:`StepExecutor.ru
    templates rendered with every value they will get, the restart rules). Any refusal raises
    :class:`PreflightRefusedError` listing them all -- nothing is written;
 3. a dry run stops there and logs each step it would run;
-4. a real run applies the steps in order, consecutive steps of one ``GROUP`` in one call (the
+4. a real run given an approved plan verifies it once more (:meth:`~airflow_provider_kafka_zk.
+   maintenance.session.MaintenanceSession.verify_approval`: approved, and the plan hash recomputed
+   now is the approved one -- the session already checked it before reading the cluster), then
+   applies the steps in order, consecutive steps of one ``GROUP`` in one call (the
    handler makes it one ZooKeeper multi), re-checking the session (same cluster, no migration,
    still its lease, not outlived) and **renewing the lease** before each; waits go through
    :meth:`StepContext.wait`, which renews it while polling, and blocking calls through
@@ -329,6 +332,7 @@ class StepExecutor:
                 state = " (already done)" if step.id in report.done else ""
                 log.info("DRY RUN: would %s%s", step.describe(), state)
             return ExecutionResult(True, tuple(s.id for s in todo), tuple(progress.completed), report.done)
+        self.session.verify_approval()  # the approved plan, unchanged, right before the first write
         if self.before_first_step is not None:
             self.before_first_step()
         ran: list[str] = []

@@ -46,7 +46,7 @@ from airflow_provider_kafka_zk.maintenance.executor import (
     StepContext,
     StepExecutor,
 )
-from airflow_provider_kafka_zk.maintenance.session import MaintenanceSession, RunIdentity
+from airflow_provider_kafka_zk.maintenance.session import MaintenanceSession, PlanApproval, RunIdentity
 
 log = logging.getLogger(__name__)
 
@@ -266,9 +266,13 @@ def run_election(
     dry_run: bool,
     expected: ClusterIdentity | None,
     defer_wait: Callable[[int], None] | None = None,
+    approval: PlanApproval | None = None,
 ) -> dict[str, Any]:
     """Elect the preferred leaders of ``scope`` (see the module docstring); ``election.json`` says
     what was requested, elected, not moved and why.
+
+    :param approval: the run's approved plan (a real run after an approval step): the session
+        verifies it before reading the cluster, the executor again before the first write.
 
     :raises ElectionInFlightRefusedError: an election that is not this run's is in flight (nothing written).
     """
@@ -284,6 +288,7 @@ def run_election(
             dry_run=dry_run,
             expected=expected,
             single_step=True,
+            approval=approval,
         )
         with session:
             while True:

@@ -3,6 +3,11 @@
 A mutating operator opens a :class:`MaintenanceSession` on its ZooKeeper hook before anything
 changes. Opening it, in this order and before the first write:
 
+0. in a real run given the run's approved plan (``approval``, issue 25), verifies it before it
+   reads anything of the cluster: the approval step let this plan through and the plan hash
+   recomputed now is the approved one, else ``PlanNotApprovedError`` /
+   ``PlanChangedSinceApprovalError`` (:mod:`.approval`); the step executor verifies it again
+   right before the first write (:meth:`MaintenanceSession.verify_approval`);
 1. pins the cluster: the chroot holds a Kafka cluster (``/brokers/ids``) and ``/cluster/id`` is
    there; equal to what the plan recorded (``expected``) and to ``identity.json`` of an earlier try
    of the same run, else :class:`ClusterIdentityError` naming both values;
@@ -37,7 +42,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow.sdk.exceptions import AirflowFailException
 
@@ -198,6 +203,14 @@ def pin_zookeeper_identity(hook: KafkaZooKeeperHook) -> ClusterIdentity:
     return ClusterIdentity(cluster_id, tuple(config.hosts), config.chroot)
 
 
+class PlanApproval(Protocol):
+    """The approved plan a real run's writes are bound to
+    (:class:`~airflow_provider_kafka_zk.maintenance.approval.ApprovedPlan`)."""
+
+    def verify(self) -> Mapping[str, Any]:
+        """Raise (typed) unless the plan is approved and unchanged; reads no cluster."""
+
+
 class MaintenanceSession:
     """The gate of one mutating step (one task try) on one cluster; see the module docstring.
 
@@ -216,6 +229,8 @@ class MaintenanceSession:
     :param min_free_bytes: free space the artefact store must have (local stores).
     :param single_step: the whole mutation happens inside this session (one task): the lease is
         given back on any exit, refusal included. Multi-task runs (a drain) leave it to their last step.
+    :param approval: the run's approved plan (a real run after an approval step): verified when the
+        session opens, before anything of the cluster is read, and again before the first write.
     """
 
     def __init__(
@@ -230,6 +245,7 @@ class MaintenanceSession:
         lease_ttl_s: float | str | None = None,
         min_free_bytes: int = DEFAULT_MIN_FREE_BYTES,
         single_step: bool = False,
+        approval: PlanApproval | None = None,
     ) -> None:
         if not isinstance(dry_run, bool):
             raise SafetyFlagError(f"dry_run must be parsed with parse_safety_flags first, got {dry_run!r}")
@@ -242,6 +258,7 @@ class MaintenanceSession:
         self.lease_ttl_s = default_lease_ttl_s() if lease_ttl_s is None else lease_ttl_seconds(lease_ttl_s)
         self.min_free_bytes = int(min_free_bytes)
         self.single_step = single_step
+        self.approval = approval
         self.identity: ClusterIdentity | None = None
         self.lease_conflict: str | None = None
         self.changes: list[dict[str, Any]] = []
@@ -267,6 +284,7 @@ class MaintenanceSession:
             self.close()
 
     def open(self) -> MaintenanceSession:
+        self.verify_approval()  # before anything of the cluster is read
         identity = pin_zookeeper_identity(self.hook)
         if self.expected is not None:
             self._refuse_if_different(self.expected, identity, "the plan")
@@ -296,6 +314,16 @@ class MaintenanceSession:
             self.hook.bind_gate(self)
         self._open = True
         return self
+
+    def verify_approval(self) -> None:
+        """A real run given an approved plan: refuse unless it is approved and unchanged (reads only
+        the plan folder). Called when the session opens and by the step executor before the first write.
+
+        :raises PlanNotApprovedError: rejected, timed out, or no decision recorded.
+        :raises PlanChangedSinceApprovalError: a plan artefact or setting differs from the approved one.
+        """
+        if self.approval is not None and not self.dry_run:
+            self.approval.verify()
 
     def _held_error(self, who: str) -> MaintenanceLeaseHeldError:
         return MaintenanceLeaseHeldError(

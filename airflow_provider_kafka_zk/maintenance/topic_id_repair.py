@@ -91,6 +91,7 @@ from airflow_provider_kafka_zk.maintenance.executor import (
 from airflow_provider_kafka_zk.maintenance.session import (
     MaintenanceRefusedError,
     MaintenanceSession,
+    PlanApproval,
     RunIdentity,
 )
 
@@ -738,12 +739,16 @@ def execute_repair_plan(
     run: RunIdentity,
     dry_run: bool,
     expected: ClusterIdentity,
+    approval: PlanApproval | None = None,
 ) -> ExecutionResult:
     """Carry out a repair plan's ``steps`` through the step executor inside one maintenance session.
 
     :param location: the plan's folder (``plan.json``; ``progress.json`` and rollback artefacts go there).
     :param plan: ``plan.json``'s content (cluster name).
     :param expected: the identity the plan was made for.
+    :param approval: the run's approved plan (a real run after an approval step): the session
+        verifies it before reading the cluster (the broker hosts are looked up in ZooKeeper after
+        it), the executor again before the first write.
     """
     progress = ProgressLog(location)
     needs_hosts = any(isinstance(s, FileRemoval | BrokerRestart) for s in steps)
@@ -758,7 +763,6 @@ def execute_repair_plan(
             broker_hosts=settings.broker_hosts or None,
             server_properties_path=settings.server_properties_path or None,
         )
-        host_hook.resolve_connections()
     try:
         with MaintenanceSession(
             hook,
@@ -769,7 +773,10 @@ def execute_repair_plan(
             expected=expected,
             single_step=True,
             lease_ttl_s=settings.lease_ttl_s,
+            approval=approval,
         ) as session:
+            if host_hook is not None:
+                host_hook.resolve_connections()  # reads ZooKeeper: after the approval was verified
             ctx = RepairContext(
                 session=session,
                 progress=progress,

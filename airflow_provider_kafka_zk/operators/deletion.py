@@ -435,6 +435,7 @@ class TopicDeletionVerifyOperator(BaseOperator):
         first."""
         from airflow_provider_kafka_zk.maintenance import RunIdentity
         from airflow_provider_kafka_zk.maintenance.deletion_cleanup import run_cleanup
+        from airflow_provider_kafka_zk.operators.approved_plan import approved_plan
 
         return run_cleanup(
             check,
@@ -447,4 +448,5 @@ class TopicDeletionVerifyOperator(BaseOperator):
             dry_run=self._flag("dry_run"),
             quarantine_dir=self.quarantine_dir,
             allow_running_broker_orphans=self._flag("allow_running_broker_orphans"),
+            approval=approved_plan(self, context),  # after an approval step: that plan, or nothing
         )

@@ -425,6 +425,7 @@ class DrainExecuteOperator(BaseOperator):
 
     def _run(self, context: Context, waited: tuple[int, str] | None) -> dict[str, Any]:
         from airflow_provider_kafka_zk.maintenance.drain import execute_drain
+        from airflow_provider_kafka_zk.operators.approved_plan import approved_plan
 
         # Flags and numbers first: a typo must refuse before anything is read or written.
         dry_run = parse_safety_flags(dry_run=self.dry_run)["dry_run"]
@@ -450,6 +451,7 @@ class DrainExecuteOperator(BaseOperator):
             defer_wait=lambda step: self._defer_until_done(batches, step.batch),
             waited=waited,
             before_steps=check,
+            approval=approved_plan(self, context),  # a real run: the approved plan, unchanged, or nothing
         )
         done = sum(len(b) for b in batches)
         if dry_run:

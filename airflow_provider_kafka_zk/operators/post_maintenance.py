@@ -62,6 +62,7 @@ from airflow_provider_kafka_zk.maintenance.leader_election import (
     run_election,
 )
 from airflow_provider_kafka_zk.operators._run import resolve_ts as _resolve_ts
+from airflow_provider_kafka_zk.operators.approved_plan import approved_plan
 from airflow_provider_kafka_zk.operators.drain_artefacts import (
     PLAN_FILE,
     PLAN_FORMAT,
@@ -632,6 +633,7 @@ class PreferredLeaderElectionOperator(BaseOperator):
             dry_run=dry_run,
             expected=expected,
             defer_wait=(lambda czxid: self._defer(czxid, poll, timeout)) if self.deferrable else None,
+            approval=approved_plan(self, context),  # a real run: the approved plan, unchanged, or nothing
         )
 
     def _defer(self, czxid: int, poll: float, timeout: float) -> None:

@@ -53,6 +53,7 @@ from airflow_provider_kafka_zk.maintenance.topic_id_repair import (
     read_health,
 )
 from airflow_provider_kafka_zk.operators._run import resolve_ts as _resolve_ts
+from airflow_provider_kafka_zk.operators.approved_plan import approved_plan
 from airflow_provider_kafka_zk.operators.drain_artefacts import (
     DrainLocation,
     RunVerifyOperator,
@@ -378,6 +379,7 @@ class TopicIdRepairExecuteOperator(BaseOperator):
             run=RunIdentity.from_context(context, fallback_run_id=location.url),
             dry_run=dry_run,
             expected=plan_identity(plan, location.url),
+            approval=approved_plan(self, context),  # a real run: the approved plan, unchanged, or nothing
         )
         return {
             "plan_dir": location.url,

@@ -40,13 +40,19 @@ import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from ._process import ServerProcess, free_port, spawn_logged, terminate, terminate_at_exit
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = [
     "AirflowProduction",
     "AirflowRunFailed",
+    "ApiClient",
+    "ApprovalRest",
+    "LocalApiServer",
     "PostgresServer",
     "ProductionVenv",
     "TriggerFormBrowser",
@@ -350,6 +356,181 @@ def threading_is_main() -> bool:
 # ---------------------------------------------------------------------------------------------
 
 
+class ApprovalRest:
+    """What a person does with a waiting approval, over Airflow's REST API (``GET .../hitlDetails``,
+    ``PATCH .../taskInstances/{task}/{map_index}/hitlDetails``). Mixed into the deployments, which
+    give ``http(method, path, body, *, user=...)``."""
+
+    def http(self, method: str, path: str, body: Any = None, **kwargs: Any) -> tuple[int, bytes]:
+        raise NotImplementedError
+
+    def waiting_approvals(self, dag_id: str, run_id: str | None = None) -> list[dict[str, Any]]:
+        """The HITL requests of ``dag_id`` (one run, or any) that nobody answered yet."""
+        run = urllib.parse.quote(run_id, safe="") if run_id else "~"
+        status, raw = self.http(
+            "GET", f"/api/v2/dags/{dag_id}/dagRuns/{run}/hitlDetails?response_received=false"
+        )
+        if status != 200:
+            raise AssertionError(f"hitlDetails of {dag_id} answered {status}: {raw[:2000]!r}")
+        return [d for d in json.loads(raw)["hitl_details"] if d["task_instance"]["state"] == "awaiting_input"]
+
+    def wait_for_approval_request(
+        self,
+        dag_id: str,
+        run_id: str | None = None,
+        *,
+        timeout: float = 900,
+        alive: Callable[[], bool] | None = None,
+    ) -> dict[str, Any]:
+        """The first waiting approval of the run (or of the DAG): the HITL detail (subject, body,
+        assigned users, the task instance). ``alive()`` false stops the wait (the run ended)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = self.waiting_approvals(dag_id, run_id)
+            if found:
+                return found[0]
+            if alive is not None and not alive():
+                raise AssertionError(f"{dag_id} {run_id or ''} ended without asking for an approval")
+            time.sleep(1)
+        raise AssertionError(f"{dag_id} {run_id or ''}: no approval request within {timeout:.0f} s")
+
+    def respond(
+        self,
+        dag_id: str,
+        run_id: str,
+        task_id: str,
+        option: str,
+        comment: str | None = None,
+        *,
+        user: str | None = None,
+        expect: Iterable[int] = (200,),
+    ) -> dict[str, Any]:
+        """Approve or reject as ``user`` would (``option``: "Approve" / "Reject"); the response."""
+        path = (
+            f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id, safe='')}/taskInstances/"
+            f"{task_id}/-1/hitlDetails"
+        )
+        body = {"chosen_options": [option], "params_input": {"comment": comment} if comment else {}}
+        status, raw = self.http("PATCH", path, body, user=user)
+        if status not in tuple(expect):
+            raise AssertionError(f"PATCH {path} as {user or ADMIN} answered {status}: {raw[:2000]!r}")
+        return json.loads(raw) if raw else {}
+
+
+class ApiClient(ApprovalRest):
+    """Airflow's REST API at ``base_url`` with the simple auth manager's users (name -> password), as a
+    person or a script uses it (a token per user from ``POST /auth/token``).
+
+    :param base_url: the api-server, e.g. ``http://127.0.0.1:8080``.
+    :param passwords: user name -> password.
+    """
+
+    def __init__(self, base_url: str, passwords: Mapping[str, str]) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.passwords = dict(passwords)
+        self._tokens: dict[str, str] = {}
+
+    def token(self, user: str = ADMIN) -> str:
+        if user not in self._tokens:
+            status, body = self.http(
+                "POST", "/auth/token", {"username": user, "password": self.passwords[user]}, auth=False
+            )
+            if status not in (200, 201):
+                raise AssertionError(f"no token for {user}: {status} {body!r}")
+            self._tokens[user] = json.loads(body)["access_token"]
+        return self._tokens[user]
+
+    def http(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        auth: bool = True,
+        timeout: float = 120,
+        user: str | None = None,
+    ) -> tuple[int, bytes]:
+        headers = {"Content-Type": "application/json"}
+        if auth:
+            headers["Authorization"] = f"Bearer {self.token(user or ADMIN)}"
+        where = urllib.parse.urlsplit(self.base_url)
+        connection = http.client.HTTPConnection(
+            where.hostname or "127.0.0.1", where.port or 80, timeout=timeout
+        )
+        try:
+            connection.request(method, path, body=None if body is None else json.dumps(body), headers=headers)
+            response = connection.getresponse()
+            return response.status, response.read()
+        finally:
+            connection.close()
+
+
+class LocalApiServer(ServerProcess, ApiClient):
+    """``airflow api-server`` alone, on loopback, for an Airflow home whose runs come from ``airflow
+    dags test`` (SQLite shared with it): what lets a person -- the demo, a test -- answer a
+    human-in-the-loop task of such a run over REST (``dags test`` keeps the run alive until a response
+    recorded from outside flips the task back to scheduled, Airflow 3.3.2 ``DAG.test``).
+
+    :param env: the Airflow environment of the runs (``AIRFLOW_HOME``, connections ...).
+    :param users: user name -> role (simple auth manager); each gets a generated password.
+    """
+
+    def __init__(self, env: Mapping[str, str], *, users: Mapping[str, str] | None = None) -> None:
+        self._owner_pid = os.getpid()
+        self._cleanup_dir = None
+        self._process = None
+        self._stop_finalizer = None
+        self.home = Path(env["AIRFLOW_HOME"])
+        self.users = dict(users or {ADMIN: "admin"})
+        self.port = free_port("127.0.0.1")
+        ApiClient.__init__(
+            self, f"http://127.0.0.1:{self.port}", {u: secrets.token_urlsafe(12) for u in self.users}
+        )
+        self.env = {
+            **env,
+            "AIRFLOW__API__HOST": "127.0.0.1",
+            "AIRFLOW__API__PORT": str(self.port),
+            "AIRFLOW__API__WORKERS": "1",
+            "AIRFLOW__API__BASE_URL": self.base_url,
+            "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_urlsafe(32),
+            "AIRFLOW__CORE__AUTH_MANAGER": (
+                "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
+            ),
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{u}:{r}" for u, r in self.users.items()),
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.home / "api-passwords.json"),
+        }
+
+    @property
+    def log_path(self) -> Path:
+        return self.home / "api-server.log"
+
+    def start(self) -> Self:
+        if self.is_running:
+            return self
+        self.home.mkdir(parents=True, exist_ok=True)
+        (self.home / "api-passwords.json").write_text(json.dumps(self.passwords))
+        airflow = Path(sys.executable).parent / "airflow"
+        self._process = _spawn_with_env(
+            [*_pdeathsig(), str(airflow), "api-server"], self.log_path, self.env, self.home
+        )
+        self._stop_finalizer = terminate_at_exit(self, self._process, self._owner_pid, 30)
+        deadline = time.monotonic() + 300
+        while True:
+            self._raise_if_exited(RuntimeError, "airflow api-server", self.base_url)
+            with contextlib.suppress(OSError):
+                if self.http("GET", "/api/v2/monitor/health", auth=False, timeout=10)[0] == 200:
+                    return self
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"airflow api-server did not answer within 300 s:\n{self.log_tail()}")
+            time.sleep(0.5)
+
+    def stop(self) -> None:
+        if self._process is not None:
+            terminate(self._process, self._owner_pid, 30, descendants=True)
+        super().stop()
+
+
 @dataclass
 class _Service:
     name: str
@@ -358,7 +539,7 @@ class _Service:
 
 
 @dataclass
-class AirflowProduction:
+class AirflowProduction(ApprovalRest):
     """api-server, scheduler, dag-processor and triggerer of one Airflow home, on PostgreSQL, with
     LocalExecutor and the simple auth manager (one admin whose password this object writes).
 
@@ -382,6 +563,8 @@ class AirflowProduction:
     dags_folder: Path
     extra_env: Mapping[str, str] = field(default_factory=dict)
     parallelism: int = 8
+    users: Mapping[str, str] = field(default_factory=dict)
+    """More users of the simple auth manager than the admin: name -> role (each gets a password)."""
     connections: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     niceness: Mapping[str, int] = field(default_factory=dict)
     password: str = field(default_factory=lambda: secrets.token_urlsafe(16))
@@ -389,6 +572,8 @@ class AirflowProduction:
     services: dict[str, _Service] = field(default_factory=dict)
     started_s: dict[str, float] = field(default_factory=dict)
     _token: str | None = None
+    passwords: dict[str, str] = field(default_factory=dict)
+    _tokens: dict[str, str] = field(default_factory=dict)
 
     @property
     def base_url(self) -> str:
@@ -416,7 +601,9 @@ class AirflowProduction:
                 "AIRFLOW__CORE__AUTH_MANAGER": (
                     "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
                 ),
-                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{ADMIN}:admin",
+                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(
+                    [f"{ADMIN}:admin", *(f"{u}:{r}" for u, r in self.users.items())]
+                ),
                 "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
                 "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.home / "passwords.json"),
                 "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags_folder),
@@ -442,7 +629,8 @@ class AirflowProduction:
         """``airflow db migrate``, ``airflow dags reserialize``, then the four services; returns when
         the API reports the scheduler, dag-processor and triggerer healthy."""
         self.home.mkdir(parents=True, exist_ok=True)
-        (self.home / "passwords.json").write_text(json.dumps({ADMIN: self.password}))
+        self.passwords = {ADMIN: self.password, **{u: secrets.token_urlsafe(12) for u in self.users}}
+        (self.home / "passwords.json").write_text(json.dumps(self.passwords))
         started = time.monotonic()
         self.cli("db", "migrate", timeout=900)
         self.started_s["db migrate"] = time.monotonic() - started
@@ -534,11 +722,20 @@ class AirflowProduction:
 
     # ------------------------------------------------------------------ the REST API
     def http(
-        self, method: str, path: str, body: Any = None, *, auth: bool = True, timeout: float = 120
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        auth: bool = True,
+        timeout: float = 120,
+        user: str | None = None,
     ) -> tuple[int, bytes]:
         headers = {"Content-Type": "application/json"}
         if auth:
-            headers["Authorization"] = f"Bearer {self.token()}"
+            headers["Authorization"] = (
+                f"Bearer {self.token() if user in (None, ADMIN) else self.user_token(user)}"
+            )
         connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         try:
             connection.request(method, path, body=None if body is None else json.dumps(body), headers=headers)
@@ -562,6 +759,17 @@ class AirflowProduction:
                 raise AssertionError(f"no token for {ADMIN}: {status} {body!r}")
             self._token = json.loads(body)["access_token"]
         return self._token
+
+    def user_token(self, user: str) -> str:
+        """A token of one of :attr:`users`."""
+        if user not in self._tokens:
+            status, body = self.http(
+                "POST", "/auth/token", {"username": user, "password": self.passwords[user]}, auth=False
+            )
+            if status not in (200, 201):
+                raise AssertionError(f"no token for {user}: {status} {body!r}")
+            self._tokens[user] = json.loads(body)["access_token"]
+        return self._tokens[user]
 
     def unpause(self, dag_id: str) -> None:
         self.api("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})
@@ -844,6 +1052,34 @@ class TriggerFormBrowser:
             field.find_element(
                 By.XPATH, ".//label[.//input[@type='checkbox']] | .//*[@data-part='control']"
             ).click()
+
+    def approval_page(
+        self,
+        dag_id: str,
+        run_id: str,
+        must_show: Iterable[str],
+        screenshot: Path | None = None,
+        task_id: str = "approve",
+    ) -> str:
+        """The task's Required Actions page (where a person approves or rejects), once it shows every
+        text of ``must_show``; its text. ``screenshot``: save one there."""
+        from selenium.webdriver.common.by import By
+
+        wanted = list(must_show)
+        run = urllib.parse.quote(run_id, safe="")
+        self.driver.get(f"{self.airflow.base_url}/dags/{dag_id}/runs/{run}/tasks/{task_id}/required_actions")
+        try:
+            self._wait().until(lambda d: all(w in d.find_element(By.TAG_NAME, "body").text for w in wanted))
+        except Exception:
+            path = Path(tempfile.mkdtemp(prefix="kafka-zk-approval-page-")) / "page.png"
+            self.driver.save_screenshot(str(path))
+            raise AssertionError(
+                f"the approval page of {dag_id} {run_id} does not show {wanted} (screenshot {path})"
+            ) from None
+        if screenshot is not None:
+            screenshot.parent.mkdir(parents=True, exist_ok=True)
+            assert self.driver.save_screenshot(str(screenshot))
+        return str(self.driver.find_element(By.TAG_NAME, "body").text)
 
     def trigger(self, dag_id: str, conf: Mapping[str, Any]) -> str:
         """Open the form, fill in ``conf``, name the run (Advanced Options -> Run ID), press Trigger;

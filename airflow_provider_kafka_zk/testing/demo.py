@@ -11,9 +11,17 @@ the topicId repair DAG plans the fix of the two KAFKA-14190 topics it found, as 
 ``--repair`` carries it out (the simulated controller and brokers react in a thread) and prints the
 repair's verification (the same audit rules, on a fresh snapshot and inventory).
 
+Every real run (``--repair``, the drain and move-back of ``--maintenance``) stops in its ``approve``
+task until a person approves the plan it shows (issue 25). ``airflow dags test`` keeps such a run
+alive until an answer arrives from outside (Airflow 3.3.2), so the demo starts ``airflow api-server``
+on the same Airflow home and metadata database (loopback, a generated admin password), prints the plan
+and its hash as the approval page shows them, and approves it over the REST API as a person would
+(``PATCH .../taskInstances/approve/-1/hitlDetails``), then prints the decision.
+
 ``--keep-running`` then adds a drainable cluster (``demo_maintenance``: healthy, RF=1 topics, its
 simulated controller carrying out reassignments in a thread), prints the commands that point one's
-own ``airflow`` at both and try the drain, and waits; Ctrl-C or SIGTERM stops everything.
+own ``airflow`` at both and try the drain (with the api-server a real drain's approval goes to, and
+the REST calls that approve it), and waits; Ctrl-C or SIGTERM stops everything.
 """
 
 from __future__ import annotations
@@ -30,8 +38,9 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from kazoo.client import KazooClient
 
@@ -45,6 +54,9 @@ from .simulator.readback import BrokerOnDisk, ZnodeReading, read_broker, read_zo
 from .simulator.scenarios import maintenance_cluster
 from .sshd import SshServer
 from .zookeeper import ZooKeeperServer
+
+if TYPE_CHECKING:
+    from .airflow_production import LocalApiServer
 
 CHROOT = "/kafka_demo"
 DAG_ID = "kafka_zk_daily_hygiene_demo"
@@ -175,6 +187,7 @@ def keep_running(
 
     signal.signal(signal.SIGTERM, interrupted)
     with (
+        contextlib.ExitStack() as stack,
         DeployedCluster(
             maintenance_cluster(name=DRAIN_CLUSTER, kafka_version=kafka_version),
             zookeeper.connect_string,
@@ -184,6 +197,7 @@ def keep_running(
         ClusterRuntime(drainable, restart_dir=workdir / "maintenance-restarts", reassignments=True),
     ):
         env = dag_environment(workdir, zookeeper, sshd, addresses, dags_folder, drain_cluster=True)
+        api = stack.enter_context(approval_server(env, workdir))
         rf1 = sorted(
             f"{t}-{p}"
             for t, topic in drainable.cluster.topics.items()
@@ -194,11 +208,11 @@ def keep_running(
             f"\nCluster '{DRAIN_CLUSTER}' (healthy; RF=1 on broker {MAINTENANCE_BROKER}: {', '.join(rf1)}) "
             f"in ZooKeeper {drainable.zookeeper_connect}; its simulated controller carries out reassignments"
         )
-        print("\n" + try_it_yourself(env, drain_cluster=DRAIN_CLUSTER), flush=True)
+        print("\n" + try_it_yourself(env, drain_cluster=DRAIN_CLUSTER, api=api), flush=True)
         print(
             f"\nServices and broker sessions stay up. To stop everything: Ctrl-C here, or kill {os.getpid()}"
-            f"  (the demo; it stops the simulated brokers, sshd pid {sshd.pid} and ZooKeeper pid {zookeeper.pid};"
-            f" were it killed with -9: kill {sshd.pid} {zookeeper.pid})",
+            f"  (the demo; it stops the simulated brokers, the api-server pid {api.pid}, sshd pid {sshd.pid} and "
+            f"ZooKeeper pid {zookeeper.pid}; were it killed with -9: kill {api.pid} {sshd.pid} {zookeeper.pid})",
             flush=True,
         )
         try:
@@ -208,12 +222,15 @@ def keep_running(
             pass
 
 
-def try_it_yourself(env: Mapping[str, str], *, drain_cluster: str | None = None) -> str:
+def try_it_yourself(
+    env: Mapping[str, str], *, drain_cluster: str | None = None, api: LocalApiServer | None = None
+) -> str:
     """The shell lines that point one's own ``airflow`` at the running demo: its home, cluster file and
     artefacts, and its connections as ``airflow connections add`` commands (stored in the metadata
     DB, the way users keep them).
 
     :param drain_cluster: a cluster the drain can be tried on (its real-run commands are printed).
+    :param api: the api-server a real run's approval is answered at (its UI and the REST calls).
     """
     lines = ["To use the running demo from another shell:"]
     for name in (
@@ -246,10 +263,89 @@ def try_it_yourself(env: Mapping[str, str], *, drain_cluster: str | None = None)
             "# or, with a scheduler running (airflow standalone): airflow dags trigger "
             "kafka_zk_pre_maintenance_drain -c " + shlex.quote(json.dumps(conf))
         )
+        if api is not None:
+            lines += approval_lines(api)
         lines.append(
             f"# artefacts: {env['KAFKA_ZK_ARTEFACTS_BASE']}/{drain_cluster}/drain/<ts>/ (plan.json, report.txt)"
         )
     return "\n".join(lines)
+
+
+def approval_lines(api: LocalApiServer) -> list[str]:
+    """How a person answers a real run's approval at the demo's api-server: its UI, then over REST."""
+    base, password = api.base_url, api.passwords["admin"]
+    credentials = json.dumps({"username": "admin", "password": password})
+    path = "/api/v2/dags/kafka_zk_pre_maintenance_drain/dagRuns"
+    answer = json.dumps({"chosen_options": ["Approve"], "params_input": {"comment": "reviewed"}})
+    return [
+        f"# the real run stops in its approve task until you approve the plan it shows: in the UI at {base} "
+        f"(user admin, password {password}; the run's Required Actions), or over REST:",
+        f"TOKEN=$(curl -s -X POST {base}/auth/token -H 'Content-Type: application/json' -d "
+        f"{shlex.quote(credentials)} | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"access_token\"])')",
+        f"curl -s {shlex.quote(base + path + '/~/hitlDetails?response_received=false')} "
+        '-H "Authorization: Bearer $TOKEN"   # the plan, its sha256, the run id',
+        f'curl -s -X PATCH "{base}{path}/<run id>/taskInstances/approve/-1/hitlDetails" '
+        f"-H \"Authorization: Bearer $TOKEN\" -H 'Content-Type: application/json' -d {shlex.quote(answer)}",
+    ]
+
+
+@contextlib.contextmanager
+def approval_server(env: Mapping[str, str], workdir: Path) -> Iterator[LocalApiServer]:
+    """``airflow api-server`` on the demo's Airflow home (its metadata database migrated first)."""
+    from .airflow_production import LocalApiServer
+
+    airflow = str(Path(sys.executable).parent / "airflow")
+    with (workdir / "api-server-migrate.log").open("w") as log_file:
+        subprocess.run(
+            [airflow, "db", "migrate"], env=dict(env), stdout=log_file, stderr=subprocess.STDOUT, check=True
+        )
+    with LocalApiServer(env) as api:
+        yield api
+
+
+def _plain(markdown: str) -> str:
+    """The approval body as a terminal shows it (the UI renders the Markdown)."""
+    return "\n".join(
+        line.replace("**", "").replace("### ", "").replace("`", "") for line in markdown.splitlines()
+    )
+
+
+def dags_test_with_approval(
+    command: list[str],
+    env: Mapping[str, str],
+    log_file: Any,
+    api: LocalApiServer,
+    dag_id: str,
+    *,
+    comment: str,
+    timeout: float = 1800,
+) -> int:
+    """``airflow dags test`` of a real run: wait until it asks for approval, print what it shows, approve
+    it over REST as a person would, print the decision, and wait for the run; its exit code."""
+    process = subprocess.Popen(command, env=dict(env), stdout=log_file, stderr=subprocess.STDOUT)
+    try:
+        try:
+            request = api.wait_for_approval_request(
+                dag_id, timeout=timeout, alive=lambda: process.poll() is None
+            )
+        except AssertionError as exc:  # the run ended (failed) before asking
+            print(f"  {exc}", file=sys.stderr)
+            return process.wait()
+        ti = request["task_instance"]
+        print(f"\n  {dag_id} waits in its {ti['task_id']} task for a person. The approval page shows:")
+        print("    " + _plain(request["body"]).rstrip().replace("\n", "\n    "), flush=True)
+        answer = api.respond(dag_id, ti["dag_run_id"], ti["task_id"], "Approve", comment)
+        print(
+            f"  Approved over REST (PATCH {api.base_url}/api/v2/dags/{dag_id}/dagRuns/<run>/taskInstances/"
+            f"{ti['task_id']}/-1/hitlDetails) by {answer['responded_by']['name']} at {answer['responded_at']}"
+            f" ({comment}); the run carries out exactly the plan with that sha256",
+            flush=True,
+        )
+        return process.wait(timeout=timeout)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
 
 
 def default_dags_folder(workdir: Path) -> Path:
@@ -439,16 +535,19 @@ def run_repair(
     runs_root = workdir / "artefacts" / "demo" / "topic-id-repair"
     known = set(runs_root.glob("*")) if runs_root.exists() else set()
     started = time.monotonic()
+    command = [airflow, "dags", "test", REPAIR_DAG_ID, "-c", json.dumps(conf)]
     with log_path.open("w") as log_file, contextlib.ExitStack() as stack:
         if deployed is not None:
+            api = stack.enter_context(approval_server(env, workdir))
             stack.enter_context(ClusterRuntime(deployed, restart_dir=workdir / "restarts"))
-        result = subprocess.run(
-            [airflow, "dags", "test", REPAIR_DAG_ID, "-c", json.dumps(conf)],
-            env=env,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            timeout=1800,
-        )
+            returncode = dags_test_with_approval(
+                command, env, log_file, api, REPAIR_DAG_ID, comment="demo: the write-back plan was reviewed"
+            )
+        else:
+            returncode = subprocess.run(
+                command, env=env, stdout=log_file, stderr=subprocess.STDOUT, timeout=1800
+            ).returncode
+    result = subprocess.CompletedProcess(command, returncode)
     runs = sorted(p for p in runs_root.glob("*") if p not in known and (p / "summary.txt").exists())
     name = "summary.txt" if dry_run else "report.txt"
     if not runs or not (runs[-1] / name).exists():
@@ -468,7 +567,7 @@ def run_repair(
         print(
             f"  To carry it out: airflow dags trigger {REPAIR_DAG_ID} -c "
             + json.dumps({"cluster": "demo", "topics": list(REPAIR_TOPICS), "dry_run": False})
-            + "  (here: demo --repair)"
+            + "  (it waits in its approve task for a person to approve the plan; here: demo --repair)"
         )
     print(f"  artefacts: {runs[-1]}  DAG log: {log_path}")
     refusal = next(
@@ -504,23 +603,19 @@ def run_maintenance(
     airflow = str(Path(sys.executable).parent / "airflow")
     log_path = workdir / "maintenance.log"
     started = time.monotonic()
-    with log_path.open("w") as log_file:
-        if subprocess.run(
-            [airflow, "db", "migrate"], env=env, stdout=log_file, stderr=subprocess.STDOUT
-        ).returncode:
-            print(f"airflow db migrate failed; see {log_path}", file=sys.stderr)
-            return 1
+    with log_path.open("w") as log_file, approval_server(env, workdir) as api:
 
         def dags_test(dag_id: str, conf: dict) -> int:
             print(f"\nRunning {dag_id} with {json.dumps(conf)} ...", flush=True)
             with ClusterRuntime(deployed, restart_dir=workdir / "restarts", reassignments=True):
-                return subprocess.run(
+                return dags_test_with_approval(
                     [airflow, "dags", "test", dag_id, "-c", json.dumps(conf)],
-                    env=env,
-                    stdout=log_file,
-                    stderr=subprocess.STDOUT,
-                    timeout=1800,
-                ).returncode
+                    env,
+                    log_file,
+                    api,
+                    dag_id,
+                    comment="demo: maintenance window approved",
+                )
 
         base = workdir / "artefacts" / "demo"
         drain_conf = {

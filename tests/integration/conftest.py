@@ -9,7 +9,9 @@ connections add`` before the first parse. The simulated clusters live in a ZooKe
 the session: ``prod`` (healthy, RF=1 topics, its simulated controller carrying out reassignments),
 ``incident`` (the demo's incident cluster, scheduled every minute, alerting by e-mail to an SMTP
 server on loopback) and ``healthy`` (on a ZooKeeper of its own, stopped and started again in the
-outage test).
+outage test; its plans wait ``approval_timeout_s = 20`` for a decision: the time-out test of
+``test_production_approval.py``) and ``approval`` (RF=1 topics, no controller: plans that are
+rejected; its ``approvers`` name the admin).
 
 What runs besides the triggered runs starts in :func:`alert_scenarios`, which the campaign asks for
 first, so it runs concurrently with it: the scheduler's runs of the failing ``incident`` daily DAG
@@ -32,6 +34,7 @@ from airflow_provider_kafka_zk.testing.airflow_production import (
     AirflowProduction,
     PostgresServer,
     ProductionVenv,
+    TriggerFormBrowser,
 )
 from airflow_provider_kafka_zk.testing.alert_sinks import SmtpSink
 from airflow_provider_kafka_zk.testing.simulator import DeployedCluster, healthy_cluster, incident_cluster
@@ -52,6 +55,7 @@ NEVER = "0 0 29 2 *"
 catchup off, unpausing such a DAG schedules nothing before 2028, so the triggered runs of ``prod``
 and ``healthy`` have no scheduled run competing with them (their DAGs allow one active run)."""
 ALERT_TIMEOUT = 1500
+HEALTHY_APPROVAL_TIMEOUT_S = 20
 
 
 @dataclass
@@ -135,9 +139,15 @@ def deployment(tmp_path_factory) -> Iterator[Deployment]:
             "/kafka_healthy",
             work / "healthy-hosts",
         ) as healthy,
+        DeployedCluster(
+            maintenance_cluster(name="approval"),
+            zookeeper.connect_string,
+            "/kafka_approval",
+            work / "approval-hosts",
+        ) as approval,
         ClusterRuntime(prod, restart_dir=work / "prod-restarts", reassignments=True),
     ):
-        clusters = {"prod": prod, "incident": incident, "healthy": healthy}
+        clusters = {"prod": prod, "incident": incident, "healthy": healthy, "approval": approval}
         clusters_file = work / "kafka_zk_clusters.toml"
         clusters_file.write_text(
             cluster_table("prod", prod, artefacts, engine='"spark"', schedule=f'"{NEVER}"')
@@ -152,7 +162,22 @@ def deployment(tmp_path_factory) -> Iterator[Deployment]:
                 deletion_wait_s="45",
                 notify=f'{{ kind = "smtp", to = ["{ONCALL}"], smtp_conn_id = "smtp_oncall" }}',
             )
-            + cluster_table("healthy", healthy, artefacts, engine='"in-process"', schedule=f'"{NEVER}"')
+            + cluster_table(
+                "healthy",
+                healthy,
+                artefacts,
+                engine='"in-process"',
+                schedule=f'"{NEVER}"',
+                approval_timeout_s=str(HEALTHY_APPROVAL_TIMEOUT_S),
+            )
+            + cluster_table(
+                "approval",
+                approval,
+                artefacts,
+                engine='"in-process"',
+                schedule=f'"{NEVER}"',
+                approvers='["admin"]',
+            )
         )
         connections = {f"kafka_zk_{name}": _zookeeper_connection(d) for name, d in clusters.items()}
         connections["kafka_zk_ssh"] = sshd.airflow_connection_fields(HOSTS[0], conn_timeout=5)
@@ -245,3 +270,11 @@ def alert_scenarios(deployment: Deployment) -> Iterator[AlertScenarios]:
     yield scenarios
     stop.set()
     watcher.join(30)
+
+
+@pytest.fixture(scope="session")
+def production_browser(deployment: Deployment) -> Iterator[TriggerFormBrowser]:
+    """Headless Chromium logged in to the deployment's UI as its admin (the trigger forms of
+    ``test_production_dags.py``, the approval page of ``test_production_approval.py``)."""
+    with TriggerFormBrowser(deployment.airflow) as browser:
+        yield browser

@@ -72,8 +72,20 @@ def test_demo_runs_the_daily_hygiene_dag_then_plans_and_carries_out_the_topic_id
     assert "delete /controller (controller at plan time: broker 2)" in out
     report = _report(out)
     assert report.is_file() and report.is_relative_to(workdir)
-    # --repair: carried out against the simulated controller and brokers, verified by the audit rules
+    # --repair: the real run waits for a person; the demo shows the plan and its hash, approves over REST
+    asked = out.split("kafka_zk_topic_id_repair waits in its approve task for a person", 1)[1]
+    shown = re.search(r"- sha256 ([0-9a-f]{64})", asked).group(1)
+    assert asked.index("Repair the topic ids of 2 topic(s) on cluster demo (KAFKA-14190)") < asked.index(
+        shown
+    )
+    assert "Approved over REST (PATCH http://127.0.0.1:" in asked and "by admin at " in asked
+    record = json.loads(
+        next((workdir / "artefacts" / "demo" / "topic-id-repair").glob("*/approval.json")).read_text()
+    )
+    assert (record["decision"], record["plan"]["sha256"]) == ("approved", shown)
+    # carried out against the simulated controller and brokers, verified by the audit rules
     repaired = out.split("topicId repair, carried out", 1)[1]
+    assert f"Approved by admin at {record['decided_at']}" in repaired
     assert "- clickstream: diverged -> consistent (write_back)" in repaired
     assert "- inventory-updates: precursor -> consistent (write_back)" in repaired
     assert "audit: no topic-id finding for these topics" in repaired
@@ -166,6 +178,12 @@ def test_demo_maintenance_window_drains_restarts_and_puts_the_cluster_back(tmp_p
     out = result.stdout
     assert result.returncode == 0, out[-3000:] + result.stderr[-3000:]
     assert "Verification: OK; 1 moved partition(s) checked" in out  # the drain of broker 2
+    # each real run waited for a person: the demo printed the plan and approved it over REST
+    for dag_id in ("kafka_zk_pre_maintenance_drain", "kafka_zk_post_maintenance"):
+        asked = out.split(f"{dag_id} waits in its approve task for a person", 1)[1]
+        assert re.search(r"- sha256 [0-9a-f]{64}", asked.split("Approved over REST", 1)[0]), dag_id
+        assert "Approved over REST (PATCH http://127.0.0.1:" in asked, dag_id
+    assert out.count("Approved by admin at ") == 2  # both reports open with the decision
     after = out.split("After maintenance", 1)[1]
     assert "restores drain run " in after and "(run id manual__" in after
     assert "moved back: 1 of 1 partition(s)" in after

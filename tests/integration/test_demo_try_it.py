@@ -17,6 +17,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from airflow_provider_kafka_zk.kafka import znodes as zk
+from airflow_provider_kafka_zk.testing.airflow_production import ApiClient
 from airflow_provider_kafka_zk.testing.demo import try_it_yourself
 
 pytestmark = pytest.mark.integration
@@ -94,6 +95,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
+@pytest.mark.timeout(1200)  # the real drain now also waits for its approval (an api-server starts)
 def test_keep_running_leaves_a_cluster_the_printed_drain_drains_and_the_printed_pid_stops(tmp_path):
     """What ``scripts/demo.sh --keep-running`` execs (without its ``--run-dag``, whose DAG runs other
     tests cover): wait for the printed lines, run the printed exports, connections and real drain in
@@ -151,14 +153,30 @@ def test_keep_running_leaves_a_cluster_the_printed_drain_drains_and_the_printed_
                     drains[0],
                 ]
             )
-            result = subprocess.run(
+            # the real drain waits in its approve task: the person approves it at the printed api-server
+            where = next(line for line in lines if "in the UI at http://127.0.0.1:" in line)
+            url, password = re.search(r"in the UI at (\S+) \(user admin, password (\S+);", where).groups()
+            api = ApiClient(url, {"admin": password})
+            shell_log = tmp_path / "user-shell.log"  # a file: a pipe nobody reads would block the run
+            user_shell = subprocess.Popen(
                 ["bash", "-c", script],
                 env=_user_shell_env(shlex.split(home)[1].split("=", 1)[1]),
-                capture_output=True,
-                text=True,
-                timeout=1200,
+                stdout=shell_log.open("w"),
+                stderr=subprocess.STDOUT,
             )
-            assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-3000:]
+            try:
+                request = api.wait_for_approval_request(
+                    "kafka_zk_pre_maintenance_drain", timeout=900, alive=lambda: user_shell.poll() is None
+                )
+                assert client.exists(zk.REASSIGN_PARTITIONS) is None and _rf1_on(client, broker) == before
+                ti = request["task_instance"]
+                api.respond(ti["dag_id"], ti["dag_run_id"], "approve", "Approve", "tried it")
+                user_shell.wait(timeout=1200)
+            finally:
+                if user_shell.poll() is None:
+                    user_shell.kill()
+                    user_shell.wait()
+            assert user_shell.returncode == 0, shell_log.read_text()[-6000:]
             assert _rf1_on(client, broker) == []  # moved off the drained broker, in ZooKeeper
             assert set(before) <= {p for b in range(6) if b != broker for p in _rf1_on(client, b)}
             assert not client.exists(zk.REASSIGN_PARTITIONS)  # the controller finished it
@@ -170,7 +188,7 @@ def test_keep_running_leaves_a_cluster_the_printed_drain_drains_and_the_printed_
 
         stop = printed[-1]
         demo_pid, *service_pids = (int(p) for p in re.findall(r"\d{2,}", stop.split("or kill", 1)[1]))
-        assert demo_pid == demo.pid and len(set(service_pids)) == 2
+        assert demo_pid == demo.pid and len(set(service_pids)) == 3  # the api-server, sshd, ZooKeeper
         assert all(_alive(p) for p in service_pids)
         os.kill(demo_pid, signal.SIGTERM)  # the printed "kill <pid>"
         assert demo.wait(timeout=120) == 0

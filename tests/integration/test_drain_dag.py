@@ -112,6 +112,8 @@ def live(zookeeper_server, ssh_server, tmp_path, monkeypatch):
             f'[clusters.{CLUSTER}]\nkafka_zookeeper_conn_id = "{ZK_CONN}"\nssh_conn_id = "{SSH_CONN}"\n'
             f'base_path = "{base}"\n'
             f'server_properties_path = "{tmp_path / "hosts" / "broker-{broker_id}" / "config" / "server.properties"}"\n'
+            # automation with its own review: the real runs here do not wait for a person (issue 25)
+            "require_approval = false\n"
         )
         monkeypatch.setenv("KAFKA_ZK_CLUSTERS_FILE", str(clusters))
         monkeypatch.setenv(
@@ -270,6 +272,7 @@ def test_dry_run_writes_nothing_to_zookeeper(live, airflow_home):
     assert _tree(client) == before
     [drain_dir] = (base / CLUSTER / "drain").iterdir()
     assert {p.name for p in drain_dir.iterdir()} == {
+        "approval.json",  # "not_needed": a dry run waits for nobody (issue 25)
         "plan.json",
         "reassignment.json",
         "rollback.json",

@@ -93,6 +93,8 @@ def live(zookeeper_server, ssh_server, tmp_path, monkeypatch, airflow_home):
             f'[clusters.{CLUSTER}]\nkafka_zookeeper_conn_id = "{ZK_CONN}"\nssh_conn_id = "{SSH_CONN}"\n'
             f'base_path = "{base}"\n'
             f'server_properties_path = "{hosts / "broker-{broker_id}" / "config" / "server.properties"}"\n'
+            # automation with its own review: the real runs here do not wait for a person (issue 25)
+            "require_approval = false\n"
         )
         monkeypatch.setenv("KAFKA_ZK_CLUSTERS_FILE", str(clusters))
         airflow = str(Path(sys.executable).parent / "airflow")

@@ -12,7 +12,9 @@ started again in the outage test). Every DAG is triggered three ways and must su
 
 * ``POST /api/v2/dags/{id}/dagRuns`` with ``logical_date: null`` (Airflow 3's default; the run has no
   ``ts``/``ds``: the bug of issue 24), including a real drain (its wait on the reassignment deferred
-  to the triggerer) and the post-maintenance move-back of that drain by run id;
+  to the triggerer) and the post-maintenance move-back of that drain by run id -- both real runs
+  wait in their ``approve`` task until the test approves them over REST, as a person would
+  (issue 25);
 * ``airflow dags trigger`` (no logical date either), the topicId repair by the exact command line
   the audit report prints;
 * the trigger form in headless Chromium, filled in field by field as a person does.
@@ -36,12 +38,12 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_kafka_zk.kafka.approval import PLAN_INPUTS, plan_digest
 from airflow_provider_kafka_zk.kafka.audit import repair_commands
 from airflow_provider_kafka_zk.operators._run import run_key
 from airflow_provider_kafka_zk.testing.airflow_production import (
     AirflowProduction,
     AirflowRunFailed,
-    TriggerFormBrowser,
     tail,
     triggered_run_id,
 )
@@ -74,6 +76,7 @@ class Run:
     seconds: float = 0.0
     triggered_at: float = 0.0
     states_seen: dict[str, set[str]] = field(default_factory=dict)
+    approval: dict[str, Any] = field(default_factory=dict)  # the HITL request it showed, when approved
 
 
 @dataclass
@@ -93,9 +96,26 @@ def _watch(run: Run):
     return seen
 
 
+def _approving(airflow: AirflowProduction, run: Run):
+    """The watch of a real run: record its states, and approve its plan over REST once it waits."""
+    states = _watch(run)
+
+    def seen(task_instances: list[dict[str, Any]]) -> None:
+        states(task_instances)
+        if not run.approval and any(
+            ti["task_id"] == "approve" and ti["state"] == "awaiting_input" for ti in task_instances
+        ):
+            [request] = airflow.waiting_approvals(run.dag_id, run.run_id)
+            airflow.respond(run.dag_id, run.run_id, "approve", "Approve", "reviewed by the campaign")
+            run.approval = request
+
+    return seen
+
+
 def _wait(airflow: AirflowProduction, run: Run) -> None:
+    watch = _approving(airflow, run) if run.conf.get("dry_run") is False else _watch(run)
     try:
-        airflow.wait_for_run(run.dag_id, run.run_id, timeout=RUN_TIMEOUT, watch=_watch(run))
+        airflow.wait_for_run(run.dag_id, run.run_id, timeout=RUN_TIMEOUT, watch=watch)
         run.state = "success"
     except AirflowRunFailed as exc:
         run.state, run.error = "failed", str(exc)
@@ -266,8 +286,39 @@ def test_the_real_drain_waited_in_the_triggerer_and_was_put_back(deployment, cam
     # once-a-minute sample: a short wait falls between two.)
     triggerer_log = airflow.services_log("triggerer")
     assert "airflow_provider_kafka_zk.kazoo" in triggerer_log, tail(airflow.home / "triggerer.log")
-    # partitions moved off the drained broker, then back by the post-maintenance run
+    # both waited for a person's approval, and carried out exactly the plan the approval showed
     post = next(r for r in campaign.of("rest") if r.dag_id == POST)
+    for run, folder_kind, writers in (
+        (drain, "drain", {"execute": {"throttle_bytes_per_sec": 50 * 1024 * 1024}}),
+        (post, "post-maintenance", {"move_back": {"throttle_bytes_per_sec": 50 * 1024 * 1024}}),
+    ):
+        assert "awaiting_input" in run.states_seen["approve"], run.states_seen
+        shown = run.approval["body"].split("- sha256 `", 1)[1].split("`", 1)[0]
+        dag_run = airflow.run(run.dag_id, run.run_id)
+        key = run_key(run.run_id, datetime.fromisoformat(dag_run["run_after"].replace("Z", "+00:00")))
+        folder = deployment.artefacts / "prod" / folder_kind / key
+        record = json.loads((folder / "approval.json").read_text())
+        assert (record["decision"], record["decided_by"]["name"], record["plan"]["sha256"]) == (
+            "approved",
+            "admin",
+            shown,
+        )
+        files = {name: (folder / name).read_bytes() for name in PLAN_INPUTS}
+        settings = {
+            task: {**values, "kafka_zookeeper_conn_id": "kafka_zk_prod"} for task, values in writers.items()
+        }
+        if run is post:  # the election is a writing task of the same plan
+            brokers = json.loads(files["plan.json"])["returning_brokers"]
+            settings["elect_preferred_leaders"] = {
+                "brokers": brokers,
+                "topics": None,
+                "kafka_zookeeper_conn_id": "kafka_zk_prod",
+            }
+        assert plan_digest(files, settings).sha256 == shown  # the hash is of exactly these inputs
+        execute = next(iter(writers))
+        log = airflow.task_log(run.dag_id, run.run_id, execute, 1)
+        assert f"carrying out the approved plan sha256 {shown} (approved by admin)" in log, log[-3000:]
+    # partitions moved off the drained broker, then back by the post-maintenance run
     assert post.state == "success", post.error
     drained = {k for k, r in deployment.prod_assignment.items() if r == (DRAINED,)}
     assert drained, "prod has RF=1 partitions on the drained broker"
@@ -366,6 +417,5 @@ def test_harness_timings(deployment, campaign):
 
 # ----------------------------------------------------------------------------- the browser
 @pytest.fixture(scope="module")
-def browser_session(deployment):
-    with TriggerFormBrowser(deployment.airflow) as browser:
-        yield browser
+def browser_session(production_browser):
+    return production_browser
