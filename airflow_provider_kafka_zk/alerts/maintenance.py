@@ -55,6 +55,36 @@ ARTEFACT_KIND = {
 """Each manual DAG's run folder under ``<base>/<cluster>/`` (its run key below it)."""
 
 
+def declined_by_a_person(
+    failed: Mapping[str, Sequence[int]],
+    *,
+    report_task_id: str,
+    writes: int,
+    approval: Mapping[str, Any] | None,
+) -> str | None:
+    """Why a failed run does not page, or None when it pages: a person rejected its plan.
+
+    A rejected plan fails the run on purpose (its ``report`` task says nothing changed), and the one
+    who rejected it is the one a page would tell. A time-out still pages: nobody decided, and the
+    person who triggered the run may not know. Anything else that failed, or any write, pages.
+
+    :param failed: task id -> failed map indexes, of the run.
+    :param report_task_id: the task that fails when the plan was not approved.
+    :param writes: cluster writes the run's change logs count.
+    :param approval: the run folder's ``approval.json`` (None: none there).
+    """
+    if set(failed) != {report_task_id} or writes or not isinstance(approval, Mapping):
+        return None
+    if approval.get("decision") != "rejected":
+        return None
+    who = (approval.get("decided_by") or {}).get("name") or "someone"
+    comment = f' ("{approval["comment"]}")' if approval.get("comment") else ""
+    return (
+        f"not paged: the plan was rejected by {who} at {approval.get('decided_at')}{comment}; "
+        "nothing was changed"
+    )
+
+
 def failure_record(exception: BaseException | str | None, try_number: int | None = None) -> dict[str, Any]:
     """What a failed task leaves for the run's alert: its error as a person reads it in the log.
 
@@ -133,7 +163,12 @@ def change_logs(logs: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
         record = logs[name]
         match = CHANGE_LOG.fullmatch(name)
         changes = [c for c in record.get("changes") or () if isinstance(c, Mapping)]
-        writes = [c for c in changes if not str(c.get("path", "")).startswith(LEASE_ROOT)]
+        # the lease's own znodes and the approval decision (a record of who decided, no cluster write)
+        writes = [
+            c
+            for c in changes
+            if c.get("op") != "approval" and not str(c.get("path", "")).startswith(LEASE_ROOT)
+        ]
         lease_ops += [
             (str(c.get("at", "")), str(c.get("op", ""))) for c in changes if c.get("path") == LEASE_PATH
         ]

@@ -586,7 +586,20 @@ class MaintenanceRunAlertOperator(BaseOperator):
             f"{alerts_root(artefacts_url(base, conn_id), self.cluster, ti.dag_id)}/{run_key_of(dag_run)}"
         )
         page_key = sorted(f"{t}[{i}]" for t, indexes in failed.items() for i in indexes)
-        deliveries = deliver_once(settings, content, read_record(record_folder), page_key) if failed else {}
+        declined = None
+        if folder and failed:
+            try:
+                from airflow_provider_kafka_zk.operators.approved_plan import read_approval
+
+                approval = read_approval(artefacts_url(folder, conn_id))
+            except Exception as exc:  # unreadable: page as for any failed run
+                notes.append(f"Could not read the run's approval record: {type(exc).__name__}: {exc}")
+                approval = None
+            declined = mt.declined_by_a_person(
+                failed, report_task_id=self.report_task_id, writes=changes["writes"], approval=approval
+            )
+        page = bool(failed) and declined is None
+        deliveries = deliver_once(settings, content, read_record(record_folder), page_key) if page else {}
         problems = [] if failed else notify_problems(settings)
         record = {
             "cluster": self.cluster,
@@ -594,7 +607,8 @@ class MaintenanceRunAlertOperator(BaseOperator):
             "run_id": ti.run_id,
             "written_at": datetime.now(UTC).isoformat(),
             "kind": "maintenance",
-            "paged": bool(failed),
+            "paged": page,
+            "not_paged_because": declined,
             "page_key": page_key,
             "deliveries": deliveries,
             "failed_tasks": failed,
@@ -605,6 +619,8 @@ class MaintenanceRunAlertOperator(BaseOperator):
         self.log.info("%s", render_text(content))
         if not failed:
             self.log.info("Run succeeded: nothing paged (record: %s)", path)
+        elif declined:
+            self.log.info("Run failed because its plan was rejected: %s (record: %s)", declined, path)
         raise_unless_delivered(self.log, deliveries, path)
         if self.cluster not in configured:
             raise AirflowFailException(notes[0])
@@ -613,4 +629,4 @@ class MaintenanceRunAlertOperator(BaseOperator):
                 f"This run succeeded, but a failed run of cluster {self.cluster} would page nobody: "
                 + "; ".join(problems)
             )
-        return {"record": path, "paged": bool(failed), "failed_tasks": list(failed)}
+        return {"record": path, "paged": page, "failed_tasks": list(failed)}

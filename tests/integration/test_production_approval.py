@@ -69,6 +69,12 @@ def _folder(deployment, cluster: str, run_id: str) -> Path:
     return deployment.artefacts / cluster / "drain" / key
 
 
+def _alert(folder: Path) -> dict:
+    """The run's alert record (``<base>/<cluster>/alerts/<dag>/<run key>/alert.json``) beside its folder."""
+    cluster_root, key = folder.parent.parent, folder.name
+    return json.loads((cluster_root / "alerts" / DRAIN / key / "alert.json").read_text())
+
+
 def _states(deployment, run_id: str) -> dict[str, str]:
     return {
         ti["task_id"]: ti["state"]
@@ -142,6 +148,10 @@ def test_a_rejected_drain_changes_nothing_and_reports_who_and_why(deployment, pr
     ]
     log = deployment.airflow.task_log(DRAIN, run_id, "report", 1)
     assert "the plan was REJECTED by admin" in log and "Nothing was changed" in log
+    # the person who rejected it is the one a page would tell: the run's alert pages nobody
+    alert = _alert(folder)
+    assert alert["failed_tasks"] == {"report": [-1]} and alert["paged"] is False, alert
+    assert alert["not_paged_because"].startswith("not paged: the plan was rejected by admin")
     print(f"\nrejected drain: asked for approval {waited:.0f} s after the trigger")
 
 
@@ -166,4 +176,7 @@ def test_a_drain_nobody_approves_in_time_changes_nothing_and_reports_it(deployme
     assert "Nothing was changed" in report
     changes = json.loads((folder / "changes-approve-1.json").read_text())["changes"]
     assert [c["decision"] for c in changes] == ["timed_out"]
+    # nobody decided: the one who triggered it may not know, so this one pages
+    alert = _alert(folder)
+    assert alert["paged"] is True and alert["not_paged_because"] is None, alert
     print(f"\ntimed-out drain: asked after {waited:.0f} s; the run ended {timed_out_after:.0f} s later")

@@ -331,3 +331,31 @@ def test_every_manual_dag_ends_with_the_alert_teardown(module, monkeypatch, tmp_
     assert set(alert.upstream_task_ids) == others and not alert.downstream_task_ids
     for task_id in others:
         assert record_failure in dag.task_dict[task_id].on_failure_callback, task_id
+
+
+def test_a_plan_a_person_rejected_pages_nobody_but_a_time_out_or_any_write_pages():
+    rejected = {
+        "decision": "rejected",
+        "decided_by": {"name": "alice"},
+        "decided_at": "2026-11-26T20:00:00+00:00",
+        "comment": "not during the freeze",
+    }
+    only_report = {"report": [-1]}
+    reason = mt.declined_by_a_person(only_report, report_task_id="report", writes=0, approval=rejected)
+    assert reason == (
+        'not paged: the plan was rejected by alice at 2026-11-26T20:00:00+00:00 ("not during the freeze"); '
+        "nothing was changed"
+    )
+    timed_out = {**rejected, "decision": "timed_out", "decided_by": None}
+    assert mt.declined_by_a_person(only_report, report_task_id="report", writes=0, approval=timed_out) is None
+    # anything more than the report failed, or the run wrote: it pages as any failed run
+    both = {"execute": [-1], "report": [-1]}
+    assert mt.declined_by_a_person(both, report_task_id="report", writes=0, approval=rejected) is None
+    assert mt.declined_by_a_person(only_report, report_task_id="report", writes=1, approval=rejected) is None
+    assert mt.declined_by_a_person(only_report, report_task_id="report", writes=0, approval=None) is None
+
+
+def test_the_approval_decision_in_a_change_log_is_no_cluster_write():
+    decision = {"at": "2026-11-26T20:07:19+00:00", "op": "approval", "path": None, "decision": "rejected"}
+    logs = {"changes-approve-1.json": {"changes": [decision], "run": {"task_id": "approve"}}}
+    assert mt.change_logs(logs)["writes"] == 0
