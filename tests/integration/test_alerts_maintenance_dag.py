@@ -77,6 +77,8 @@ def env(zookeeper_server, ssh_server, sinks, airflow_home, tmp_path_factory):
         common = (
             'kafka_zookeeper_conn_id = "maint_zk"\nssh_conn_id = "maint_ssh"\n'
             f'base_path = "{base}"\nengine = "in-process"\ndeletion_check = false\n'
+            # the failing drain runs unattended: no approval step (the approval has its own tests)
+            "require_approval = false\n"
             f'server_properties_path = "{work / "hosts" / "broker-{broker_id}" / "config" / "server.properties"}"\n'
         )
         (work / "clusters.toml").write_text(
