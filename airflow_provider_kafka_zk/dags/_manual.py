@@ -20,9 +20,9 @@ MACROS = {"cluster_setting": cluster_setting, "run_key": run_key_of}
 
 RUN_TS = "run_key(dag_run)"
 """A Jinja expression: the run's folder name, from what every run has (``run_after`` and the run
-id: :func:`~airflow_provider_kafka_zk.operators.inventory.run_key`), the same name the operators
-use by default. Never ``ts_nodash``/``ds``/``logical_date``: a run triggered by ``airflow dags
-trigger`` or ``POST /api/v2/dags/{id}/dagRuns`` has no logical date, and those are undefined
+id: :func:`~airflow_provider_kafka_zk.operators._run.run_key`), the same name the operators
+use by default. Never a macro derived from the run's date interval: a run triggered by ``airflow dags
+trigger`` or ``POST /api/v2/dags/{id}/dagRuns`` has none, and those macros are undefined
 (StrictUndefined: the template fails)."""
 
 PLAN_DIR = "{{ (ti.xcom_pull(task_ids='plan') or {}).get('plan_dir') }}"

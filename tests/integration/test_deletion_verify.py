@@ -679,7 +679,7 @@ def _synced_without(deployed: DeployedCluster, brokers, prefix: str) -> bool:
 def test_deletion_settles_deleted_after_the_offline_broker_returns_and_kafka_removes_its_dirs(
     deploy, tmp_path, capfd, caplog
 ):
-    """What a real 3.3.1 cluster did (KAFKA_FORMATS.md §8, §10): the deletion is BLOCKED while broker 2
+    """What a real 3.3.1 cluster did (its controller and broker logs, quoted below): the deletion is BLOCKED while broker 2
     is down; when it returns the controller resumes it ("Some replicas ... for topics scheduled for
     deletion ... are on the newly restarted brokers 2. Signaling restart of topic deletion"), ZooKeeper
     is clean within seconds, broker 2 renames its replicas ("Log for partition retired-0 is renamed to

@@ -4,7 +4,7 @@ which applies Kafka's ``LogLoader``/``LogSegment.recover`` to the same files ind
 record reader, real truncation and deletion), on the damage the simulator plants.
 
 Each case quotes what Kafka logs. The 3.3.1 lines are what a real 3.3.1 broker printed
-(KAFKA_FORMATS.md section 10 and issue 26):
+(killed with ``kill -9`` while producing, then started again; the lines as its server.log showed them):
 
 * "Recovering unflushed segment 9766" -- an unflushed segment's damaged index rebuilt at start;
 * "Found invalid offset during recovery ... Corruption found in segment 13188, truncating to offset
