@@ -358,6 +358,13 @@ def check_rows(entries: Iterable[tuple[Any, Any]]) -> None:
 
 
 # ------------------------------------------------------------------------------ spill
+def _next_in_order(last_path: str | None, rows: list[Row]) -> str:
+    """The last path of ``rows`` (sorted by path), which must all come after ``last_path``."""
+    if last_path is not None and rows[0][0] <= last_path:
+        raise AssertionError(f"snapshot rows out of order: {rows[0][0]!r} after {last_path!r}")
+    return rows[-1][0]
+
+
 class _RowSpill:
     """Rows, arriving sorted by path, written ``flush_rows`` at a time to a temporary Arrow IPC
     file (lz4-compressed record batches).
@@ -396,9 +403,7 @@ class _RowSpill:
         """Take rows sorted by path, all after the ones taken before."""
         if not rows:
             return
-        if self.last_path is not None and rows[0][0] <= self.last_path:
-            raise AssertionError(f"snapshot rows out of order: {rows[0][0]!r} after {self.last_path!r}")
-        self.last_path = rows[-1][0]
+        self.last_path = _next_in_order(self.last_path, rows)
         self._paths.extend(map(_path_of, rows))
         self._datas.extend(map(_data_of, rows))
         self._stats.extend(map(_stat_of, rows))
@@ -697,9 +702,7 @@ class _MemorySpill:
     def add(self, rows: list[Row]) -> None:
         if not rows:
             return
-        if self.last_path is not None and rows[0][0] <= self.last_path:
-            raise AssertionError(f"snapshot rows out of order: {rows[0][0]!r} after {self.last_path!r}")
-        self.last_path = rows[-1][0]
+        self.last_path = _next_in_order(self.last_path, rows)
         self.rows.update((path, (data, stat)) for path, data, stat in rows)
 
     def close(self) -> MemoryStore:

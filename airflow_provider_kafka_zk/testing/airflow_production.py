@@ -539,7 +539,7 @@ class _Service:
 
 
 @dataclass
-class AirflowProduction(ApprovalRest):
+class AirflowProduction(ApiClient):
     """api-server, scheduler, dag-processor and triggerer of one Airflow home, on PostgreSQL, with
     LocalExecutor and the simple auth manager (one admin whose password this object writes).
 
@@ -571,7 +571,6 @@ class AirflowProduction(ApprovalRest):
     port: int = field(default_factory=lambda: free_port("127.0.0.1"))
     services: dict[str, _Service] = field(default_factory=dict)
     started_s: dict[str, float] = field(default_factory=dict)
-    _token: str | None = None
     passwords: dict[str, str] = field(default_factory=dict)
     _tokens: dict[str, str] = field(default_factory=dict)
 
@@ -721,55 +720,11 @@ class AirflowProduction(ApprovalRest):
         return triggered_run_id(done.stdout)
 
     # ------------------------------------------------------------------ the REST API
-    def http(
-        self,
-        method: str,
-        path: str,
-        body: Any = None,
-        *,
-        auth: bool = True,
-        timeout: float = 120,
-        user: str | None = None,
-    ) -> tuple[int, bytes]:
-        headers = {"Content-Type": "application/json"}
-        if auth:
-            headers["Authorization"] = (
-                f"Bearer {self.token() if user in (None, ADMIN) else self.user_token(user)}"
-            )
-        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-        try:
-            connection.request(method, path, body=None if body is None else json.dumps(body), headers=headers)
-            response = connection.getresponse()
-            return response.status, response.read()
-        finally:
-            connection.close()
-
     def api(self, method: str, path: str, body: Any = None, *, expect: Iterable[int] = (200,)) -> Any:
         status, raw = self.http(method, path, body)
         if status not in tuple(expect):
             raise AssertionError(f"{method} {path} answered {status}: {raw[:2000]!r}")
         return json.loads(raw) if raw else None
-
-    def token(self) -> str:
-        if self._token is None:
-            status, body = self.http(
-                "POST", "/auth/token", {"username": ADMIN, "password": self.password}, auth=False
-            )
-            if status not in (200, 201):
-                raise AssertionError(f"no token for {ADMIN}: {status} {body!r}")
-            self._token = json.loads(body)["access_token"]
-        return self._token
-
-    def user_token(self, user: str) -> str:
-        """A token of one of :attr:`users`."""
-        if user not in self._tokens:
-            status, body = self.http(
-                "POST", "/auth/token", {"username": user, "password": self.passwords[user]}, auth=False
-            )
-            if status not in (200, 201):
-                raise AssertionError(f"no token for {user}: {status} {body!r}")
-            self._tokens[user] = json.loads(body)["access_token"]
-        return self._tokens[user]
 
     def unpause(self, dag_id: str) -> None:
         self.api("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})
