@@ -128,7 +128,8 @@ class TopicDeletionVerifyOperator(BaseOperator):
         after the rename, not before 30 s after the broker's start) a ``-delete`` directory is still
         PENDING_DELETE_DELAY rather than left over (INCOMPLETE); seconds or a timedelta.
     :param deferrable: wait in the triggerer (default ``[operators] default_deferrable``).
-    :param cleanup: quarantine INCOMPLETE topics' leftovers (needs ``dry_run=False`` to act).
+    :param cleanup: quarantine INCOMPLETE topics' leftovers (needs ``dry_run=False`` to act, and
+        ``require_approval = false`` for the cluster: a real cleanup cannot be approved yet).
     :param dry_run: plan the cleanup and log it, change nothing (default).
     :param quarantine_dir: absolute quarantine directory on the hosts (default
         ``<log dir>/../kafka-quarantine/<ts>``); never inside a log dir, no symlink on the way.
@@ -276,8 +277,29 @@ class TopicDeletionVerifyOperator(BaseOperator):
             allow_running_broker_orphans=self.allow_running_broker_orphans,
         )
 
+    def _refuse_an_unapproved_cleanup(self) -> None:
+        """A real cleanup moves broker directories and deletes znodes: on a cluster that requires a
+        person's approval (``require_approval``, the default) it refuses before any I/O. It plans and
+        acts in one task and writes no ``plan.json``, so no approval step can show its plan yet; the
+        dry run shows what it would move, and automation with its own review sets
+        ``require_approval = false``."""
+        if not self._flag("cleanup") or self._flag("dry_run"):
+            return
+        from airflow_provider_kafka_zk.maintenance.approval import PlanNotApprovedError
+        from airflow_provider_kafka_zk.operators.approval import ApprovalSettings
+
+        if ApprovalSettings.of(self.cluster).require_approval:
+            raise PlanNotApprovedError(
+                f"cluster {self.cluster}: a real deletion cleanup needs a person's approval "
+                "(require_approval = true, the default), and the cleanup plans and acts in one task, "
+                "so no approval step can show its plan: nothing was read or changed. Run it with "
+                "dry_run=True to see every move it would make; for automation that has its own review, "
+                f"set require_approval = false in [clusters.{self.cluster}] of the cluster file."
+            )
+
     def execute(self, context: Context) -> list[dict[str, Any]]:
         self._flags = self._parsed_flags()  # before any I/O: a typo in a safety switch refuses here
+        self._refuse_an_unapproved_cleanup()
         topics = self._resolve_topics()
         # A marker is proof that someone asked, so marker topics count as requested too.
         settings = self._settings(requested=True)

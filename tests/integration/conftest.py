@@ -278,3 +278,16 @@ def production_browser(deployment: Deployment) -> Iterator[TriggerFormBrowser]:
     ``test_production_dags.py``, the approval page of ``test_production_approval.py``)."""
     with TriggerFormBrowser(deployment.airflow) as browser:
         yield browser
+
+
+@pytest.fixture
+def clusters_without_approval(tmp_path_factory, monkeypatch) -> Path:
+    """A cluster file in which the deletion tests' clusters (``live``, ``test``) are automation with
+    its own review (``require_approval = false``): a real deletion cleanup plans and acts in one task,
+    so it cannot be approved, and refuses on a cluster that requires approval."""
+    clusters = tmp_path_factory.mktemp("clusters") / "clusters.toml"
+    clusters.write_text(
+        "".join(f"[clusters.{name}]\nrequire_approval = false\n" for name in ("live", "test"))
+    )
+    monkeypatch.setenv("KAFKA_ZK_CLUSTERS_FILE", str(clusters))
+    return clusters

@@ -40,7 +40,7 @@ from airflow_provider_kafka_zk.testing.simulator.render import render_zookeeper
 from airflow_provider_kafka_zk.testing.sshd import SshServer
 from airflow_provider_kafka_zk.triggers.deletion import check_deletions
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("clusters_without_approval")]
 
 ADDRESSES = tuple(f"127.0.0.{2 + broker}" for broker in range(6))
 STOPPED = {3: "127.0.0.5", 4: "127.0.0.6"}  # incident cluster: stopped, so not registered

@@ -73,6 +73,8 @@ def deploy(zookeeper_server, ssh_server, tmp_path, monkeypatch):
         clusters.write_text(
             f'[clusters.{CLUSTER}]\nkafka_zookeeper_conn_id = "{ZK_CONN}"\nssh_conn_id = "{SSH_CONN}"\n'
             f'base_path = "{tmp_path / "artefacts"}"\nengine = "in-process"\n'
+            # the write-back runs under `airflow dags test`, where nobody answers an approval
+            "require_approval = false\n"
             f'server_properties_path = "{hosts / "broker-{broker_id}" / "config" / "server.properties"}"\n'
             + "broker_hosts = { "
             + ", ".join(f'"{b}" = "{h}"' for b, h in HOSTS.items())

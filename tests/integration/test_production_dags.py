@@ -96,15 +96,27 @@ def _watch(run: Run):
     return seen
 
 
+PERSON_READS_S = 10
+"""How long after the approve task parks the campaign answers, as a person reading the plan would.
+Airflow 3.3.2 races an answer that comes before the scheduler has handled the executor's event of
+the parked workload (seen here: a PATCH 0.3 s after the pause): the answer puts the task back in
+the queue, the late event then reads "finished with state success, but the task instance's state
+attribute is queued", and the scheduler fails the approve task (nothing is written: the writing
+tasks end upstream_failed)."""
+
+
 def _approving(airflow: AirflowProduction, run: Run):
-    """The watch of a real run: record its states, and approve its plan over REST once it waits."""
+    """The watch of a real run: record its states, and approve its plan over REST once it has waited
+    ``PERSON_READS_S``."""
     states = _watch(run)
+    parked_at: list[float] = []
 
     def seen(task_instances: list[dict[str, Any]]) -> None:
         states(task_instances)
-        if not run.approval and any(
-            ti["task_id"] == "approve" and ti["state"] == "awaiting_input" for ti in task_instances
-        ):
+        waiting = any(ti["task_id"] == "approve" and ti["state"] == "awaiting_input" for ti in task_instances)
+        if waiting and not parked_at:
+            parked_at.append(time.monotonic())
+        if not run.approval and waiting and time.monotonic() - parked_at[0] >= PERSON_READS_S:
             [request] = airflow.waiting_approvals(run.dag_id, run.run_id)
             airflow.respond(run.dag_id, run.run_id, "approve", "Approve", "reviewed by the campaign")
             run.approval = request

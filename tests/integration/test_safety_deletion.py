@@ -48,7 +48,7 @@ from airflow_provider_kafka_zk.testing.simulator import (
 from airflow_provider_kafka_zk.testing.sshd import SshServer
 from airflow_provider_kafka_zk.triggers.deletion import check_deletions
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("clusters_without_approval")]
 
 ADDRESSES = tuple(f"127.0.0.{2 + n}" for n in range(6))
 LIVE_HOSTS = {0: ADDRESSES[0], 1: ADDRESSES[1], 2: ADDRESSES[2]}  # cluster "live"

@@ -157,3 +157,42 @@ def test_the_cleanup_plan_leaves_orphans_of_running_brokers_and_topics_that_came
         leftovers, {}, reappeared={}, running={1}, ts="T", allow_running_broker_orphans=True
     )
     assert sum(len(m.dirs) for m in allowed.moves) == 4 and not allowed.left_dirs
+
+
+def _cleanup_operator(tmp_path, **kwargs):
+    from airflow_provider_kafka_zk.operators.deletion import TopicDeletionVerifyOperator
+
+    return TopicDeletionVerifyOperator(
+        task_id="verify",
+        cluster="live",
+        topics=["gone"],
+        base_path=str(tmp_path / "artefacts"),
+        kafka_zookeeper_conn_id="no_such_connection",  # any I/O fails on its lookup
+        ssh_conn_id="no_such_ssh",
+        deferrable=False,
+        wait_timeout=0,
+        **kwargs,
+    )
+
+
+def test_a_real_cleanup_on_a_cluster_that_requires_approval_refuses_before_any_io(tmp_path, monkeypatch):
+    from airflow_provider_kafka_zk.maintenance.approval import PlanNotApprovedError
+
+    monkeypatch.setenv("KAFKA_ZK_CLUSTERS_FILE", str(tmp_path / "absent.toml"))  # defaults: approval on
+    with pytest.raises(PlanNotApprovedError, match=r"cluster live: a real deletion cleanup needs") as refused:
+        _cleanup_operator(tmp_path, cleanup=True, dry_run=False).execute({})
+    assert "require_approval = false in [clusters.live]" in str(refused.value)
+    assert not (tmp_path / "artefacts").exists()
+    # its dry run, a verification without cleanup, and a cluster whose file opts out go on to the
+    # cluster (here: the connection lookup, the first I/O)
+    clusters = tmp_path / "clusters.toml"
+    clusters.write_text("[clusters.live]\nrequire_approval = false\n")
+    for kwargs, file in (
+        ({"cleanup": True, "dry_run": True}, "absent.toml"),
+        ({"cleanup": False, "dry_run": False}, "absent.toml"),
+        ({"cleanup": True, "dry_run": False}, "clusters.toml"),
+    ):
+        monkeypatch.setenv("KAFKA_ZK_CLUSTERS_FILE", str(tmp_path / file))
+        with pytest.raises(Exception, match="no_such_connection") as reached:
+            _cleanup_operator(tmp_path, **kwargs).execute({})
+        assert not isinstance(reached.value, PlanNotApprovedError), kwargs
