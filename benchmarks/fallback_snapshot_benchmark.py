@@ -11,8 +11,8 @@ run by run (both see the same machine load), through the proxy:
   in flight, rows (path, data, Stat) collected and sorted by path at the end;
 * product: ``ZnodeTreeWalker`` with its defaults, as ``KafkaZooKeeperHook.snapshot`` runs it:
   it tries multiRead first, takes the refusal (the proxy closes the connection as 3.5 does), and
-  walks on with pipelined reads on ``--connections`` sessions of its own (rows spilled to the
-  walk's Arrow file, as for a snapshot);
+  walks on with pipelined reads on sessions of its own (``--connections``; default the walker's,
+  ``PIPELINED_SESSIONS``), rows spilled to the walk's Arrow file, as for a snapshot;
 * reference (``--also-multiread``): the product straight to the server (multiRead).
 
 Each worker prints the walk's seconds (client started before, stopped after: the walk alone) and
@@ -20,7 +20,9 @@ its process's time from launch (interpreter start, imports, session, walk, sessi
 rows in hand: kazoo's sorted in memory, the product's in its spill file, the form the snapshot
 writes from. After that clock stops it reads the rows back and hashes every one -- path, data and
 all 11 Stat fields -- so the table shows the two tools read the same tree (``same rows``); that
-check, and the interpreter's exit, are on no tool's clock. Printed: per tool
+check, and the interpreter's exit, are on no tool's clock. Also printed: each worker's CPU seconds
+(imports included) and what the ZooKeeper server's JVM and the proxy spent in the same run (all
+share the machine's cores: once the client is fast, the server is what the walk waits for). Printed: per tool
 the best walk, the spread (min-max) over ``--repeat`` runs, the 1-minute load average at each run,
 and the ratio kazoo async / product (target >= 5x at 203k znodes). No assertions: numbers only.
 
@@ -96,7 +98,7 @@ def worker(kind: str, hosts: str, chroot: str, window: int, connections: int) ->
             seconds = time.perf_counter() - started
             method, requests = "kazoo async", None
         else:
-            walk = ZnodeTreeWalker(client, connections=connections).run()
+            walk = ZnodeTreeWalker(client, **({"connections": connections} if connections else {})).run()
             seconds = time.perf_counter() - started
             method, requests = walk.method, walk.requests
     finally:
@@ -104,6 +106,7 @@ def worker(kind: str, hosts: str, chroot: str, window: int, connections: int) ->
         client.close()
     # the tool's result in hand: kazoo's sorted rows in memory, the product's in its spill file
     process_s = time.perf_counter() - launched if launched else None
+    cpu_s = time.process_time()  # this process's CPU (imports included) up to the rows in hand
     if kind != "kazoo":  # read back for the check only, off the clock
         rows = [(p, data, stat) for p, (data, stat) in walk.table.items()]
         walk.close()
@@ -118,16 +121,26 @@ def worker(kind: str, hosts: str, chroot: str, window: int, connections: int) ->
                 "requests": requests,
                 "digest": digest,
                 "process_s": process_s,
+                "cpu_s": cpu_s,
             }
         ),
         flush=True,
     )
 
 
-def run_worker(kind: str, hosts: str, chroot: str, args: argparse.Namespace) -> dict:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (``/proc/<pid>/stat``)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_worker(kind: str, hosts: str, chroot: str, args: argparse.Namespace, servers: dict[str, int]) -> dict:
+    """One walk in a fresh process; also the CPU the server side (``servers``: name -> pid) spent."""
     cmd = [sys.executable, __file__, "--worker", kind, "--hosts", hosts, "--chroot", chroot]
-    cmd += ["--kazoo-window", str(args.kazoo_window), "--connections", str(args.connections)]
+    cmd += ["--kazoo-window", str(args.kazoo_window), "--connections", str(args.connections or 0)]
     load = os.getloadavg()[0]
+    before = {name: cpu_seconds(pid) for name, pid in servers.items()}
     launched = time.perf_counter()
     done = subprocess.run(
         cmd, capture_output=True, text=True, env={**os.environ, "BENCH_LAUNCHED": repr(launched)}
@@ -137,6 +150,7 @@ def run_worker(kind: str, hosts: str, chroot: str, args: argparse.Namespace) -> 
         raise RuntimeError(f"{kind} worker failed:\n{done.stderr[-3000:]}")
     [result] = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     result.update(load=load, exit_s=wall)
+    result.update({f"{name}_cpu_s": cpu_seconds(pid) - before[name] for name, pid in servers.items()})
     return result
 
 
@@ -150,7 +164,9 @@ def main() -> None:
     parser.add_argument("--brokers", type=int, default=12)
     parser.add_argument("--repeat", type=int, default=3, help="runs of each tool, alternating")
     parser.add_argument("--kazoo-window", type=int, default=1000, help="kazoo async: requests in flight")
-    parser.add_argument("--connections", type=int, default=2, help="product: sessions of its own")
+    parser.add_argument(
+        "--connections", type=int, default=None, help="product: sessions of its own (default: the walker's)"
+    )
     parser.add_argument("--server-jvm", choices=["production", "test"], default="production")
     parser.add_argument("--also-multiread", action="store_true", help="the product straight to the server")
     parser.add_argument("--worker", choices=["kazoo", "product", "multiread"], help=argparse.SUPPRESS)
@@ -191,12 +207,16 @@ def main() -> None:
                     if kind == "multiread" and not args.also_multiread:
                         continue
                     hosts = zk.connect_string if kind == "multiread" else old_server
-                    result = run_worker(kind, hosts, chroot, args)
+                    servers = (
+                        {"server": zk.pid} if kind == "multiread" else {"server": zk.pid, "proxy": proxy.pid}
+                    )
+                    result = run_worker(kind, hosts, chroot, args, servers)
                     runs[kind].append(result)
                     print(
                         f"  run {n + 1} {kind:<9} walk {result['seconds']:7.2f} s, process "
                         f"{result['process_s']:6.2f} s, {result['znodes']:,} znodes, {result['method']}, "
-                        f"load {result['load']:.2f}",
+                        f"load {result['load']:.2f}; CPU s: client {result['cpu_s']:.2f}, server "
+                        f"{result['server_cpu_s']:.2f}, proxy {result.get('proxy_cpu_s', 0):.2f}",
                         flush=True,
                     )
         finally:
@@ -214,20 +234,28 @@ def report(runs: dict[str, list[dict]], args: argparse.Namespace) -> None:
     digests = {r["digest"] for kind in runs for r in runs[kind]}
     counts = {r["znodes"] for kind in runs for r in runs[kind]}
     print()
-    print("| tool | znodes | walk s, best (min-max) | process s, best (min-max) | 1-min load at the runs |")
-    print("|---|---:|---:|---:|---|")
+    print(
+        "| tool | znodes | walk s, best (min-max) | process s, best (min-max) | client CPU s, best | "
+        "server (+ proxy) CPU s in that run | 1-min load at the runs |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---|")
     labels = {
         "kazoo": f"kazoo async (window {args.kazoo_window}), through the 3.5 proxy",
-        "product": f"product (multiRead refused -> pipelined, {args.connections} own sessions), through the proxy",
+        "product": (
+            f"product (multiRead refused -> pipelined, {args.connections or 'default'} own sessions), "
+            "through the proxy"
+        ),
         "multiread": "product, multiRead, straight to the server (reference)",
     }
     for kind, results in runs.items():
         if not results:
             continue
         loads = ", ".join(f"{r['load']:.1f}" for r in results)
+        fastest = min(results, key=lambda r: r["seconds"])
         print(
             f"| {labels[kind]} | {results[0]['znodes']:,} | {_spread([r['seconds'] for r in results])} | "
-            f"{_spread([r['process_s'] for r in results])} | {loads} |"
+            f"{_spread([r['process_s'] for r in results])} | {min(r['cpu_s'] for r in results):.2f} | "
+            f"{fastest['server_cpu_s']:.2f} (+ {fastest.get('proxy_cpu_s', 0):.2f}) | {loads} |"
         )
     kazoo = min(r["seconds"] for r in runs["kazoo"])
     product = min(r["seconds"] for r in runs["product"])

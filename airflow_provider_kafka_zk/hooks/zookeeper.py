@@ -30,6 +30,7 @@ from airflow.sdk import BaseHook
 from airflow_provider_kafka_zk.hooks.zookeeper_snapshot import (
     DEFAULT_EXCLUDE,
     DEFAULT_INCLUDE,
+    PIPELINED_SESSIONS,
     SnapshotWalk,
     WalkProgress,
     ZnodeTreeWalker,
@@ -1156,7 +1157,7 @@ class KafkaZooKeeperHook(BaseHook):
         reconnect_timeout: float = 60.0,
         progress: Callable[[WalkProgress], None] | None = None,
         progress_every: float = 10.0,
-        connections: int = 2,
+        connections: int = PIPELINED_SESSIONS,
         in_memory: bool = False,
     ) -> SnapshotWalk:
         """Every znode under ``include`` (minus ``exclude``) with data and full Stat.
