@@ -282,12 +282,12 @@ def production_browser(deployment: Deployment) -> Iterator[TriggerFormBrowser]:
 
 @pytest.fixture
 def clusters_without_approval(tmp_path_factory, monkeypatch) -> Path:
-    """A cluster file in which the deletion tests' clusters (``live``, ``test``) are automation with
-    its own review (``require_approval = false``): a real deletion cleanup plans and acts in one task,
+    """A cluster file in which the deletion tests' clusters (``live``, ``test``, the property test's
+    ``prop-live``) are automation with its own review (``require_approval = false``): a real deletion cleanup plans and acts in one task,
     so it cannot be approved, and refuses on a cluster that requires approval."""
     clusters = tmp_path_factory.mktemp("clusters") / "clusters.toml"
     clusters.write_text(
-        "".join(f"[clusters.{name}]\nrequire_approval = false\n" for name in ("live", "test"))
+        "".join(f"[clusters.{name}]\nrequire_approval = false\n" for name in ("live", "test", "prop-live"))
     )
     monkeypatch.setenv("KAFKA_ZK_CLUSTERS_FILE", str(clusters))
     return clusters

@@ -98,7 +98,7 @@ from airflow_provider_kafka_zk.testing.simulator.runtime import ClusterRuntime
 from airflow_provider_kafka_zk.testing.simulator.scenarios import topic_id_repair_cluster
 from airflow_provider_kafka_zk.testing.sshd import SshServer
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("clusters_without_approval")]
 
 BASE_SEED = int(os.environ.get("KAFKA_ZK_SAFETY_PROPERTY_SEED", "20260517"))
 
