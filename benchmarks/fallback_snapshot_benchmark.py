@@ -22,8 +22,8 @@ writes from. After that clock stops it reads the rows back and hashes every one 
 all 11 Stat fields -- so the table shows the two tools read the same tree (``same rows``); that
 check, and the interpreter's exit, are on no tool's clock. Also printed: each worker's CPU seconds
 (imports included) and what the ZooKeeper server's JVM and the proxy spent in the same run (all
-share the machine's cores: once the client is fast, the server is what the walk waits for). Printed: per tool
-the best walk, the spread (min-max) over ``--repeat`` runs, the 1-minute load average at each run,
+share the machine's cores: once the client is fast, the server is what the walk waits for).
+Printed: per tool the best walk, the spread (min-max) over ``--repeat`` runs, the 1-minute load average at each run,
 and the ratio kazoo async / product (target >= 5x at 203k znodes). No assertions: numbers only.
 
 The server's JVM: ``--server-jvm production`` (default: the JVM's own JIT and GC, 2 GB heap, as a
@@ -98,7 +98,7 @@ def worker(kind: str, hosts: str, chroot: str, window: int, connections: int) ->
             seconds = time.perf_counter() - started
             method, requests = "kazoo async", None
         else:
-            walk = ZnodeTreeWalker(client, **({"connections": connections} if connections else {})).run()
+            walk = ZnodeTreeWalker(client, connections=connections).run()
             seconds = time.perf_counter() - started
             method, requests = walk.method, walk.requests
     finally:
@@ -129,27 +129,27 @@ def worker(kind: str, hosts: str, chroot: str, window: int, connections: int) ->
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` so far (``/proc/<pid>/stat``)."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU seconds of process ``pid`` so far."""
+    import psutil  # the parent's only: no worker pays for the import
+
+    times = psutil.Process(pid).cpu_times()
+    return times.user + times.system
 
 
 def run_worker(kind: str, hosts: str, chroot: str, args: argparse.Namespace, servers: dict[str, int]) -> dict:
     """One walk in a fresh process; also the CPU the server side (``servers``: name -> pid) spent."""
     cmd = [sys.executable, __file__, "--worker", kind, "--hosts", hosts, "--chroot", chroot]
-    cmd += ["--kazoo-window", str(args.kazoo_window), "--connections", str(args.connections or 0)]
+    cmd += ["--kazoo-window", str(args.kazoo_window), "--connections", str(args.connections)]
     load = os.getloadavg()[0]
     before = {name: cpu_seconds(pid) for name, pid in servers.items()}
     launched = time.perf_counter()
     done = subprocess.run(
         cmd, capture_output=True, text=True, env={**os.environ, "BENCH_LAUNCHED": repr(launched)}
     )
-    wall = time.perf_counter() - launched
     if done.returncode != 0:
         raise RuntimeError(f"{kind} worker failed:\n{done.stderr[-3000:]}")
     [result] = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    result.update(load=load, exit_s=wall)
+    result["load"] = load
     result.update({f"{name}_cpu_s": cpu_seconds(pid) - before[name] for name, pid in servers.items()})
     return result
 
@@ -176,6 +176,10 @@ def main() -> None:
     if args.worker:
         worker(args.worker, args.hosts, args.chroot, args.kazoo_window, args.connections)
         return
+    if args.connections is None:  # the walker's default, passed on to each worker as a number
+        from airflow_provider_kafka_zk.hooks.zookeeper_snapshot import PIPELINED_SESSIONS
+
+        args.connections = PIPELINED_SESSIONS
 
     from snapshot_benchmark import build_tree  # benchmarks/ is sys.path[0] for a script
 
@@ -242,8 +246,7 @@ def report(runs: dict[str, list[dict]], args: argparse.Namespace) -> None:
     labels = {
         "kazoo": f"kazoo async (window {args.kazoo_window}), through the 3.5 proxy",
         "product": (
-            f"product (multiRead refused -> pipelined, {args.connections or 'default'} own sessions), "
-            "through the proxy"
+            f"product (multiRead refused -> pipelined, {args.connections} own sessions), through the proxy"
         ),
         "multiread": "product, multiRead, straight to the server (reference)",
     }
