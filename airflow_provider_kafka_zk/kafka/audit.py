@@ -343,11 +343,7 @@ def _write_back_action(evidence: Mapping[str, Any], topic: str, path: str) -> st
         else ""
     )
     if evidence.get("zookeeper_topic_id") is None:  # the precursor: nothing rejects anything yet
-        moves = (
-            " before the run's one controller move, so"
-            if moved
-            else "; no controller move, no restart:"
-        )
+        moves = " before the run's one controller move, so" if moved else "; no controller move, no restart:"
         return (
             f"Before any controller move, write {wb} back: dry run {dry}, then {run} ({APPROVAL_STEP}). "
             f"write_back puts {wb} into "

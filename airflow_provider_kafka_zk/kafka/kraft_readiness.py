@@ -570,7 +570,11 @@ def _ibp_fix(release: KafkaVersion | None) -> str:
         f"Upgrade every broker to Kafka {bridge}.x (rolling restart, IBP unchanged), then set "
         f"inter.broker.protocol.version={bridge} in a second roll (docs/ops.html {bridge}, 'Preparing for migration': "
         f"brokers on {bridge}.0 with inter.broker.protocol.version={bridge})"
-        + (f"; Kafka {release}'s own line {release.release_line} stays below 3.4-IV0" if release is not None else "")
+        + (
+            f"; Kafka {release}'s own line {release.release_line} stays below 3.4-IV0"
+            if release is not None
+            else ""
+        )
     )
 
 
