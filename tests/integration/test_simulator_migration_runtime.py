@@ -104,6 +104,13 @@ def test_a_migration_driven_through_the_hosts_plays_each_phase(world):
     assert stat.ephemeralOwner == 0 and json.loads(controller)["kraftControllerEpoch"] == 1
     assert json.loads(client.get(zk.MIGRATION)[0])["kraft_metadata_offset"] > 0
     assert sorted(client.get_children(zk.BROKER_IDS)) == ["0", "1", "2"]
+    (controller_host,) = deployed.controller_hosts.values()  # what kafka-storage format left on its host
+    controller_meta = MetaProperties.parse(
+        (controller_host.metadata_log_dir / "meta.properties").read_bytes(), "meta.properties"
+    )
+    assert (controller_meta.version, controller_meta.node_id) == (1, 3000)
+    assert controller_meta.cluster_id == deployed.cluster.cluster_id
+    assert "process.roles=controller" in controller_host.server_properties.read_text()
     for broker in BROKERS:
         host = deployed.hosts[broker]
         assert host.server_properties.read_text() == written[broker]  # kept as written

@@ -1304,6 +1304,15 @@ class SimulatedCluster:
         self.history.append(f"KRaft controllers {list(ids)} provisioned for migration: /migration created")
         self.tick()
 
+    def kraft_controller_directory_id(self, node_id: int) -> KafkaUuid:
+        """The ``directory.id`` ``kafka-storage format`` gave KRaft controller ``node_id``'s metadata log dir
+        (random, never reserved; a stream of its own so the cluster's other random values stay)."""
+        rng = random.Random(f"{self.spec.seed}/controller-directory/{node_id}")
+        while True:
+            candidate = KafkaUuid(rng.randbytes(16))
+            if not candidate.is_reserved:
+                return candidate
+
     def _directory_ids(self, broker: BrokerModel) -> tuple[KafkaUuid, ...]:
         """Fresh ``directory.id`` values for a broker's log dirs (``MetaPropertiesEnsemble.Copier.
         generateValidDirectoryId``: random, never a reserved one), drawn from a stream of their own so
