@@ -55,6 +55,20 @@ SSH_CONN = "kraft_ssh"
 HOSTS = {b: f"127.0.0.{b + 1}" for b in range(4)}
 
 
+def _zookeeper_connection(monkeypatch, hosts: str, chroot: str) -> None:
+    """The cluster's ZooKeeper connection (``ZK_CONN``) in an env var."""
+    monkeypatch.setenv(
+        f"AIRFLOW_CONN_{ZK_CONN.upper()}",
+        json.dumps(
+            {
+                "conn_type": "kafka_zookeeper",
+                "host": hosts,
+                "extra": {"chroot": chroot, "session_timeout": 10, "connect_timeout": 5},
+            }
+        ),
+    )
+
+
 @pytest.fixture
 def deploy(zookeeper_server, ssh_server, tmp_path, monkeypatch):
     """Deploys a simulated cluster in a fresh chroot; connections in env vars, a cluster file."""
@@ -64,16 +78,7 @@ def deploy(zookeeper_server, ssh_server, tmp_path, monkeypatch):
 
     def _deploy(cluster) -> DeployedCluster:
         chroot = zookeeper_server.new_chroot("/kafka_kraft_")
-        monkeypatch.setenv(
-            f"AIRFLOW_CONN_{ZK_CONN.upper()}",
-            json.dumps(
-                {
-                    "conn_type": "kafka_zookeeper",
-                    "host": zookeeper_server.connect_string,
-                    "extra": {"chroot": chroot, "session_timeout": 10, "connect_timeout": 5},
-                }
-            ),
-        )
+        _zookeeper_connection(monkeypatch, zookeeper_server.connect_string, chroot)
         hosts = tmp_path / f"hosts-{len(opened)}"
         deployed = DeployedCluster(cluster, zookeeper_server.connect_string, chroot, hosts)
         opened.append(deployed)
@@ -394,16 +399,7 @@ def recorded_phase(zookeeper_server, ssh_server, tmp_path, monkeypatch):
     def _load(phase: RecordedPhase):
         chroot = zookeeper_server.new_chroot("/k39_")
         sessions.extend(load_recorded_znodes(zookeeper_server.connect_string, chroot, phase))
-        monkeypatch.setenv(
-            f"AIRFLOW_CONN_{ZK_CONN.upper()}",
-            json.dumps(
-                {
-                    "conn_type": "kafka_zookeeper",
-                    "host": zookeeper_server.connect_string,
-                    "extra": {"chroot": chroot, "session_timeout": 10, "connect_timeout": 5},
-                }
-            ),
-        )
+        _zookeeper_connection(monkeypatch, zookeeper_server.connect_string, chroot)
         cluster = RecordedMigration(name=CLUSTER).play_to(phase)
         root = tmp_path / "hosts"
         hosts = write_broker_hosts(cluster, root, zookeeper_server.connect_string + chroot)

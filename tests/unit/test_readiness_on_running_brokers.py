@@ -14,23 +14,13 @@
 
 from __future__ import annotations
 
-import time
-from pathlib import Path
-
-from airflow_provider_kafka_zk.kafka import audit as rules
 from airflow_provider_kafka_zk.kafka.inventory import ServerPropertiesCandidate
 from airflow_provider_kafka_zk.kafka.kraft_readiness import (
-    BrokerConfig,
-    ReadinessInputs,
     Status,
-    ZooKeeperExtras,
-    assess,
 )
-from airflow_provider_kafka_zk.kafka.model import ClusterState
-from airflow_provider_kafka_zk.kafka.topic_id_repair import diagnose, write_back_effect
-from airflow_provider_kafka_zk.spark_jobs.audit import cluster_facts
-from airflow_provider_kafka_zk.testing.simulator.disk_writer import broker_host, server_properties
-from airflow_provider_kafka_zk.testing.simulator.rows import audit_dirs, cluster_rows
+from airflow_provider_kafka_zk.kafka.topic_id_repair import write_back_effect
+from airflow_provider_kafka_zk.testing.in_process import audit_and_assess
+from airflow_provider_kafka_zk.testing.simulator.rows import audit_dirs, cluster_rows, inventory_summaries
 from airflow_provider_kafka_zk.testing.simulator.scenarios import kraft_ready_cluster
 
 CLUSTER = "kraft"
@@ -62,34 +52,12 @@ def test_the_configured_server_properties_carries_the_running_brokers_release():
     )
 
 
-def _summaries(cluster, release: str) -> dict[int, dict]:
-    """Each broker's summary as the inventory makes it from the configured file of a running broker."""
-    out = {}
-    for b, broker in cluster.brokers.items():
-        host = broker_host(cluster, b, Path("/sim"))
-        text = server_properties(cluster, broker, host, "127.0.0.1:2181/kafka")
-        facts = ServerPropertiesCandidate.from_record(_configured_record(text, release)).facts()
-        out[b] = {"broker_id": b, "host": broker.spec.host, "facts": facts.to_dict()}
-    return out
-
-
 def _report(cluster, release: str):
-    state = ClusterState.from_snapshot(cluster_rows(cluster), cluster=CLUSTER)
-    summaries = _summaries(cluster, release)
-    dirs = audit_dirs(cluster)
-    facts = cluster_facts(CLUSTER, state, summaries, list(summaries), int(time.time() * 1000))
-    findings = rules.audit(state, rules.gather_evidence(state, dirs), facts)
-    return assess(
-        ReadinessInputs(
-            cluster=CLUSTER,
-            state=state,
-            findings=findings,
-            brokers={b: BrokerConfig.from_inventory_summary(b, s) for b, s in summaries.items()},
-            diagnoses=diagnose(state, dirs, facts.inventoried),
-            extras=ZooKeeperExtras.from_rows(cluster_rows(cluster)),
-            user_configs={},
-        )
+    """Readiness on brokers running on their configured server.properties (their processes' release)."""
+    _, _, report = audit_and_assess(
+        CLUSTER, cluster_rows(cluster), inventory_summaries(cluster, release), audit_dirs(cluster)
     )
+    return report
 
 
 def test_readiness_of_running_brokers_knows_their_release_and_ibp():
