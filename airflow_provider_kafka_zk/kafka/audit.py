@@ -35,6 +35,7 @@ from .leadership import AutoRebalance, auto_rebalance, blocked_reasons, imbalanc
 from .logdir import DirKind
 from .model import ClusterState, TopicState
 from .reassignment import BROKER_THROTTLE_KEYS
+from .topic_id_repair import write_back_effect
 from .uuid import ONE_UUID, KafkaUuid
 from .versions import KafkaVersion, has_stray_dirs, ibp_uses_topic_ids
 from .znodes import ReassignmentEntry
@@ -330,18 +331,19 @@ def _write_back_action(evidence: Mapping[str, Any], topic: str, path: str) -> st
     """
     wb, dry, run = evidence["write_back_id"], evidence["repair_dry_run"], evidence["repair_run"]
     topics = list(evidence["repair_conf"]["topics"])
+    moved = list(evidence.get("repair_moves_controller_for") or ())
     together = (
-        f" One run repairs {', '.join(topics[:-1])} and {topics[-1]}: it writes every id, then moves the controller once; a controller "
-        "move before a missing id is back would mint a new one (KAFKA-14190)."
+        f" One run repairs {', '.join(topics[:-1])} and {topics[-1]}: {write_back_effect(topics, moved)}"
+        + (
+            "; a controller move before a missing id is back would mint a new one (KAFKA-14190)."
+            if moved and len(moved) < len(topics)
+            else "."
+        )
         if len(topics) > 1
         else ""
     )
     if evidence.get("zookeeper_topic_id") is None:  # the precursor: nothing rejects anything yet
-        moves = (
-            " before the run's one controller move, so"
-            if len(topics) > 1
-            else "; no controller move, no restart:"
-        )
+        moves = " before the run's one controller move, so" if moved else "; no controller move, no restart:"
         return (
             f"Before any controller move, write {wb} back: dry run {dry}, then {run} ({APPROVAL_STEP}). "
             f"write_back puts {wb} into "
@@ -378,10 +380,13 @@ def combine_write_backs(findings: Sequence[Finding], facts: ClusterFacts) -> lis
         return list(findings)
     conf = {"cluster": facts.cluster, "topics": sorted(str(f.topic) for f in roots), "strategy": "write_back"}
     commands = repair_commands(conf)
+    # the run moves the controller only for topics whose ZooKeeper id was another (topic_id_repair.plan_repair)
+    moved = sorted(str(f.topic) for f in roots if f.evidence.get("zookeeper_topic_id") is not None)
     combined = {}
     for f in roots:
         evidence = {
             **f.evidence,
+            "repair_moves_controller_for": moved,
             "repair_conf": conf,
             "repair_dry_run": commands["dry_run"],
             "repair_run": commands["run"],

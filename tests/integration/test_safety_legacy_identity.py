@@ -15,9 +15,6 @@ import hashlib
 import json
 import os
 import re
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -29,6 +26,7 @@ from airflow_provider_kafka_zk.kafka.logdir import DirKind
 from airflow_provider_kafka_zk.kafka.versions import MATRIX_RELEASES, KafkaVersion
 from airflow_provider_kafka_zk.maintenance import BrokerIdentityPinError, MaintenanceSession, RunIdentity
 from airflow_provider_kafka_zk.operators.deletion import TopicDeletionVerifyOperator
+from airflow_provider_kafka_zk.testing.broker_processes import StandInBrokers
 from airflow_provider_kafka_zk.testing.simulator import (
     BrokerSpec,
     ClusterSpec,
@@ -47,7 +45,6 @@ OTHER_HOSTS = {0: ADDRESSES[3], 1: ADDRESSES[4], 2: ADDRESSES[5]}  # another clu
 SSH_CONN = "legacy_identity_ssh"
 TS = "20260102T030405"
 DAY_MS = 86_400_000
-KAFKA_MAIN = "kafka.Kafka"
 
 
 def _cluster(name: str, hosts: dict[int, str], kafka_version: str, seed: int) -> SimulatedCluster:
@@ -309,46 +306,16 @@ def test_a_symlinked_server_properties_refuses(deploy, tmp_path):
     assert len(_leftovers(deployed)) == 2
 
 
-def _kafka_pids() -> set[int]:
-    found = set()
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            if KAFKA_MAIN.encode() in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0"):
-                found.add(int(pid))
-        except OSError:
-            continue
-    return found
-
-
 @pytest.fixture
 def broker_processes(deploy):
     """Stand-ins for the running brokers (command line ``kafka.Kafka <server.properties>``), so the
     inventory finds server.properties without ``server_properties_path``."""
-    started = []
+    with StandInBrokers(lifetime_s=120) as brokers:
 
-    def _start(deployed: DeployedCluster, release: str | None = None) -> None:
-        classpath = ["-cp", f"/opt/kafka/libs/zookeeper-3.4.14.jar:/opt/kafka/libs/kafka_2.12-{release}.jar"]
-        for host in deployed.hosts.values():
-            started.append(
-                subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-c",
-                        "import time; time.sleep(120)",
-                        *(classpath if release else []),
-                        KAFKA_MAIN,
-                        str(host.server_properties),
-                    ]
-                )
-            )
-        deadline = time.monotonic() + 15  # their command lines are in /proc once exec'd
-        while len(_kafka_pids() & {p.pid for p in started}) < len(started) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        def _start(deployed: DeployedCluster, release: str | None = None) -> None:
+            brokers.start((host.server_properties for host in deployed.hosts.values()), release)
 
-    yield _start
-    for process in started:
-        process.kill()
-        process.wait()
+        yield _start
 
 
 def test_without_server_properties_path_the_pin_refuses(deploy, broker_processes, tmp_path):
