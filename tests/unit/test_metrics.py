@@ -77,7 +77,9 @@ def test_shipped_dashboard_is_the_builders_and_uses_only_defined_metrics() -> No
 
 def test_statsd_mapping_turns_every_untagged_name_back_into_labels() -> None:
     mapping = defs.statsd_mapping("airflow")
-    sample = pub.Sample("kafka_zk_findings", {"cluster": "eu.1", "check": "broker-down", "severity": "error"}, 2)
+    sample = pub.Sample(
+        "kafka_zk_findings", {"cluster": "eu.1", "check": "broker-down", "severity": "error"}, 2
+    )
     name = pub.stat_name(sample, tags=False)
     assert name == "kafka_zk_findings.eu_1.broker-down.error"
     assert '  - match: "airflow.kafka_zk_findings.*.*.*"' in mapping
@@ -103,8 +105,12 @@ def _finding(check: str, severity: Severity, **kw: object) -> Finding:
 
 def test_audit_figures_add_up_the_findings_evidence() -> None:
     findings = [
-        _finding("rf1-exposure-broker", Severity.WARNING, broker_id=1, evidence={"partitions": 3, "bytes": 300}),
-        _finding("rf1-exposure-broker", Severity.ERROR, broker_id=4, evidence={"partitions": 2, "bytes": None}),
+        _finding(
+            "rf1-exposure-broker", Severity.WARNING, broker_id=1, evidence={"partitions": 3, "bytes": 300}
+        ),
+        _finding(
+            "rf1-exposure-broker", Severity.ERROR, broker_id=4, evidence={"partitions": 2, "bytes": None}
+        ),
         _finding("topic-id-mismatch", Severity.CRITICAL, topic="a"),
         _finding("topic-id-replicas-disagree", Severity.ERROR, topic="a"),
         _finding("topic-id-missing-in-zookeeper", Severity.WARNING, topic="b"),
@@ -154,18 +160,31 @@ def test_daily_samples_from_summary_and_durations() -> None:
         (s.name, tuple(sorted(s.labels.items()))): s.value
         for s in daily_samples("c", summary, stages=stages, run_seconds=60.0, ended_at=1e9, success=False)
     }
-    assert samples[("kafka_zk_findings", (("check", "rf1-exposure-broker"), ("cluster", "c"), ("severity", "error")))] == 1
+    assert (
+        samples[
+            ("kafka_zk_findings", (("check", "rf1-exposure-broker"), ("cluster", "c"), ("severity", "error")))
+        ]
+        == 1
+    )
     assert samples[("kafka_zk_rf1_exposure_bytes", (("broker", "1"), ("cluster", "c")))] == 300
-    assert ("kafka_zk_rf1_exposure_bytes", (("broker", "4"), ("cluster", "c"))) not in samples  # disk not read
+    assert (
+        "kafka_zk_rf1_exposure_bytes",
+        (("broker", "4"), ("cluster", "c")),
+    ) not in samples  # disk not read
     assert samples[("kafka_zk_rf1_exposure_partitions", (("broker", "4"), ("cluster", "c")))] == 2
     assert samples[("kafka_zk_daily_last_run_success", (("cluster", "c"),))] == 0.0
     assert samples[("kafka_zk_pending_deletion_oldest_age_seconds", (("cluster", "c"),))] == 9.5
-    assert samples[("kafka_zk_daily_stage_duration_seconds", (("cluster", "c"), ("stage", "inventory")))] == 7.0
+    assert (
+        samples[("kafka_zk_daily_stage_duration_seconds", (("cluster", "c"), ("stage", "inventory")))] == 7.0
+    )
     for name, labels in samples:
         assert set(dict(labels)) == set(defs.metric(name).labels)
     # the audit did not finish: only the run's own figures
     bare = daily_samples("c", None, stages={}, run_seconds=None, ended_at=1e9, success=False)
-    assert {s.name for s in bare} == {"kafka_zk_daily_last_run_timestamp_seconds", "kafka_zk_daily_last_run_success"}
+    assert {s.name for s in bare} == {
+        "kafka_zk_daily_last_run_timestamp_seconds",
+        "kafka_zk_daily_last_run_success",
+    }
 
 
 def _drain_steps() -> list[object]:
@@ -173,7 +192,13 @@ def _drain_steps() -> list[object]:
         return tuple(PartitionMove("t", i, (1,), (2,), size_bytes=size) for i in range(n))
 
     return [
-        ThrottleSet(id="batch-1:throttle:brokers/1", entity_type="brokers", entity_name="1", keys=(), batch_step="batch-1"),
+        ThrottleSet(
+            id="batch-1:throttle:brokers/1",
+            entity_type="brokers",
+            entity_name="1",
+            keys=(),
+            batch_step="batch-1",
+        ),
         DrainBatch(id="batch-1", batch=0, batches=2, moves=moves(2, 100)),
         DrainBatch(id="batch-2", batch=1, batches=2, moves=moves(3, 1000)),
     ]
@@ -200,9 +225,15 @@ def test_step_figures_of_a_drain_part_way() -> None:
 
 
 def test_maintenance_samples_result_and_approval_wait() -> None:
-    approval = {"decision": "approved", "requested_at": "2026-01-01T00:00:00+00:00", "decided_at": "2026-01-01T00:05:00+00:00"}
+    approval = {
+        "decision": "approved",
+        "requested_at": "2026-01-01T00:00:00+00:00",
+        "decided_at": "2026-01-01T00:05:00+00:00",
+    }
     assert approval_wait_seconds(approval, now=0) == 300
-    assert approval_wait_seconds({**approval, "decision": "pending", "decided_at": None}, now=1767226200) == 600
+    assert (
+        approval_wait_seconds({**approval, "decision": "pending", "decided_at": None}, now=1767226200) == 600
+    )
     assert approval_wait_seconds({"decision": "not_required"}, now=0) == 0.0
     assert approval_wait_seconds(None, now=0) is None
     assert run_result(finished=False, failed=False, approval=None) == "running"
@@ -231,7 +262,9 @@ def test_settings_off_by_default_section_then_cluster_file(monkeypatch: pytest.M
     monkeypatch.setenv("AIRFLOW__KAFKA_ZK__METRICS_TIMEOUT_S", "0.5")
     assert pub.metrics_settings("c", {"c": {}}) == pub.MetricsSettings("http://pg:9091", False, 0.5)
     assert pub.metrics_settings("c", {"c": {"metrics": False}}) == pub.MetricsSettings()
-    own = pub.metrics_settings("c", {"c": {"metrics_pushgateway_url": "http://other:1", "metrics_airflow": True}})
+    own = pub.metrics_settings(
+        "c", {"c": {"metrics_pushgateway_url": "http://other:1", "metrics_airflow": True}}
+    )
     assert own == pub.MetricsSettings("http://other:1", True, 0.5)
 
 
@@ -269,7 +302,11 @@ def test_a_silent_pushgateway_costs_at_most_the_timeout() -> None:
         pub._failed_at.clear()
         started = time.monotonic()
         outcome = pub.publish(
-            SAMPLE, cluster="c", job="j", grouping={"cluster": "c"}, settings=pub.MetricsSettings(url, False, 0.3)
+            SAMPLE,
+            cluster="c",
+            job="j",
+            grouping={"cluster": "c"},
+            settings=pub.MetricsSettings(url, False, 0.3),
         )
         elapsed = time.monotonic() - started
     pub._failed_at.clear()
@@ -302,7 +339,9 @@ def test_statsd_lines_through_airflows_own_stats_layer(monkeypatch: pytest.Monke
         try:
             samples = [
                 pub.Sample("kafka_zk_rf1_exposure_bytes", {"cluster": "eu1", "broker": "3"}, 1234),
-                pub.Sample("kafka_zk_metrics_push_failures_total", {"cluster": "eu1", "receiver": "pushgateway"}, 1),
+                pub.Sample(
+                    "kafka_zk_metrics_push_failures_total", {"cluster": "eu1", "receiver": "pushgateway"}, 1
+                ),
             ]
             assert pub.through_airflow(samples) == 2
             lines = {listener.recv(2048).decode() for _ in samples}
