@@ -17,8 +17,8 @@ The deadline, per cluster (cluster file):
 * ``deadline_s = N``: N seconds after the run was queued (Airflow's ``DAGRUN_QUEUED_AT`` reference).
 * otherwise :class:`RecentRunsDeadline`: ``deadline_multiple`` (3) times the median duration of the
   DAG's last 10 successful runs, read by the scheduler from its database when the run is created
-  (the DAG file cannot read it cheaply when parsed); until 3 such runs exist, ``deadline_default_s``
-  (6 h); never under 10 minutes. Registered by the provider's plugin (the scheduler finds custom
+  (the DAG file cannot read it cheaply when parsed), never under 10 minutes; until 3 such runs exist,
+  ``deadline_default_s`` (6 h). Registered by the provider's plugin (the scheduler finds custom
   references there).
 * ``deadline_s = 0``: no deadline.
 
@@ -30,6 +30,7 @@ unfinished task with its state and, when it runs, since when and on which host.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import socket
 import statistics
@@ -66,7 +67,7 @@ def deadline_seconds(
     :param durations: the last successful runs' durations in seconds, newest first.
     """
     if len(durations) < min_runs:
-        return max(floor_s, default_s), (
+        return default_s, (
             f"the default {default_s:.0f} s (only {len(durations)} successful run(s), {min_runs} needed)"
         )
     median = statistics.median(durations)
@@ -204,6 +205,11 @@ def record_start(context: Mapping[str, Any]) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+def _text(state: Any) -> str:
+    """A state as its value (``running``), whether the comms gave an enum or text."""
+    return str(getattr(state, "value", state))
+
+
 def _split_key(key: str) -> tuple[str, int]:
     """``GetTaskStates``' key: ``task`` or ``task_<map index>`` for a mapped instance."""
     head, _, tail = key.rpartition("_")
@@ -244,11 +250,11 @@ def where_it_hangs(
         record = started.get(key) or {}
         at = _parse_time(record.get("at"))
         if at is not None and str(state) in ("running", "deferred", "up_for_retry", "awaiting_input"):
-            text += f" since {at:%Y-%m-%d %H:%M:%S} UTC ({_ago(at, now)}; try {record.get('try')}"
-            text += f" on {record['host']})" if record.get("host") else ")"
+            text += f": try {record.get('try')} started {at:%Y-%m-%d %H:%M:%S} UTC ({_ago(at, now)} ago"
+            text += f", on {record['host']})" if record.get("host") else ")"
         out.append((name, text))
     order = {"running": 0, "deferred": 1, "up_for_retry": 2, "awaiting_input": 3}
-    return sorted(out, key=lambda item: (order.get(item[1].split(" ")[0], 9), item[0]))
+    return sorted(out, key=lambda item: (order.get(item[1].split(":")[0].split(" ")[0], 9), item[0]))
 
 
 def late_run_incident(
@@ -309,12 +315,13 @@ def _page(cluster: str, context: Mapping[str, Any]) -> dict[str, Any]:
     dag_run = dict(context.get("dag_run") or {})
     dag_id, run_id = str(dag_run.get("dag_id")), str(dag_run.get("dag_run_id") or dag_run.get("run_id"))
     now = datetime.now(UTC)
-    state = RuntimeTaskInstance.get_dagrun_state(dag_id=dag_id, run_id=run_id)
-    if str(state) not in ("running", "queued"):
+    state = _text(RuntimeTaskInstance.get_dagrun_state(dag_id=dag_id, run_id=run_id))
+    if state not in ("running", "queued"):
         log.info("%s %s ended (%s) before its deadline was handled: nothing to page", dag_id, run_id, state)
         return {"paged": False, "why": f"the run is {state}"}
 
-    states = (RuntimeTaskInstance.get_task_states(dag_id=dag_id, run_ids=[run_id]) or {}).get(run_id) or {}
+    found = (RuntimeTaskInstance.get_task_states(dag_id=dag_id, run_ids=[run_id]) or {}).get(run_id) or {}
+    states = {key: _text(value) for key, value in found.items()}
     started: dict[str, Any] = {}
     for key, task_state in states.items():
         if str(task_state) in ("running", "deferred", "up_for_retry", "awaiting_input"):
@@ -381,8 +388,6 @@ def _page(cluster: str, context: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _read(folder: str) -> dict[str, Any] | None:
-    import json
-
     import fsspec
 
     fs, path = fsspec.core.url_to_fs(f"{folder}/{DEADLINE_FILE}")
@@ -393,8 +398,6 @@ def _read(folder: str) -> dict[str, Any] | None:
 
 
 def _write(folder: str, record: Mapping[str, Any]) -> None:
-    import json
-
     import fsspec
 
     from airflow_provider_kafka_zk.artefacts.files import write_atomically
@@ -405,7 +408,7 @@ def _write(folder: str, record: Mapping[str, Any]) -> None:
     )
 
 
-async def page_late_run(cluster: str, context: Mapping[str, Any] | None = None, **_: Any) -> dict[str, Any]:
+async def page_late_run(cluster: str, context: Mapping[str, Any] | None = None, **_: Any) -> str:
     """The deadline's callback (an ``AsyncCallback``, run by the triggerer): page the cluster's
     ``notify`` channels once -- the run, how late, which tasks are unfinished, since when -- unless
     the run has ended meanwhile. ``<base>/<cluster>/alerts/<dag>/<run stamp>/deadline.json`` records
@@ -415,4 +418,7 @@ async def page_late_run(cluster: str, context: Mapping[str, Any] | None = None, 
     :param context: what the scheduler hands a deadline callback: ``dag_run`` (the run as the REST
         API shows it) and ``deadline`` (its id and time).
     """
-    return await asyncio.to_thread(_page, cluster, dict(context or {}))
+    outcome = await asyncio.to_thread(_page, cluster, dict(context or {}))
+    # text, never a dict: Airflow 3.3.2 stores the return value in callback.output (a text column),
+    # and a dict there fails the triggerer's commit (psycopg2 "can't adapt type 'dict'")
+    return json.dumps(outcome, default=str)

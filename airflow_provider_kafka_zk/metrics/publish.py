@@ -188,9 +188,26 @@ def stat_name(sample: Sample, *, tags: bool) -> str:
     return ".".join([sample.name, *(str(sample.labels[label]).replace(".", "_") for label in m.labels)])
 
 
+def _airflow_stats() -> Any:
+    """The Task SDK's ``Stats``, set up from ``[metrics]`` as Airflow's task runner sets it up
+    (``task_runner.main``) when this process has not been (``airflow dags test`` runs tasks in its
+    own process; a triggerer's callback runs outside any task)."""
+    from airflow.sdk._shared.observability.metrics import stats as shared
+    from airflow.sdk.configuration import conf
+    from airflow.sdk.observability import stats
+    from airflow.sdk.observability.metrics import stats_utils
+
+    if getattr(shared, "_factory", None) is None:
+        stats.initialize(
+            factory=stats_utils.get_stats_factory(),
+            export_legacy_names=conf.getboolean("metrics", "legacy_names_on", fallback=True),
+        )
+    return stats
+
+
 def through_airflow(samples: Iterable[Sample]) -> int:
     """Record ``samples`` with Airflow's ``Stats`` (gauges; counters incremented); returns how many."""
-    from airflow.sdk.observability import stats
+    stats = _airflow_stats()
 
     tags = _tags_supported()
     count = 0
