@@ -7,22 +7,24 @@ Two places where a task publishes, each timed whole in the same process, median 
   completed in ``progress.json`` (real files in a temporary folder), for a plan of ``--batches``
   batches of ``--partitions`` partitions each. With metrics on, every save also computes the plan's
   figures, keeps them in the record and publishes them (:func:`metrics.runs.observe_progress`).
-* **the daily alert's publication** -- the daily run's samples of a cluster of ``--brokers`` brokers
-  (:func:`metrics.figures.daily_samples` + :func:`metrics.publish.publish`), against the same task's
-  work without it: reading ``summary.json`` and writing ``alert.json`` (what the alert task does anyway).
+* **a daily run's audit and alert** -- the in-process audit of the simulator's incident cluster (the
+  ``audit`` task's body, :func:`spark_jobs.audit.run_audit`) and the alert's record, with and
+  without the publication of the run's figures (:func:`metrics.figures.daily_samples` +
+  :func:`metrics.publish.publish`, what the ``alert`` task adds).
 
 Receivers: **off** (the default; the baseline), **present** (Debian's ``prometheus-pushgateway``,
 started here on loopback; skipped when not installed), **absent** (a port nobody listens on: refused at
 once, then skipped for a minute), **silent** (a socket that accepts and never answers: the push waits
 for ``metrics_timeout_s``, then is skipped for a minute). Prints each case and its ratio to off.
 
-    python benchmarks/metrics_benchmark.py [--batches 50] [--partitions 200] [--brokers 30] [--repeat 5]
+    python benchmarks/metrics_benchmark.py [--batches 50] [--partitions 200] [--repeat 5]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
 import shutil
 import socket
 import statistics
@@ -72,27 +74,36 @@ def _drain(folder: Path, steps: list[DrainBatch], settings: pub.MetricsSettings 
         progress.complete({step.id: {"completed": "done"}})
 
 
-def _summary(brokers: int) -> dict[str, Any]:
-    checks = [f"check-{i}" for i in range(30)]
-    return {
-        "findings": 500,
-        "by_check": {c: {"warning": 3, "error": 1} for c in checks},
-        "figures": {
-            "rf1_exposure": {str(b): {"partitions": 10 + b, "bytes": 1_000_000 * b} for b in range(brokers)},
-            "leftover_bytes": {str(b): 4096 * b for b in range(0, brokers, 3)},
-            "topic_id_trouble_topics": 2,
-            "pending_deletions": 3,
-            "oldest_pending_deletion_age_s": 86400.0,
-            "brokers_down": 1,
-        },
-    }
+def _audit_inputs(base: Path) -> dict[str, str]:
+    """The simulator's incident cluster as audit inputs (snapshot + inventory), built once."""
+    from datetime import UTC, datetime
+
+    from airflow_provider_kafka_zk.testing.audit_artefacts import write_inventory_dirs, write_snapshot_rows
+    from airflow_provider_kafka_zk.testing.simulator import incident_cluster
+    from airflow_provider_kafka_zk.testing.simulator.rows import audit_dirs, cluster_rows
+
+    cluster = incident_cluster(name="bench")
+    snapshot = write_snapshot_rows(base, "bench", cluster_rows(cluster), datetime(2026, 11, 22, tzinfo=UTC))
+    facts = {b: {"broker.id": b} for b in cluster.online_broker_ids()}
+    inventory = write_inventory_dirs(
+        base, "bench", "20261122T000000", audit_dirs(cluster), broker_facts=facts
+    )
+    return {"base": str(base), "snapshot": str(snapshot), "inventory": str(inventory)}
 
 
-def _alert(folder: Path, brokers: int, settings: pub.MetricsSettings | None) -> None:
-    """The daily alert task's own file work, plus the publication when ``settings`` is given."""
-    (folder / "summary.json").write_text(json.dumps(_summary(brokers)))
-    summary = json.loads((folder / "summary.json").read_text())
-    record = {"incidents": [], "summary": summary}
+def _daily(folder: Path, inputs: dict[str, str], settings: pub.MetricsSettings | None) -> None:
+    """The daily run's audit (in-process, as its ``audit`` task runs it) and the alert's record, plus
+    the publication of the run's figures when ``settings`` is given (what the ``alert`` task adds)."""
+    from airflow_provider_kafka_zk.spark_jobs.audit import run_audit
+
+    summary = run_audit(
+        inputs["base"],
+        "bench",
+        snapshot=inputs["snapshot"],
+        inventory=inputs["inventory"],
+        out=str(folder / "out"),
+    )
+    record: dict[str, Any] = {"findings": summary["findings"]}
     if settings is not None:
         samples = daily_samples(
             "bench",
@@ -108,18 +119,15 @@ def _alert(folder: Path, brokers: int, settings: pub.MetricsSettings | None) -> 
     (folder / "alert.json").write_text(json.dumps(record))
 
 
-def _time(run: Callable[[Path], None], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        pub._failed_at.clear()  # each repetition is a new task process: no backoff carried over
-        folder = Path(tempfile.mkdtemp(prefix="kafka-zk-metrics-bench-"))
-        try:
-            started = time.perf_counter()
-            run(folder)
-            times.append(time.perf_counter() - started)
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
-    return statistics.median(times)
+def _once(run: Callable[[Path], None]) -> float:
+    pub._failed_at.clear()  # each repetition is a new task process: no backoff carried over
+    folder = Path(tempfile.mkdtemp(prefix="kafka-zk-metrics-bench-"))
+    try:
+        started = time.perf_counter()
+        run(folder)
+        return time.perf_counter() - started
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _closed_port() -> int:
@@ -134,7 +142,6 @@ def main() -> None:
     )
     parser.add_argument("--batches", type=int, default=50)
     parser.add_argument("--partitions", type=int, default=200)
-    parser.add_argument("--brokers", type=int, default=30)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--timeout", type=float, default=2.0, help="metrics_timeout_s (default 2)")
     args = parser.parse_args()
@@ -159,25 +166,38 @@ def main() -> None:
         print("prometheus-pushgateway is not installed: no 'present' case")
 
     steps = _plan(args.batches, args.partitions)
+    inputs = _audit_inputs(Path(tempfile.mkdtemp(prefix="kafka-zk-bench-audit-")))
     saves = 2 * args.batches
     print(
         f"drain execution: {args.batches} batches x {args.partitions} partitions, {saves} progress saves; "
-        f"daily alert: {args.brokers} brokers; median of {args.repeat}; timeout {args.timeout} s"
+        f"daily audit + alert: the incident cluster in process; median of {args.repeat}; timeout {args.timeout} s"
     )
     try:
-        results: dict[str, tuple[float, float]] = {}
-        for name, settings in cases.items():
-            drain = _time(lambda folder, s=settings: _drain(folder, steps, s), args.repeat)
-            alert = _time(lambda folder, s=settings: _alert(folder, args.brokers, s), args.repeat)
-            results[name] = (drain, alert)
+        tasks = {
+            "drain": lambda settings: lambda folder: _drain(folder, steps, settings),
+            "daily": lambda settings: lambda folder: _daily(folder, inputs, settings),
+        }
+        for task in tasks.values():  # warm-up: imports and caches paid before any case is timed
+            _once(task(None))
+        times: dict[tuple[str, str], list[float]] = {}
+        order = random.Random(34)
+        for _ in range(args.repeat):  # the cases interleaved, in a shuffled order: no case always first
+            runs_now = [(name, task_name) for name in cases for task_name in tasks]
+            order.shuffle(runs_now)
+            for name, task_name in runs_now:
+                times.setdefault((name, task_name), []).append(_once(tasks[task_name](cases[name])))
+        results = {
+            name: (statistics.median(times[(name, "drain")]), statistics.median(times[(name, "daily")]))
+            for name in cases
+        }
         off_drain, off_alert = results["off"]
         print(
-            f"{'receiver':<26}{'drain execution':>18}{'x off':>8}{'per save':>12}{'daily alert':>15}{'x off':>8}"
+            f"{'receiver':<26}{'drain execution':>18}{'x off':>8}{'per save':>12}{'daily audit+alert':>19}{'x off':>8}"
         )
         for name, (drain, alert) in results.items():
             print(
                 f"{name:<26}{drain * 1000:>15.1f} ms{drain / off_drain:>7.2f}x{drain / saves * 1000:>9.2f} ms"
-                f"{alert * 1000:>12.1f} ms{alert / off_alert:>7.2f}x"
+                f"{alert * 1000:>16.1f} ms{alert / off_alert:>7.2f}x"
             )
     finally:
         silent.close()

@@ -24,9 +24,10 @@ from typing import Any
 from airflow_provider_kafka_zk.metrics.figures import (
     daily_samples,
     maintenance_samples,
+    plan_table,
     run_result,
     stage_seconds,
-    step_figures,
+    table_figures,
 )
 from airflow_provider_kafka_zk.metrics.publish import (
     DAILY_JOB,
@@ -134,12 +135,12 @@ def observe_progress(ctx: Any, *, rate: int | None = None) -> None:
         folder = progress.url.rsplit("/", 1)[0]
         approval = _read_json(folder, "approval.json", None)
         dag_id = str(getattr(session.run, "dag_id", "") or "")
-        steps = list(ctx.plan_steps)
+        table = plan_table(list(ctx.plan_steps), rate)  # once: each save then costs O(batches)
 
         def figures(data: Mapping[str, Any]) -> dict[str, Any]:
             earlier = dict(data.get("figures") or {})
             try:
-                now = step_figures(steps, set(data.get("completed") or ()), rate)
+                now = table_figures(table, data.get("completed") or {})
             except Exception as exc:
                 log.warning("Progress figures not computed: %s: %s", type(exc).__name__, exc)
                 return earlier
@@ -170,6 +171,9 @@ def observe_progress(ctx: Any, *, rate: int | None = None) -> None:
 
         progress.figures_of = figures
         progress.after_save = published
+        if progress.data.get("completed"):
+            # a resumed run recorded its waited-for batch before this executor existed: refresh
+            progress.save()
     except Exception as exc:  # never fail a mutation for a metric
         log.warning("Progress metrics off for this run: %s: %s", type(exc).__name__, exc)
 

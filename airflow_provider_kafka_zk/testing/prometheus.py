@@ -103,12 +103,18 @@ class _HttpServer(ServerProcess):
 
 
 class PushgatewayServer(_HttpServer):
-    """``prometheus-pushgateway`` on a free loopback port, nothing persisted."""
+    """``prometheus-pushgateway`` on a free loopback port, in memory only (nothing persisted)."""
 
     name = "pushgateway"
 
     def _command(self) -> list[str]:
-        return [_binary("prometheus-pushgateway"), f"--web.listen-address={self.address}"]
+        # Debian's build persists to /var/lib/prometheus/pushgateway.data by default: every instance
+        # would load what an earlier one (another test run) left there. Empty: memory only.
+        return [
+            _binary("prometheus-pushgateway"),
+            f"--web.listen-address={self.address}",
+            "--persistence.file=",
+        ]
 
     def metrics_text(self) -> str:
         """What Prometheus scrapes from it."""
