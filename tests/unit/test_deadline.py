@@ -133,3 +133,13 @@ def test_the_callback_answers_text(monkeypatch) -> None:
     )
     answer = asyncio.run(dl.page_late_run("c", context={}))
     assert isinstance(answer, str) and json.loads(answer)["paged"] is True
+
+
+def test_no_deadline_under_airflow_dags_test() -> None:
+    """Airflow 3.3.2's ``dags test`` fails a succeeded run of a DAG with a deadline (it looks the
+    deadline up by a dict instead of its id): the daily DAG leaves it out there."""
+    assert dl.under_dags_test(["/venv/bin/airflow", "dags", "test", "kafka_zk_daily_hygiene_eu1"])
+    assert dl.under_dags_test(["/venv/bin/airflow", "-v", "dags", "test", "x", "-c", "{}"])
+    assert not dl.under_dags_test(["/venv/bin/airflow", "scheduler"])
+    assert not dl.under_dags_test(["/venv/bin/airflow", "dags", "reserialize"])
+    assert not dl.under_dags_test(["/venv/bin/pytest", "dags", "test"])
