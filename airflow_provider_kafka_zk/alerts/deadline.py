@@ -47,6 +47,8 @@ log = logging.getLogger(__name__)
 
 STARTED_XCOM_KEY = "kafka_zk_started"
 DEADLINE_FILE = "deadline.json"
+PAGE_KEY = ("deadline",)
+"""What a late-run page is about: a second try of the callback reaches only the channels the first did not."""
 MULTIPLE = 3.0
 DEFAULT_S = 6 * 3600.0
 FLOOR_S = 600.0
@@ -321,8 +323,8 @@ def _page(cluster: str, context: Mapping[str, Any]) -> dict[str, Any]:
     from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
     from airflow.sdk.execution_time.xcom import XCom
 
-    from airflow_provider_kafka_zk.alerts.channels import AlertDeliveryError, deliver
     from airflow_provider_kafka_zk.alerts.incidents import NEW, Classified, merge
+    from airflow_provider_kafka_zk.alerts.operators import deliver_once, raise_unless_delivered
     from airflow_provider_kafka_zk.alerts.record import alerts_root, stamp
     from airflow_provider_kafka_zk.alerts.render import alert_content, render_text
     from airflow_provider_kafka_zk.alerts.settings import parse_notify
@@ -376,17 +378,7 @@ def _page(cluster: str, context: Mapping[str, Any]) -> dict[str, Any]:
     )
     run_after = _parse_time(dag_run.get("run_after")) or now
     folder = f"{alerts_root(base, cluster, dag_id)}/{stamp(run_after)}"
-    earlier = _read(folder)
-    reached = {n for n, r in ((earlier or {}).get("deliveries") or {}).items() if r.get("ok")}
-    deliveries: dict[str, Any] = {}
-    for channel in settings.channels:
-        if channel.name in reached:
-            deliveries[channel.name] = {**earlier["deliveries"][channel.name], "skipped": "reached before"}
-            continue
-        try:
-            deliveries[channel.name] = {"ok": True, "result": deliver(channel, content)}
-        except AlertDeliveryError as exc:
-            deliveries[channel.name] = {"ok": False, "error": str(exc)}
+    deliveries = deliver_once(settings, content, _read(folder), PAGE_KEY)
     record = {
         "cluster": cluster,
         "dag_id": dag_id,
@@ -394,14 +386,13 @@ def _page(cluster: str, context: Mapping[str, Any]) -> dict[str, Any]:
         "written_at": now.isoformat(),
         "deadline": (context.get("deadline") or {}),
         "where": [list(h) for h in hanging],
+        "page_key": list(PAGE_KEY),
         "deliveries": deliveries,
         "content": content,
     }
     _write(folder, record)
     log.warning("%s", render_text(content))
-    failed = [d["error"] for d in deliveries.values() if not d["ok"]]
-    if failed:
-        raise AlertDeliveryError("late-run page NOT delivered to " + "; ".join(failed))
+    raise_unless_delivered(log, deliveries, f"{folder}/{DEADLINE_FILE}")
     return {"paged": True, "where": hanging}
 
 
