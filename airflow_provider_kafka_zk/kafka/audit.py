@@ -796,6 +796,7 @@ def check_deletion(evidence: TopicEvidence, facts: ClusterFacts) -> list[Finding
                 evidence={"detail": [e for e in verdict.evidence if "znode" in e]},
             )
         )
+    sizes = {d.path: d.size_bytes for d in evidence.dirs}
     for broker_id in sorted({d.broker_id for d in verdict.leftover_dirs if d.kind is DirKind.NORMAL}):
         dirs = [d for d in verdict.leftover_dirs if d.broker_id == broker_id and d.kind is DirKind.NORMAL]
         out.append(
@@ -817,7 +818,10 @@ def check_deletion(evidence: TopicEvidence, facts: ClusterFacts) -> list[Finding
                 topic=evidence.topic,
                 broker_id=broker_id,
                 path=dirs[0].path,
-                evidence={"paths": [d.path for d in dirs]},
+                evidence={
+                    "paths": [d.path for d in dirs],
+                    "bytes": sum(sizes.get(d.path, 0) for d in dirs),  # .log bytes, as the inventory counts
+                },
             )
         )
     return out
@@ -874,6 +878,7 @@ def check_dir_kinds(evidence: TopicEvidence, facts: ClusterFacts) -> list[Findin
                         "paths": [d.path for d in old],
                         "delay_ms": delay,
                         "margin_ms": facts.delete_margin_ms,
+                        "bytes": sum(d.size_bytes for d in old),
                         "dirs": [
                             {
                                 "path": d.path,
@@ -908,7 +913,7 @@ def check_dir_kinds(evidence: TopicEvidence, facts: ClusterFacts) -> list[Findin
                     topic=evidence.topic,
                     broker_id=broker_id,
                     path=stray[0].path,
-                    evidence={"paths": [d.path for d in stray]},
+                    evidence={"paths": [d.path for d in stray], "bytes": sum(d.size_bytes for d in stray)},
                 )
             )
     return out

@@ -41,6 +41,7 @@ from airflow_provider_kafka_zk.testing.simulator import DeployedCluster, healthy
 from airflow_provider_kafka_zk.testing.simulator.runtime import ClusterRuntime
 from airflow_provider_kafka_zk.testing.simulator.scenarios import maintenance_cluster
 from airflow_provider_kafka_zk.testing.sshd import SshServer
+from airflow_provider_kafka_zk.testing.zk_proxy import ZooKeeperProxy
 from airflow_provider_kafka_zk.testing.zookeeper import ZooKeeperServer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -56,6 +57,8 @@ catchup off, unpausing such a DAG schedules nothing before 2028, so the triggere
 and ``healthy`` have no scheduled run competing with them (their DAGs allow one active run)."""
 ALERT_TIMEOUT = 1500
 HEALTHY_APPROVAL_TIMEOUT_S = 20
+LATE = "late@example.com"
+SLOW_DEADLINE_S = 20
 
 
 @dataclass
@@ -86,6 +89,28 @@ def cluster_table(name: str, deployed: DeployedCluster, artefacts: Path, **extra
         *(f"{k} = {v}" for k, v in extra.items()),
     ]
     return "\n".join(lines) + "\n"
+
+
+def slow_cluster_table(artefacts: Path) -> str:
+    """Cluster ``slow`` (``test_production_deadline.py``): its ZooKeeper never answers, its daily run
+    retries its first tasks for minutes, past its deadline, and the late run pages ``LATE``."""
+    return "\n".join(
+        [
+            "[clusters.slow]",
+            'kafka_zookeeper_conn_id = "kafka_zk_slow"',
+            'ssh_conn_id = "kafka_zk_ssh"',
+            f'base_path = "{artefacts}"',
+            'engine = "in-process"',
+            f'schedule = "{NEVER}"',
+            "retries = 30",
+            "retry_delay_s = 2",
+            "max_retry_delay_s = 3",
+            "deletion_check = false",
+            # no deadline_s: the scheduler's RecentRunsDeadline, whose default holds until 3 runs succeeded
+            f"deadline_default_s = {SLOW_DEADLINE_S}",
+            f'notify = {{ kind = "smtp", to = ["{LATE}"], smtp_conn_id = "smtp_oncall" }}',
+        ]
+    )
 
 
 def assignment(deployed: DeployedCluster) -> dict[tuple[str, int], tuple[int, ...]]:
@@ -146,6 +171,8 @@ def deployment(tmp_path_factory) -> Iterator[Deployment]:
             work / "approval-hosts",
         ) as approval,
         ClusterRuntime(prod, restart_dir=work / "prod-restarts", reassignments=True),
+        # a ZooKeeper that stopped answering: the daily run of cluster "slow" retries past its deadline
+        ZooKeeperProxy(zookeeper.connect_string, stalled=True) as stalled_zookeeper,
     ):
         clusters = {"prod": prod, "incident": incident, "healthy": healthy, "approval": approval}
         clusters_file = work / "kafka_zk_clusters.toml"
@@ -178,8 +205,15 @@ def deployment(tmp_path_factory) -> Iterator[Deployment]:
                 schedule=f'"{NEVER}"',
                 approvers='["admin"]',
             )
+            + slow_cluster_table(artefacts)
         )
         connections = {f"kafka_zk_{name}": _zookeeper_connection(d) for name, d in clusters.items()}
+        connections["kafka_zk_slow"] = {
+            "conn_type": "kafkazookeeper",
+            "host": stalled_zookeeper.connect_string,
+            "port": 2181,
+            "extra": {"chroot": "/kafka_slow", "connect_timeout": 5, "session_timeout": 10},
+        }
         connections["kafka_zk_ssh"] = sshd.airflow_connection_fields(HOSTS[0], conn_timeout=5)
         connections["spark_default"] = {"conn_type": "spark", "host": "local[1]"}
         connections["smtp_oncall"] = smtp.connection()
