@@ -187,6 +187,7 @@ def test_the_walk_names_the_exception_offset_and_where_a_remedy_cuts(tmp_path):
     }
     assert walk["kept"] == {
         "batches": 12,
+        "records": 480,
         "min_offset": 0,
         "max_offset": 479,
         "last_offset": 479,
