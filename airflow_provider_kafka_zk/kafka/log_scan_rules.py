@@ -73,6 +73,7 @@ class SegmentRow:
     high_watermark: int | None = None
     clean_shutdown: bool | None = None
     skipped: str | None = None
+    read: Mapping[str, Any] = field(default_factory=dict)  # how the scan read it, and why
 
     @property
     def directory(self) -> str:
@@ -100,6 +101,7 @@ class SegmentRow:
             "high_watermark": self.high_watermark,
             "clean_shutdown": self.clean_shutdown,
             "skipped": self.skipped,
+            "read_json": json.dumps(dict(self.read), sort_keys=True),
         }
 
     @classmethod
@@ -126,6 +128,7 @@ class SegmentRow:
             opt_int("high_watermark"),
             None if row.get("clean_shutdown") is None else bool(row["clean_shutdown"]),
             row.get("skipped") or None,
+            json.loads(row.get("read_json") or "{}"),
         )
 
 
@@ -167,6 +170,7 @@ def segment_rows(
             high_watermark,
             clean_shutdown,
             s.get("skipped"),
+            s.get("read") or {},
         )
         for s in scan["segments"]
     ]

@@ -82,6 +82,7 @@ ROW_SCHEMA = pa.schema(
         ("high_watermark", pa.int64()),
         ("clean_shutdown", pa.bool_()),
         ("skipped", pa.string()),
+        ("read_json", pa.string()),  # how the segment was read and why (log_scan.scan_partition)
     ]
 )
 DEFAULT_KAFKA_VERSION = "3.3.1"  # what the rules assume when neither the jars nor the IBP say
