@@ -201,7 +201,7 @@ def pin_zookeeper_identity(hook: KafkaZooKeeperHook) -> ClusterIdentity:
     where = f"{','.join(config.hosts)} chroot {config.chroot or '/'}"
     if hook.exists(znodes.BROKER_IDS) is None:
         raise ClusterIdentityError(
-            f"{where} holds no Kafka cluster ({znodes.BROKER_IDS} is missing; {_found_at_chroot(hook)}): "
+            f"{where} holds no Kafka cluster ({znodes.BROKER_IDS} is missing): {_found_at_chroot(hook)}; "
             "wrong connection or chroot? Refusing to change anything"
         )
     try:

@@ -409,7 +409,7 @@ def test_a_wrong_chroot_is_refused_at_once_naming_the_chroot_and_what_it_holds(
     assert run.returncode != 0
     assert "ClusterIdentityError" in output and "DrainError" not in output
     assert (
-        f"chroot {wrong} holds no Kafka cluster (/brokers/ids is missing; found there: /config, /consumers, /leases)"
+        f"chroot {wrong} holds no Kafka cluster (/brokers/ids is missing): found there: /config, /consumers, /leases"
         in output
     )
     # nothing read after the first task: no snapshot, no broker inventoried (only the coverage task,
