@@ -48,11 +48,11 @@ VALUE_BYTES = 150
 MIB = 1024 * 1024
 
 
-def build(log_dir: Path, total_bytes: int) -> list[Path]:
-    """Partition directories ``bench-<n>`` of 512 MiB segments; returns them."""
-    from airflow_provider_kafka_zk.kafka.records import Record, encode_record_batch, segment_file_name
+def _template() -> bytearray:
+    """One v2 batch of ``RECORDS_PER_BATCH`` records; its base offset is stamped per copy."""
+    from airflow_provider_kafka_zk.kafka.records import Record, encode_record_batch
 
-    template = bytearray(
+    return bytearray(
         encode_record_batch(
             [
                 Record(o, 1_700_000_000_000 + o, b"key-%06d" % o, b"v" * VALUE_BYTES)
@@ -61,6 +61,44 @@ def build(log_dir: Path, total_bytes: int) -> list[Path]:
             partition_leader_epoch=0,
         )
     )
+
+
+def write_segment(directory: Path, template: bytearray, base: int, batches: int, *, active: bool) -> int:
+    """A segment of ``batches`` copies of ``template`` from offset ``base``, its offset index on the
+    2.0+ rule (the chunk's last offset every 4096 bytes) and its closing time-index entry; an active
+    segment's indexes preallocated (zero tail, sparse on disk). Returns the next offset."""
+    from airflow_provider_kafka_zk.kafka.records import segment_file_name
+
+    batch_size = len(template)
+    offset = base
+    index, last_entry_position = bytearray(), 0
+    with open(directory / segment_file_name(base, ".log"), "wb") as log:
+        chunk = bytearray()
+        for i in range(batches):
+            position = i * batch_size
+            if position - last_entry_position > 4096:
+                index += struct.pack(">ii", offset + RECORDS_PER_BATCH - 1 - base, position)
+                last_entry_position = position
+            struct.pack_into(">q", template, 0, offset)
+            chunk += template
+            offset += RECORDS_PER_BATCH
+            if len(chunk) >= 8 * MIB:
+                log.write(chunk)
+                chunk = bytearray()
+        log.write(chunk)
+    (directory / segment_file_name(base, ".index")).write_bytes(index)
+    (directory / segment_file_name(base, ".timeindex")).write_bytes(
+        struct.pack(">qi", 1_700_000_000_000 + RECORDS_PER_BATCH - 1, offset - 1 - base)
+    )
+    if active:
+        os.truncate(directory / segment_file_name(base, ".index"), 10485760)
+        os.truncate(directory / segment_file_name(base, ".timeindex"), 10485756)
+    return offset
+
+
+def build(log_dir: Path, total_bytes: int) -> list[Path]:
+    """Partition directories ``bench-<n>`` of 512 MiB segments; returns them."""
+    template = _template()
     batch_size = len(template)
     dirs = []
     written = 0
@@ -74,33 +112,9 @@ def build(log_dir: Path, total_bytes: int) -> list[Path]:
         for number in range(2):
             if written >= total_bytes:
                 break
-            base = offset
-            size = min(SEGMENT_BYTES, total_bytes - written)
-            batches = max(1, size // batch_size)
-            index, timeindex = bytearray(), bytearray()
-            last_entry_position = 0
-            with open(directory / segment_file_name(base, ".log"), "wb") as log:
-                chunk = bytearray()
-                for i in range(batches):
-                    position = i * batch_size
-                    if position - last_entry_position > 4096:
-                        # 2.0+: the appended chunk's last offset, at the chunk's position
-                        index += struct.pack(">ii", offset + RECORDS_PER_BATCH - 1 - base, position)
-                        last_entry_position = position
-                    struct.pack_into(">q", template, 0, offset)
-                    chunk += template
-                    offset += RECORDS_PER_BATCH
-                    if len(chunk) >= 8 * MIB:
-                        log.write(chunk)
-                        chunk = bytearray()
-                log.write(chunk)
-            timeindex += struct.pack(">qi", 1_700_000_000_000 + RECORDS_PER_BATCH - 1, offset - 1 - base)
+            batches = max(1, min(SEGMENT_BYTES, total_bytes - written) // batch_size)
             active = number == 1 or written + batches * batch_size >= total_bytes
-            (directory / segment_file_name(base, ".index")).write_bytes(index)
-            (directory / segment_file_name(base, ".timeindex")).write_bytes(timeindex)
-            if active:  # preallocated like Kafka's active index: zero tail, sparse on disk
-                os.truncate(directory / segment_file_name(base, ".index"), 10485760)
-                os.truncate(directory / segment_file_name(base, ".timeindex"), 10485756)
+            offset = write_segment(directory, template, offset, batches, active=active)
             written += batches * batch_size
         partition += 1
     return dirs
@@ -304,18 +318,8 @@ def build_crashed_broker(log_dir: Path, partitions: int, segments: int, segment_
     segment's base, no clean-shutdown marker: a broker killed while producing. Returns the scan
     request's partitions."""
     from airflow_provider_kafka_zk.kafka.logdir import OffsetCheckpoint
-    from airflow_provider_kafka_zk.kafka.records import Record, encode_record_batch, segment_file_name
 
-    template = bytearray(
-        encode_record_batch(
-            [
-                Record(o, 1_700_000_000_000 + o, b"key-%06d" % o, b"v" * VALUE_BYTES)
-                for o in range(RECORDS_PER_BATCH)
-            ],
-            partition_leader_epoch=0,
-        )
-    )
-    batch_size = len(template)
+    template = _template()
     log_dir.mkdir(parents=True)
     points, request = {}, []
     for partition in range(partitions):
@@ -324,31 +328,10 @@ def build_crashed_broker(log_dir: Path, partitions: int, segments: int, segment_
         offset = 0
         for number in range(segments):
             active = number == segments - 1
-            base = offset
-            batches = max(1, (segment_bytes // (2 if active else 1)) // batch_size)
-            index, position, last_entry = bytearray(), 0, 0
-            with open(directory / segment_file_name(base, ".log"), "wb") as log:
-                chunk = bytearray()
-                for _ in range(batches):
-                    if position - last_entry > 4096:
-                        index += struct.pack(">ii", offset + RECORDS_PER_BATCH - 1 - base, position)
-                        last_entry = position
-                    struct.pack_into(">q", template, 0, offset)
-                    chunk += template
-                    offset += RECORDS_PER_BATCH
-                    position += batch_size
-                    if len(chunk) >= 8 * MIB:
-                        log.write(chunk)
-                        chunk = bytearray()
-                log.write(chunk)
-            (directory / segment_file_name(base, ".index")).write_bytes(index)
-            (directory / segment_file_name(base, ".timeindex")).write_bytes(
-                struct.pack(">qi", 1_700_000_000_000 + RECORDS_PER_BATCH - 1, offset - 1 - base)
-            )
             if active:
-                os.truncate(directory / segment_file_name(base, ".index"), 10485760)
-                os.truncate(directory / segment_file_name(base, ".timeindex"), 10485756)
-                points[(directory.name.rsplit("-", 1)[0], partition)] = base
+                points[("bench", partition)] = offset
+            batches = max(1, (segment_bytes // (2 if active else 1)) // len(template))
+            offset = write_segment(directory, template, offset, batches, active=active)
         request.append(
             {
                 "log_dir": str(log_dir),

@@ -67,30 +67,7 @@ def _live(cluster, zookeeper_server, ssh_server, tmp_path, monkeypatch):
             "require_approval = false\n"
         )
         monkeypatch.setenv("KAFKA_ZK_CLUSTERS_FILE", str(clusters))
-        airflow = str(Path(sys.executable).parent / "airflow")
-        subprocess.run(
-            [airflow, "connections", "delete", ZK_CONN], capture_output=True, env=os.environ.copy()
-        )
-        added = subprocess.run(
-            [
-                airflow,
-                "connections",
-                "add",
-                ZK_CONN,
-                "--conn-json",
-                json.dumps(
-                    {
-                        "conn_type": "kafka_zookeeper",
-                        "host": zookeeper_server.connect_string,
-                        "extra": {"chroot": chroot, "session_timeout": 10, "connect_timeout": 5},
-                    }
-                ),
-            ],
-            capture_output=True,
-            text=True,
-            env=os.environ.copy(),
-        )
-        assert added.returncode == 0, added.stderr
+        _store_zk_connection(zookeeper_server.connect_string, chroot)
         for name, value in ssh_server.airflow_connection("127.0.0.1", SSH_CONN, conn_timeout=5).items():
             monkeypatch.setenv(name, value)
         client = KazooClient(hosts=deployed.zookeeper_connect)
@@ -100,6 +77,25 @@ def _live(cluster, zookeeper_server, ssh_server, tmp_path, monkeypatch):
         finally:
             client.stop()
             client.close()
+
+
+def _store_zk_connection(connect_string: str, chroot: str) -> None:
+    """The cluster's ZooKeeper connection in the Airflow metadata DB, as ``airflow connections add``
+    leaves it (replacing an earlier one)."""
+    airflow = str(Path(sys.executable).parent / "airflow")
+    subprocess.run([airflow, "connections", "delete", ZK_CONN], capture_output=True, env=os.environ.copy())
+    conn = {
+        "conn_type": "kafka_zookeeper",
+        "host": connect_string,
+        "extra": {"chroot": chroot, "session_timeout": 10, "connect_timeout": 5},
+    }
+    added = subprocess.run(
+        [airflow, "connections", "add", ZK_CONN, "--conn-json", json.dumps(conn)],
+        capture_output=True,
+        text=True,
+        env=os.environ.copy(),
+    )
+    assert added.returncode == 0, added.stderr
 
 
 def _dags_test(conf: dict) -> subprocess.CompletedProcess:
@@ -390,20 +386,7 @@ def test_a_wrong_chroot_is_refused_at_once_naming_the_chroot_and_what_it_holds(
     finally:
         other.stop()
         other.close()
-    airflow = str(Path(sys.executable).parent / "airflow")
-    subprocess.run([airflow, "connections", "delete", ZK_CONN], capture_output=True, env=os.environ.copy())
-    conn = {
-        "conn_type": "kafka_zookeeper",
-        "host": zookeeper_server.connect_string,
-        "extra": {"chroot": wrong, "session_timeout": 10, "connect_timeout": 5},
-    }
-    added = subprocess.run(
-        [airflow, "connections", "add", ZK_CONN, "--conn-json", json.dumps(conn)],
-        capture_output=True,
-        text=True,
-        env=os.environ.copy(),
-    )
-    assert added.returncode == 0, added.stderr
+    _store_zk_connection(zookeeper_server.connect_string, wrong)
     run = _dags_test({"topics": ["precursor"]})
     output = run.stdout + run.stderr
     assert run.returncode != 0
