@@ -1,9 +1,12 @@
 """What a broker restart would find in one partition's segments: index structure and the recovery walk.
 
 Standard library only, no package imports, Python 3.6+: the broker-side scan sends this very file
-over SSH (with a small driver), so the rules exist once and run where the bytes are. It reads
-batch *headers* (seek past the records), never whole segments; memory stays flat however large the
-segments are. What Kafka then does with these facts (per release) is :mod:`.broker_start`'s.
+over SSH (with a small driver), so the rules exist once and run where the bytes are. It reads what
+Kafka reads at the next start (:func:`scan_partition`): every segment's indexes, and every byte of
+each segment a start recovers, every batch's CRC checked -- in 1 MiB ``pread`` windows, so memory
+stays flat however large the segments are; other segments' batch headers only when asked
+(``walk_all``). The CRC-32C is the fastest the host offers (:func:`select_crc`). What Kafka then
+does with these facts (per release) is :mod:`.broker_start`'s.
 
 Safety on the broker host: every file is opened only if it is a regular file (``lstat``, then
 ``O_NOFOLLOW | O_NONBLOCK``, then ``fstat`` of the opened descriptor must be the same regular file),
@@ -17,9 +20,11 @@ The walk follows ``LogSegment.recover`` (``core/src/main/scala/kafka/log/LogSegm
 ``FileLogInputStream.nextBatch`` (``clients/.../record/FileLogInputStream.java``):
 
 * batches are read from position 0; iteration ends quietly when 17 or fewer bytes remain or the next
-  batch would run past the end (a torn tail: recovery truncates it); a size below 14 is a
-  ``CorruptRecordException``, a v2 batch under 61 bytes or with a bad CRC fails ``ensureValid``:
-  recovery truncates the segment at that batch;
+  batch would run past the end (a torn tail: recovery truncates it, no exception); a size below 14 is
+  a ``CorruptRecordException``, a v2 batch under 61 bytes or with a bad CRC (CRC-32C from the
+  attributes on; a legacy message's CRC-32 from its magic byte on) fails ``batch.ensureValid()``
+  (``DefaultRecordBatch``/``LegacyRecord``, 3.3.1): recovery truncates the segment at that batch and
+  logs the exception's message, which the walk records as Kafka builds it;
 * every ``index.interval.bytes`` (4096) recovery appends an offset-index entry for the batch at that
   position -- ``baseOffset`` up to 1.1, ``lastOffset`` from 2.0 -- and ``OffsetIndex.append`` throws
   ``InvalidOffsetException`` unless the offset is larger than the last one appended; with it

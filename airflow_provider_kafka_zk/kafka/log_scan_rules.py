@@ -833,7 +833,7 @@ def _partition_findings(
                 "corrupt-batch-kept",
                 f"{where}: the batch at byte {stop['position']} of {row.path('.log')}{offsets} fails its CRC "
                 f"({stop.get('kafka_message') or stop.get('detail')}); {scen} does not read this segment "
-                f"({start_rules_reason(row, starts)}), so it stays: a consumer fetching it gets a CorruptRecordException "
+                f"({_why_no_start_reads(row, starts)}), so it stays: a consumer fetching it gets a CorruptRecordException "
                 "(check.crcs, on by default) and a follower copying it from this broker rejects it "
                 '(UnifiedLog.analyzeAndValidateRecords: "Record is corrupt (stored crc = ...)")',
                 _repair_remedies(partition, row, walk, facts, broker_id, others),
@@ -908,7 +908,7 @@ def _partition_findings(
     return out
 
 
-def start_rules_reason(row: SegmentRow, starts: Sequence[PartitionStart]) -> str:
+def _why_no_start_reads(row: SegmentRow, starts: Sequence[PartitionStart]) -> str:
     """Why no start reads a segment: the reason of its fate in the first start."""
     return starts[0].fate_of(row.base_offset).why if starts else "no start predicted"
 
