@@ -187,14 +187,26 @@ class RunIdentity:
         )
 
 
+def _found_at_chroot(hook: KafkaZooKeeperHook) -> str:
+    """What the connection's chroot holds, for a refusal: its children, or that it does not exist."""
+    try:
+        children = hook.get_children("/")
+    except ZnodeNotFoundError:
+        return "the chroot itself does not exist"
+    if not children:
+        return "the chroot is empty"
+    shown = ", ".join(f"/{c}" for c in children[:12])
+    return f"found there: {shown}" + (f" and {len(children) - 12} more" if len(children) > 12 else "")
+
+
 def pin_zookeeper_identity(hook: KafkaZooKeeperHook) -> ClusterIdentity:
     """The cluster behind ``hook``: refuses a chroot without a Kafka cluster or without ``/cluster/id``."""
     config = hook.config
     where = f"{','.join(config.hosts)} chroot {config.chroot or '/'}"
     if hook.exists(znodes.BROKER_IDS) is None:
         raise ClusterIdentityError(
-            f"{where} holds no Kafka cluster ({znodes.BROKER_IDS} is missing): wrong connection or chroot? "
-            "Refusing to change anything"
+            f"{where} holds no Kafka cluster ({znodes.BROKER_IDS} is missing): {_found_at_chroot(hook)}; "
+            "wrong connection or chroot? Refusing to change anything"
         )
     try:
         cluster_id = hook.cluster_id()
