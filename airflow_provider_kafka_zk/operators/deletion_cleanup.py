@@ -79,34 +79,47 @@ def _hosts(value: Any) -> dict[str, str] | None:
     return {str(b): str(h) for b, h in value.items()}
 
 
-class _CleanupReach:
-    """How the cleanup's tasks reach the cluster and its broker hosts (the deletion check's settings)."""
+class _CleanupTask(BaseOperator):
+    """What every task of the cleanup shares: how it reaches the cluster and its broker hosts (the
+    deletion check's settings) and the artefact store.
 
-    kafka_zookeeper_conn_id: str
-    ssh_conn_id: str
-    broker_hosts: Any
-    server_properties_path: str | None
-    known_hosts: Sequence[str]
-    connect_timeout: float | None
-    command_timeout: float
-    python_interpreters: Sequence[str]
-    expected_broker_ids: Any
-    delete_dir_margin: float | timedelta
+    :param kafka_zookeeper_conn_id: the cluster's ZooKeeper connection.
+    :param ssh_conn_id: the broker hosts' SSH connection.
+    :param broker_hosts: ``{broker id: host}`` for brokers not registered (stopped).
+    :param server_properties_path: ``server.properties`` on the hosts (``{broker_id}`` allowed).
+    :param known_hosts: extra known_hosts files (host keys are always verified).
+    :param connect_timeout: SSH connect timeout in seconds (default: the connection's).
+    :param command_timeout: each remote command's limit in seconds.
+    :param python_interpreters: interpreters tried on the hosts, in order.
+    :param delete_dir_margin: how far past its broker's own deletion schedule a ``-delete`` directory
+        still counts as pending rather than left over (as the deletion verifier's).
+    :param artefacts_conn_id: the connection of a remote artefact store.
+    """
 
-    def _reach(
+    template_fields: Sequence[str] = (
+        "artefacts_conn_id",
+        "kafka_zookeeper_conn_id",
+        "ssh_conn_id",
+        "broker_hosts",
+        "server_properties_path",
+    )
+
+    def __init__(
         self,
         *,
         kafka_zookeeper_conn_id: str,
         ssh_conn_id: str,
-        broker_hosts: Any,
-        server_properties_path: str | None,
-        known_hosts: Sequence[str],
-        connect_timeout: float | None,
-        command_timeout: float,
-        python_interpreters: Sequence[str],
-        expected_broker_ids: Any,
-        delete_dir_margin: float | timedelta,
+        broker_hosts: Mapping[int | str, str] | str | None = None,
+        server_properties_path: str | None = None,
+        known_hosts: Sequence[str] = (),
+        connect_timeout: float | None = None,
+        command_timeout: float = 900.0,
+        python_interpreters: Sequence[str] = DEFAULT_PYTHON_INTERPRETERS,
+        delete_dir_margin: float | timedelta = timedelta(milliseconds=DEFAULT_DELETE_MARGIN_MS),
+        artefacts_conn_id: str | None = None,
+        **kwargs: Any,
     ) -> None:
+        super().__init__(**kwargs)
         self.kafka_zookeeper_conn_id = kafka_zookeeper_conn_id
         self.ssh_conn_id = ssh_conn_id
         self.broker_hosts = broker_hosts
@@ -115,14 +128,14 @@ class _CleanupReach:
         self.connect_timeout = connect_timeout
         self.command_timeout = command_timeout
         self.python_interpreters = python_interpreters
-        self.expected_broker_ids = expected_broker_ids
         self.delete_dir_margin = delete_dir_margin
+        self.artefacts_conn_id = artefacts_conn_id
 
-    def settings(self) -> dict[str, Any]:
+    def settings(self, expected_broker_ids: Any = ()) -> dict[str, Any]:
         """JSON-safe settings of one deletion check (connection ids only, no secrets)."""
         margin = self.delete_dir_margin
         seconds = margin.total_seconds() if isinstance(margin, timedelta) else float(margin)
-        expected = self.expected_broker_ids
+        expected = expected_broker_ids
         if isinstance(expected, str):
             expected = json.loads(expected) if expected.strip() not in ("", "None") else ()
         return {
@@ -141,11 +154,12 @@ class _CleanupReach:
             "delete_margin_ms": int(seconds * 1000),
         }
 
+    def location(self, folder: str) -> DrainLocation:
+        """The run's folder on the artefact store, bound to its connection."""
+        return DrainLocation(artefacts_url(folder, self.artefacts_conn_id or None))
 
-_REACH_FIELDS = ("kafka_zookeeper_conn_id", "ssh_conn_id", "broker_hosts", "server_properties_path")
 
-
-class DeletionCleanupPlanOperator(_CleanupReach, BaseOperator):
+class DeletionCleanupPlanOperator(_CleanupTask):
     """Plan the cleanup of deleted topics' leftovers, checked as its dry run; store it for approval.
 
     A fresh deletion verdict of each topic (ZooKeeper and every broker disk); for the INCOMPLETE ones
@@ -155,7 +169,8 @@ class DeletionCleanupPlanOperator(_CleanupReach, BaseOperator):
     back). Checked as the real run would before its first write: the cluster pinned, every broker
     host to be touched pinned by its ``meta.properties``, every path rule, and the host script's own
     dry run on each broker -- a directory a host would refuse fails the plan. Writes
-    ``rollback.json`` (read back), ``plan.json`` and ``summary.txt``; nothing on the cluster.
+    ``rollback.json`` (read back), ``plan.json`` and ``summary.txt``; nothing on the cluster. How it
+    reaches the cluster: the parameters of the execute step (:class:`DeletionCleanupExecuteOperator`).
 
     :param cluster: the cluster's name (cluster file entry, artefact folder).
     :param topics: the deleted topics to clean up (list or comma-separated text; at least one).
@@ -164,25 +179,13 @@ class DeletionCleanupPlanOperator(_CleanupReach, BaseOperator):
     :param allow_running_broker_orphans: also move live-named directories of a running broker.
     :param expected_broker_ids: brokers that must be read before a topic counts as deleted everywhere.
     :param run_ts: the run's folder name (default: the run key).
-    :param kafka_zookeeper_conn_id: the cluster's ZooKeeper connection.
-    :param ssh_conn_id: the broker hosts' SSH connection.
-    :param broker_hosts: ``{broker id: host}`` for brokers not registered (stopped).
-    :param server_properties_path: ``server.properties`` on the hosts (``{broker_id}`` allowed).
-    :param known_hosts: extra known_hosts files (host keys are always verified).
-    :param connect_timeout: SSH connect timeout in seconds (default: the connection's).
-    :param command_timeout: each remote command's limit in seconds.
-    :param python_interpreters: interpreters tried on the hosts, in order.
-    :param delete_dir_margin: how far past its broker's own deletion schedule a ``-delete`` directory
-        still counts as pending rather than left over (as the deletion verifier's).
-    :param artefacts_conn_id: the connection of a remote artefact store.
     """
 
     template_fields: Sequence[str] = (
+        *_CleanupTask.template_fields,
         "cluster",
         "topics",
         "base_path",
-        "artefacts_conn_id",
-        *_REACH_FIELDS,
         "quarantine_dir",
         "allow_running_broker_orphans",
         "expected_broker_ids",
@@ -195,43 +198,21 @@ class DeletionCleanupPlanOperator(_CleanupReach, BaseOperator):
         *,
         cluster: str,
         topics: Sequence[str] | str,
-        kafka_zookeeper_conn_id: str,
-        ssh_conn_id: str,
         base_path: str | None = None,
-        broker_hosts: Mapping[int | str, str] | str | None = None,
-        server_properties_path: str | None = None,
         quarantine_dir: str | None = None,
         allow_running_broker_orphans: bool | str = False,
         expected_broker_ids: Iterable[int] | str = (),
-        known_hosts: Sequence[str] = (),
-        connect_timeout: float | None = None,
-        command_timeout: float = 900.0,
-        python_interpreters: Sequence[str] = DEFAULT_PYTHON_INTERPRETERS,
-        delete_dir_margin: float | timedelta = timedelta(milliseconds=DEFAULT_DELETE_MARGIN_MS),
         run_ts: str | None = None,
-        artefacts_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self._reach(
-            kafka_zookeeper_conn_id=kafka_zookeeper_conn_id,
-            ssh_conn_id=ssh_conn_id,
-            broker_hosts=broker_hosts,
-            server_properties_path=server_properties_path,
-            known_hosts=known_hosts,
-            connect_timeout=connect_timeout,
-            command_timeout=command_timeout,
-            python_interpreters=python_interpreters,
-            expected_broker_ids=expected_broker_ids,
-            delete_dir_margin=delete_dir_margin,
-        )
         self.cluster = cluster
         self.topics = topics
         self.base_path = base_path
         self.quarantine_dir = quarantine_dir
         self.allow_running_broker_orphans = allow_running_broker_orphans
+        self.expected_broker_ids = expected_broker_ids
         self.run_ts = run_ts
-        self.artefacts_conn_id = artefacts_conn_id
 
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow_provider_kafka_zk.maintenance.deletion_cleanup import plan_deletion_cleanup
@@ -244,11 +225,11 @@ class DeletionCleanupPlanOperator(_CleanupReach, BaseOperator):
             raise DeletionCleanupError("topics: name at least one deleted topic whose leftovers to clean up")
         quarantine = None if self.quarantine_dir in (None, "", "None") else str(self.quarantine_dir)
         ts = resolve_ts(self.run_ts, context)
-        base = artefacts_url(self.base_path or default_artefacts_base(), self.artefacts_conn_id or None)
         validate_cluster_name(str(self.cluster))
+        base = self.location(self.base_path or default_artefacts_base()).url
         location = DrainLocation("/".join([base.rstrip("/"), str(self.cluster), FOLDER, ts]))
         planned = plan_deletion_cleanup(
-            self.settings(),
+            self.settings(self.expected_broker_ids),
             topics,
             cluster=str(self.cluster),
             location=location.url,
@@ -266,7 +247,7 @@ class DeletionCleanupPlanOperator(_CleanupReach, BaseOperator):
         return {"plan_dir": location.url, "steps": steps, "topics": topics, "nothing_to_clean": steps == 0}
 
 
-class DeletionCleanupExecuteOperator(_CleanupReach, BaseOperator):
+class DeletionCleanupExecuteOperator(_CleanupTask):
     """Carry out the stored (and, where the cluster requires it, approved) cleanup plan on the step
     executor; a dry run checks every step and logs it. Refuses when the cluster moved since the plan
     (:class:`~airflow_provider_kafka_zk.maintenance.deletion_cleanup.CleanupPlanOutdatedError`), and
@@ -280,58 +261,23 @@ class DeletionCleanupExecuteOperator(_CleanupReach, BaseOperator):
     :param ssh_conn_id: the broker hosts' SSH connection.
     :param broker_hosts: ``{broker id: host}`` for brokers not registered (stopped).
     :param server_properties_path: ``server.properties`` on the hosts (``{broker_id}`` allowed).
-    :param known_hosts: extra known_hosts files (host keys are always verified).
-    :param connect_timeout: SSH connect timeout in seconds (default: the connection's).
-    :param command_timeout: each remote command's limit in seconds.
-    :param python_interpreters: interpreters tried on the hosts, in order.
-    :param delete_dir_margin: how far past its broker's own deletion schedule a ``-delete`` directory
-        still counts as pending rather than left over (as the deletion verifier's).
-    :param artefacts_conn_id: the connection of a remote artefact store.
+    (The SSH limits and the artefact store: as the base's.)
     """
 
-    template_fields: Sequence[str] = ("plan_dir", "artefacts_conn_id", *_REACH_FIELDS, "dry_run")
+    template_fields: Sequence[str] = (*_CleanupTask.template_fields, "plan_dir", "dry_run")
     ui_color = "#fadbd8"
 
-    def __init__(
-        self,
-        *,
-        plan_dir: str,
-        kafka_zookeeper_conn_id: str,
-        ssh_conn_id: str,
-        broker_hosts: Mapping[int | str, str] | str | None = None,
-        server_properties_path: str | None = None,
-        dry_run: bool | str = True,
-        known_hosts: Sequence[str] = (),
-        connect_timeout: float | None = None,
-        command_timeout: float = 900.0,
-        python_interpreters: Sequence[str] = DEFAULT_PYTHON_INTERPRETERS,
-        delete_dir_margin: float | timedelta = timedelta(milliseconds=DEFAULT_DELETE_MARGIN_MS),
-        artefacts_conn_id: str | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, *, plan_dir: str, dry_run: bool | str = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._reach(
-            kafka_zookeeper_conn_id=kafka_zookeeper_conn_id,
-            ssh_conn_id=ssh_conn_id,
-            broker_hosts=broker_hosts,
-            server_properties_path=server_properties_path,
-            known_hosts=known_hosts,
-            connect_timeout=connect_timeout,
-            command_timeout=command_timeout,
-            python_interpreters=python_interpreters,
-            expected_broker_ids=(),
-            delete_dir_margin=delete_dir_margin,
-        )
         self.plan_dir = plan_dir
         self.dry_run = dry_run
-        self.artefacts_conn_id = artefacts_conn_id
 
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow_provider_kafka_zk.maintenance.deletion_cleanup import execute_deletion_cleanup
         from airflow_provider_kafka_zk.operators.approved_plan import approved_plan
 
         dry_run = parse_safety_flags(dry_run=self.dry_run)["dry_run"]
-        location = DrainLocation(artefacts_url(str(self.plan_dir), self.artefacts_conn_id or None))
+        location = self.location(str(self.plan_dir))
         plan = location.read_json(PLAN_FILE)
         try:
             report = execute_deletion_cleanup(
@@ -366,65 +312,26 @@ class DeletionCleanupExecuteOperator(_CleanupReach, BaseOperator):
         return {"plan_dir": location.url, "dry_run": dry_run, "moved": moved, "deleted": deleted}
 
 
-class DeletionCleanupVerifyOperator(_CleanupReach, BaseOperator):
+class DeletionCleanupVerifyOperator(_CleanupTask):
     """The deletion verdicts of the plan's topics after the cleanup: every one must be deleted
     everywhere (every expected broker's disk read). Writes ``verify.json`` and ``report.txt``; fails
-    naming what is left.
+    naming what is left. How it reaches the cluster: as :class:`DeletionCleanupExecuteOperator`.
 
     :param plan_dir: the plan's folder.
-    :param kafka_zookeeper_conn_id: the cluster's ZooKeeper connection.
-    :param ssh_conn_id: the broker hosts' SSH connection.
-    :param broker_hosts: ``{broker id: host}`` for brokers not registered (stopped).
-    :param server_properties_path: ``server.properties`` on the hosts (``{broker_id}`` allowed).
-    :param known_hosts: extra known_hosts files (host keys are always verified).
-    :param connect_timeout: SSH connect timeout in seconds (default: the connection's).
-    :param command_timeout: each remote command's limit in seconds.
-    :param python_interpreters: interpreters tried on the hosts, in order.
-    :param delete_dir_margin: how far past its broker's own deletion schedule a ``-delete`` directory
-        still counts as pending rather than left over (as the deletion verifier's).
-    :param artefacts_conn_id: the connection of a remote artefact store.
     """
 
-    template_fields: Sequence[str] = ("plan_dir", "artefacts_conn_id", *_REACH_FIELDS)
+    template_fields: Sequence[str] = (*_CleanupTask.template_fields, "plan_dir")
     ui_color = "#d6eaf8"
 
-    def __init__(
-        self,
-        *,
-        plan_dir: str,
-        kafka_zookeeper_conn_id: str,
-        ssh_conn_id: str,
-        broker_hosts: Mapping[int | str, str] | str | None = None,
-        server_properties_path: str | None = None,
-        known_hosts: Sequence[str] = (),
-        connect_timeout: float | None = None,
-        command_timeout: float = 900.0,
-        python_interpreters: Sequence[str] = DEFAULT_PYTHON_INTERPRETERS,
-        delete_dir_margin: float | timedelta = timedelta(milliseconds=DEFAULT_DELETE_MARGIN_MS),
-        artefacts_conn_id: str | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, *, plan_dir: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._reach(
-            kafka_zookeeper_conn_id=kafka_zookeeper_conn_id,
-            ssh_conn_id=ssh_conn_id,
-            broker_hosts=broker_hosts,
-            server_properties_path=server_properties_path,
-            known_hosts=known_hosts,
-            connect_timeout=connect_timeout,
-            command_timeout=command_timeout,
-            python_interpreters=python_interpreters,
-            expected_broker_ids=(),
-            delete_dir_margin=delete_dir_margin,
-        )
         self.plan_dir = plan_dir
-        self.artefacts_conn_id = artefacts_conn_id
 
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow_provider_kafka_zk.kafka.deletion_cleanup import cleanup_report
         from airflow_provider_kafka_zk.triggers.deletion_check import run_check
 
-        location = DrainLocation(artefacts_url(str(self.plan_dir), self.artefacts_conn_id or None))
+        location = self.location(str(self.plan_dir))
         plan = location.read_json(PLAN_FILE)
         settings = {**self.settings(), "cluster_id": (plan.get("identity") or {}).get("cluster_id")}
         check = run_check(settings, list(plan["topics"]))

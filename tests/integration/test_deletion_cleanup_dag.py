@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +27,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from airflow_provider_kafka_zk.kafka.logdir import DirKind
-from airflow_provider_kafka_zk.testing.airflow_production import LocalApiServer
+from airflow_provider_kafka_zk.testing.airflow_production import DagsTestRun, LocalApiServer
 from airflow_provider_kafka_zk.testing.cluster_state import capture, differences
 from airflow_provider_kafka_zk.testing.simulator import (
     BrokerSpec,
@@ -129,31 +128,9 @@ def _leftovers(deployed: DeployedCluster) -> list[Path]:
     )
 
 
-class Run:
-    """``airflow dags test`` of the cleanup DAG in the background (its output in a file)."""
-
-    def __init__(self, conf: dict, log: Path) -> None:
-        self.log = log
-        self._out = log.open("w")
-        self.process = subprocess.Popen(
-            [AIRFLOW, "dags", "test", DAG, "-c", json.dumps(conf)],
-            env=os.environ.copy(),
-            stdout=self._out,
-            stderr=subprocess.STDOUT,
-        )
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def wait(self, timeout: float = 600) -> tuple[int, str]:
-        try:
-            code = self.process.wait(timeout=timeout)
-        finally:
-            if self.process.poll() is None:
-                self.process.kill()
-                self.process.wait()
-            self._out.close()
-        return code, self.log.read_text(errors="replace")
+def _start(conf: dict, log: Path) -> DagsTestRun:
+    """``airflow dags test`` of the cleanup DAG with ``conf``, in the background."""
+    return DagsTestRun(DAG, conf, log)
 
 
 def _folder(base: Path) -> Path:
@@ -169,7 +146,7 @@ def test_a_dry_run_plans_every_move_and_znode_with_why_and_changes_nothing(live,
     leftovers = _leftovers(deployed)
     assert len(leftovers) == 2
     before = _state(deployed, client)
-    code, output = Run(CONF, tmp_path / "run.log").wait()
+    code, output = _start(CONF, tmp_path / "run.log").wait()
     assert code == 0, output[-6000:]
     after = _state(deployed, client)
     assert after == before, "\n  ".join(differences(before, after))
@@ -200,7 +177,7 @@ def test_a_real_run_waits_for_approval_then_cleans_exactly_the_plan(live, api, t
     deployed, client, base = live
     leftovers = _leftovers(deployed)
     before = _state(deployed, client)
-    run = Run({**CONF, "dry_run": False}, tmp_path / "run.log")
+    run = _start({**CONF, "dry_run": False}, tmp_path / "run.log")
     request = api.wait_for_approval_request(DAG, timeout=300, alive=run.alive)
     assert _state(deployed, client) == before  # waiting: nothing moved, nothing deleted
     body = request["body"]
@@ -226,7 +203,7 @@ def test_a_real_run_waits_for_approval_then_cleans_exactly_the_plan(live, api, t
 def test_a_rejected_cleanup_changes_nothing(live, api, tmp_path):
     deployed, client, base = live
     before = _state(deployed, client)
-    run = Run({**CONF, "dry_run": False}, tmp_path / "run.log")
+    run = _start({**CONF, "dry_run": False}, tmp_path / "run.log")
     request = api.wait_for_approval_request(DAG, timeout=300, alive=run.alive)
     api.respond(DAG, request["task_instance"]["dag_run_id"], "approve", "Reject", "not this week")
     code, output = run.wait()
@@ -239,7 +216,7 @@ def test_a_rejected_cleanup_changes_nothing(live, api, tmp_path):
 
 def test_a_plan_altered_after_it_was_shown_is_refused_before_the_first_change(live, api, tmp_path):
     deployed, client, base = live
-    run = Run({**CONF, "dry_run": False}, tmp_path / "run.log")
+    run = _start({**CONF, "dry_run": False}, tmp_path / "run.log")
     request = api.wait_for_approval_request(DAG, timeout=300, alive=run.alive)
     folder = _folder(base)
     plan = json.loads((folder / "plan.json").read_text())
@@ -256,7 +233,7 @@ def test_a_plan_altered_after_it_was_shown_is_refused_before_the_first_change(li
 
 def test_a_cluster_changed_since_the_plan_is_refused_before_the_first_change(live, api, tmp_path):
     deployed, client, _ = live
-    run = Run({**CONF, "dry_run": False}, tmp_path / "run.log")
+    run = _start({**CONF, "dry_run": False}, tmp_path / "run.log")
     request = api.wait_for_approval_request(DAG, timeout=300, alive=run.alive)
     # while the plan waits for a person, broker 2 starts again: its live-named old-logs directories
     # are under a running broker now (the plan moved them because it was stopped)

@@ -194,39 +194,30 @@ def campaign(deployment, alert_scenarios, browser_session) -> Campaign:
         ("test alert", TEST_ALERT, {"cluster": "incident"}),
     ]:
         trigger(f"cli {name}", Run("cli", dag_id, conf))
-    printed = repair_commands({"cluster": "incident", "topics": REPAIR_TOPICS, "strategy": "auto"})["dry_run"]
-    run = Run("cli", REPAIR, {"printed": printed})
-    run.triggered_at = time.monotonic()
-    done = subprocess.run(
-        ["bash", "-c", printed + " --output json"],
-        env=airflow.env,
-        cwd=airflow.home,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    if done.returncode == 0:
-        run.run_id = triggered_run_id(done.stdout)
-    else:
-        run.state, run.error = "not triggered", done.stdout[-2000:] + done.stderr[-2000:]
-    runs["cli repair"] = run
-    # the deletion cleanup by the exact command line the deletion verifier's finding prints
-    printed = cleanup_commands(CLEANUP_CONF["cluster"], CLEANUP_CONF["topics"])[0]
-    run = Run("cli", CLEANUP, {"printed": printed})
-    run.triggered_at = time.monotonic()
-    done = subprocess.run(
-        ["bash", "-c", printed + " --output json"],
-        env=airflow.env,
-        cwd=airflow.home,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    if done.returncode == 0:
-        run.run_id = triggered_run_id(done.stdout)
-    else:
-        run.state, run.error = "not triggered", done.stdout[-2000:] + done.stderr[-2000:]
-    runs["cli cleanup"] = run
+    # the topicId repair and the deletion cleanup by the exact command lines their findings print
+    for key, dag_id, printed in (
+        (
+            "cli repair",
+            REPAIR,
+            repair_commands({"cluster": "incident", "topics": REPAIR_TOPICS, "strategy": "auto"})["dry_run"],
+        ),
+        ("cli cleanup", CLEANUP, cleanup_commands(CLEANUP_CONF["cluster"], CLEANUP_CONF["topics"])[0]),
+    ):
+        run = Run("cli", dag_id, {"printed": printed})
+        run.triggered_at = time.monotonic()
+        done = subprocess.run(
+            ["bash", "-c", printed + " --output json"],
+            env=airflow.env,
+            cwd=airflow.home,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        if done.returncode == 0:
+            run.run_id = triggered_run_id(done.stdout)
+        else:
+            run.state, run.error = "not triggered", done.stdout[-2000:] + done.stderr[-2000:]
+        runs[key] = run
     # The browser: the trigger form, field by field.
     for name, dag_id, conf in [
         ("restart", RESTART, {"cluster": "incident", "broker": 0}),
