@@ -27,6 +27,7 @@ from .deletion import (
     deletion_verdict,
     running_for_ms,
 )
+from .deletion_cleanup import cleanup_advice
 from .errors import KafkaFormatError
 from .findings import APPROVAL_STEP, TOPIC_ID_ROOT_CHECKS, Finding, Severity, brokers_text, trigger_command
 from .inventory import age_reference_ms
@@ -790,7 +791,8 @@ def check_deletion(evidence: TopicEvidence, facts: ClusterFacts) -> list[Finding
                 "deletion-half-done",
                 Severity.ERROR,
                 f"{evidence.topic} is gone from /brokers/topics but znodes remain",
-                "Remove the leftover znodes once no marker exists (a new topic of that name would inherit its config)",
+                "Remove the leftover znodes once no marker exists (a new topic of that name would inherit its config). "
+                + cleanup_advice(facts.cluster, [evidence.topic]),
                 topic=evidence.topic,
                 path=f"/config/topics/{evidence.topic}" if evidence.config_znode else None,
                 evidence={"detail": [e for e in verdict.evidence if "znode" in e]},
@@ -811,10 +813,12 @@ def check_deletion(evidence: TopicEvidence, facts: ClusterFacts) -> list[Finding
                 + (
                     f"while broker {broker_id} is stopped: it loaded them as logs at its start and holds their "
                     "files open, so moving them under it takes the whole log dir offline "
-                    "(TopicDeletionVerifyOperator's cleanup refuses while it runs)"
+                    "(the cleanup leaves them while it runs)"
                     if broker_id in facts.live_brokers
                     else f"before broker {broker_id} starts again"
-                ),
+                )
+                + ". "
+                + cleanup_advice(facts.cluster, [evidence.topic]),
                 topic=evidence.topic,
                 broker_id=broker_id,
                 path=dirs[0].path,

@@ -62,6 +62,8 @@ from airflow_provider_kafka_zk.kafka.approval import (
     repair_summary,
     resolve_approvers,
 )
+from airflow_provider_kafka_zk.kafka.deletion_cleanup import PLAN_FORMAT as CLEANUP_PLAN_FORMAT
+from airflow_provider_kafka_zk.kafka.deletion_cleanup import cleanup_summary
 from airflow_provider_kafka_zk.maintenance import parse_safety_flags
 from airflow_provider_kafka_zk.operators.approved_plan import (
     APPROVAL_TASK_ID,
@@ -230,6 +232,8 @@ class PlanApprovalOperator(HITLOperator, SkipMixin):
     def _summary(
         plan: Mapping[str, Any], rollback: Any, folder: str, shown: Mapping[str, Any]
     ) -> PlanSummary:
+        if plan.get("format") == CLEANUP_PLAN_FORMAT:
+            return cleanup_summary(plan, rollback if isinstance(rollback, Mapping) else None, plan_dir=folder)
         if plan.get("format") == "kafka-zk-topic-id-repair-plan":
             return repair_summary(
                 plan,

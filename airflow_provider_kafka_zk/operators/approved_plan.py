@@ -52,6 +52,12 @@ WRITERS: dict[str, tuple[str, ...]] = {
     "DrainExecuteOperator": ("throttle_bytes_per_sec", "kafka_zookeeper_conn_id"),
     "ClearReplicationThrottlesOperator": ("kafka_zookeeper_conn_id", "force"),
     "PreferredLeaderElectionOperator": ("brokers", "topics", "kafka_zookeeper_conn_id"),
+    "DeletionCleanupExecuteOperator": (
+        "kafka_zookeeper_conn_id",
+        "ssh_conn_id",
+        "broker_hosts",
+        "server_properties_path",
+    ),
     "TopicIdRepairExecuteOperator": (
         "restart_command",
         "kafka_zookeeper_conn_id",

@@ -288,17 +288,29 @@ class TopicDeletionVerifyOperator(BaseOperator):
         if not self._flag("cleanup") or self._flag("dry_run"):
             return
         from airflow_provider_kafka_zk.maintenance import RunIdentity
-        from airflow_provider_kafka_zk.maintenance.approval import refuse_unapproved_write_before_io
+        from airflow_provider_kafka_zk.maintenance.approval import (
+            ApprovalRequiredError,
+            refuse_unapproved_write_before_io,
+        )
         from airflow_provider_kafka_zk.operators.approved_plan import approved_plan
 
-        refuse_unapproved_write_before_io(
-            kafka_zookeeper_conn_id=self.kafka_zookeeper_conn_id,
-            cluster=self.cluster,
-            run=RunIdentity.from_context(
-                context, fallback_run_id=f"{self.cluster}/deletions/{self._ts(context)}"
-            ),
-            approval=approved_plan(self, context),
-        )
+        try:
+            refuse_unapproved_write_before_io(
+                kafka_zookeeper_conn_id=self.kafka_zookeeper_conn_id,
+                cluster=self.cluster,
+                run=RunIdentity.from_context(
+                    context, fallback_run_id=f"{self.cluster}/deletions/{self._ts(context)}"
+                ),
+                approval=approved_plan(self, context),
+            )
+        except ApprovalRequiredError as exc:
+            from airflow_provider_kafka_zk.kafka.deletion_cleanup import cleanup_advice
+
+            topics = validate_topics(self.topics) if self.topics else ["<topic>"]
+            raise ApprovalRequiredError(
+                f"{exc}. This task plans and acts in one step, so no approval step can show its plan: "
+                + cleanup_advice(self.cluster, topics)
+            ) from None
 
     def execute(self, context: Context) -> list[dict[str, Any]]:
         self._flags = self._parsed_flags()  # before any I/O: a typo in a safety switch refuses here
@@ -398,6 +410,12 @@ class TopicDeletionVerifyOperator(BaseOperator):
                 self._log_check(final)
         outcome, message = self._outcome(final)
         record["outcome"] = outcome
+        cleanable = self._cleanable(final) if final is not None else []
+        if cleanable:
+            from airflow_provider_kafka_zk.kafka.deletion_cleanup import cleanup_commands
+
+            dry, real = cleanup_commands(self.cluster, cleanable)
+            record["cleanup_dag"] = {"topics": cleanable, "dry_run": dry, "run": real}
         try:
             path = write_url_atomically(f"{directory}/{VERDICTS_FILE}", json.dumps(record, indent=1).encode())
         except OSError as exc:
@@ -442,7 +460,20 @@ class TopicDeletionVerifyOperator(BaseOperator):
             return "not_settled", f"deletions not settled after {self._timeout_s():g}s:\n{lines}"
         if all(check.deleted_everywhere(v) for v in check.verdicts):
             return "deleted", lines
-        return "unsuccessful", f"not every topic is deleted everywhere:\n{lines}"
+        advice = ""
+        incomplete = self._cleanable(check)
+        if incomplete:
+            from airflow_provider_kafka_zk.kafka.deletion_cleanup import cleanup_advice
+
+            advice = f"\n{', '.join(incomplete)}: INCOMPLETE. {cleanup_advice(self.cluster, incomplete)}"
+        return "unsuccessful", f"not every topic is deleted everywhere:\n{lines}{advice}"
+
+    @staticmethod
+    def _cleanable(check: DeletionCheck) -> list[str]:
+        """The topics whose deletion left leftovers a cleanup removes (INCOMPLETE)."""
+        from airflow_provider_kafka_zk.kafka.deletion import Verdict
+
+        return sorted({v.topic for v in check.verdicts if v.verdict is Verdict.INCOMPLETE})
 
     # ------------------------------------------------------------------ cleanup
     def _cleanup(

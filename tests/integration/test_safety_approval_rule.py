@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import textwrap
 import uuid
@@ -40,7 +39,7 @@ from airflow_provider_kafka_zk.kafka import znodes as zk
 from airflow_provider_kafka_zk.kafka.logdir import DirKind
 from airflow_provider_kafka_zk.maintenance.approval import ClusterEntryMismatchError
 from airflow_provider_kafka_zk.operators.deletion import TopicDeletionVerifyOperator
-from airflow_provider_kafka_zk.testing.airflow_production import LocalApiServer
+from airflow_provider_kafka_zk.testing.airflow_production import DagsTestRun, LocalApiServer
 from airflow_provider_kafka_zk.testing.cluster_state import State, capture, differences
 from airflow_provider_kafka_zk.testing.simulator import (
     BrokerSpec,
@@ -247,8 +246,8 @@ TEAM_DAG = textwrap.dedent(
 )
 
 
-class TeamRun:
-    """``airflow dags test`` of the team's DAG in the background (its output in a file)."""
+class TeamRun(DagsTestRun):
+    """``airflow dags test`` of the team's DAG (a DAG folder of its own) in the background."""
 
     def __init__(self, world: World, tmp_path: Path, *, approval: bool, timeout: float) -> None:
         dags = tmp_path / "dags"
@@ -273,24 +272,7 @@ class TeamRun:
                 }
             ),
         }
-        self.log = tmp_path / "run.log"
-        self._out = self.log.open("w")
-        self.process = subprocess.Popen(
-            [AIRFLOW, "dags", "test", self.dag_id], env=env, stdout=self._out, stderr=subprocess.STDOUT
-        )
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def wait(self, timeout: float = 600) -> tuple[int, str]:
-        try:
-            code = self.process.wait(timeout=timeout)
-        finally:
-            if self.process.poll() is None:
-                self.process.kill()
-                self.process.wait()
-            self._out.close()
-        return code, self.log.read_text(errors="replace")
+        super().__init__(self.dag_id, None, tmp_path / "run.log", env)
 
 
 def _partitions_on(client: KazooClient, chroot: str, broker: int) -> set[tuple[str, int]]:

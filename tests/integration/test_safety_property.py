@@ -15,8 +15,9 @@ log dir / through a symlink / with ``..``) -- each operator run must end in one 
 * it returns (or defers) and the state is the one predicted from the inputs: unchanged for a dry
   run; for a real run with the right connection, what the plan says and nothing else.
 
-Operators: the drain's execute and clear steps, the deletion cleanup, the snapshot load, the topicId
-repair, and the post-maintenance path -- the move-back of a real drain (also with its returning
+Operators: the drain's execute and clear steps, the deletion cleanup (the verifier's one-task cleanup,
+and the execute step of ``kafka_zk_deletion_cleanup`` on its plan step's plan), the snapshot load, the
+topicId repair, and the post-maintenance path -- the move-back of a real drain (also with its returning
 broker down again, or a moved-back topic deleted and created again, after the plan: both must refuse)
 and the preferred leader election (also while someone else's election is in flight).
 
@@ -69,6 +70,10 @@ from airflow_provider_kafka_zk.operators.deletion import (
     TopicDeletionNotSettledError,
     TopicDeletionUnsuccessfulError,
     TopicDeletionVerifyOperator,
+)
+from airflow_provider_kafka_zk.operators.deletion_cleanup import (
+    DeletionCleanupExecuteOperator,
+    DeletionCleanupPlanOperator,
 )
 from airflow_provider_kafka_zk.operators.drain import (
     ClearReplicationThrottlesOperator,
@@ -137,7 +142,7 @@ GOOD_LOAD_TARGETS = ("fresh", "missing")
 BAD_LOAD_TARGETS = ("source", "inside_source", "other_cluster", "zk_root", "relative", "dotdot")
 GOOD_THROTTLES = (1000, "4096", 1_048_576)
 APPROVAL_KINDS = ("none", "wrong_label", "no_entry")  # besides "opted_out": each must refuse
-WRITERS = ("execute", "clear", "cleanup", "repair", "moveback", "elect")
+WRITERS = ("execute", "clear", "cleanup", "cleanup_dag", "repair", "moveback", "elect")
 BAD_THROTTLES = (0, "-5", "fast", None, True)
 
 
@@ -188,6 +193,7 @@ class Case:
             "execute": ("throttle",),
             "clear": ("state",),
             "cleanup": ("quarantine",),
+            "cleanup_dag": ("quarantine",),
             "repair": ("race",),
             "moveback": ("throttle", "incident"),
             "elect": ("incident",),
@@ -287,6 +293,11 @@ def _draw_cases(base_seed: int) -> list[Case]:
     profiles += [("moveback", "bad_flag")]
     profiles += [("elect", p) for p in ["real", "real", "dry", "foreign", *schedule.sample(WRONG_CONNS, 3)]]
     profiles += [("elect", "bad_flag")]
+    # the deletion cleanup DAG's execute step, on a plan made by its plan step
+    profiles += [
+        ("cleanup_dag", p) for p in ["real", "real", "dry", "other", *schedule.sample(WRONG_CONNS[1:], 2)]
+    ]
+    profiles += [("cleanup_dag", "bad_flag")]
     # every writer, a real run with every other input valid, on a cluster that is not opted out
     profiles += [(op, f"approval:{kind}") for op in WRITERS for kind in APPROVAL_KINDS]
     cases = []
@@ -352,6 +363,18 @@ def _draw_cases(base_seed: int) -> list[Case]:
             elif kind in WRONG_CONNS and rng.random() < 0.3:
                 flags[rng.choice(tuple(flags))] = anything()
             cases.append(Case(op, index, seed, conn, tuple(flags.items()), quarantine=quarantine))
+        elif op == "cleanup_dag":
+            if kind == "real":
+                dry_run = valid(REAL)
+            elif kind == "dry":
+                dry_run = valid(DRY)
+            elif kind == "bad_flag":
+                dry_run = next(bad_flags)
+            else:
+                dry_run = valid(REAL + DRY) if rng.random() < 0.75 else anything()
+            cases.append(
+                Case(op, index, seed, conn, (("dry_run", dry_run),), quarantine=valid(GOOD_QUARANTINES))
+            )
         elif op == "repair":
             if kind in ("real", "race"):
                 dry_run = valid(REAL)
@@ -415,6 +438,10 @@ def _approval_case(op: str, index: int, seed: int, approval: str, rng: random.Ra
         flags = (("cleanup", rng.choice(DRY)), *real, ("allow_running_broker_orphans", rng.choice(REAL)))
         return Case(
             op, index, seed, "right", flags, quarantine=rng.choice(GOOD_QUARANTINES), approval=approval
+        )
+    if op == "cleanup_dag":
+        return Case(
+            op, index, seed, "right", real, quarantine=rng.choice(GOOD_QUARANTINES), approval=approval
         )
     throttle = rng.choice(GOOD_THROTTLES) if op in ("execute", "moveback") else None
     return Case(op, index, seed, "right", real, throttle=throttle, approval=approval)
@@ -897,6 +924,7 @@ REFUSALS: dict[str, tuple[type[BaseException], ...]] = {
     "execute": (MaintenanceRefusedError, DrainError, ZooKeeperConnectionError),
     "clear": (MaintenanceRefusedError, DrainError, ZooKeeperConnectionError),
     "cleanup": (MaintenanceRefusedError, QuarantinePathError, ZooKeeperConnectionError),
+    "cleanup_dag": (MaintenanceRefusedError, QuarantinePathError, ZooKeeperConnectionError),
     "load": (
         SafetyFlagError,
         MaintenanceRefusedError,
@@ -954,12 +982,13 @@ def _execute_operator(plan_dir: str, conn_id: str, *, dry_run: Any, throttle: An
 def test_wrong_inputs_refuse_or_end_in_the_predicted_state(
     case: Case, world: World, tmp_path: Path, deletion_clock: Callable[[int], None]
 ) -> None:
-    if case.op == "cleanup":
+    if case.op in ("cleanup", "cleanup_dag"):
         deletion_clock(RENAMED_AGO_MS)
     {
         "execute": _case_execute,
         "clear": _case_clear,
         "cleanup": _case_cleanup,
+        "cleanup_dag": _case_cleanup_dag,
         "load": _case_load,
         "repair": _case_repair,
         "moveback": _case_moveback,
@@ -1357,6 +1386,58 @@ def _quarantine_dir(case: Case, deployment: Deployment) -> str | None:
     }[str(case.quarantine)]
 
 
+def _assert_cleaned(
+    what: str,
+    world: World,
+    deployment: Deployment,
+    before: State,
+    after: State,
+    chroots: set[str],
+    quarantine: str | None,
+    ts: str,
+) -> None:
+    """A real cleanup's predicted end state: the leftover config znode gone, exactly the leftovers
+    moved into ``<quarantine>/<ts>/``, byte for byte, a listing beside them, nothing else changed."""
+    root = deployment.root
+    # ZooKeeper: exactly the leftover config znode is gone (the lease came and went)
+    b, a = before.zk[deployment.chroot], after.zk[deployment.chroot]
+    assert a == {p: v for p, v in b.items() if p != "/config/topics/old-logs"}, f"[{what}] " + str(
+        differences(before, after)
+    )
+    for chroot in chroots - {deployment.chroot}:
+        assert before.zk[chroot] == after.zk[chroot], f"[{what}] {chroot} changed"
+    assert before.root_children == after.root_children
+    assert before.disk[str(world.other.root)] == after.disk[str(world.other.root)]
+
+    # disks: exactly the leftovers moved into <quarantine>/<ts>/, byte for byte, plus a listing
+    # per broker (two brokers sharing an absolute quarantine: the second listing takes the next name)
+    def rel(path: str | Path) -> str:
+        return str(Path(path).relative_to(root))
+
+    tops, q_roots = {}, set()
+    for log_dir, name in deployment.extra["leftovers"]:
+        q_root = Path(quarantine or default_quarantine(log_dir))
+        q_roots.add(q_root)
+        tops[rel(f"{log_dir}/{name}")] = rel(q_root / ts / name)
+    disk_b, disk_a = before.disk[str(root)], after.disk[str(root)]
+    expected = {}
+    for path, value in disk_b.items():
+        top = next((t for t in tops if path == t or path.startswith(t + "/")), None)
+        expected[tops[top] + path[len(top) :] if top else path] = value
+    for q_root in q_roots:
+        for parent in [q_root / ts, *(q_root / ts).parents]:
+            if parent == root:
+                break
+            expected.setdefault(rel(parent), ("d", 0, None))
+    listings = {p for p in disk_a if Path(p).name.startswith("quarantine-listing") and p not in disk_b}
+    assert len(listings) == 2 and all(disk_a[p][0] == "f" for p in listings), f"[{what}] listings {listings}"
+    assert {p: v for p, v in disk_a.items() if p not in listings} == expected, f"[{what}] " + str(
+        differences(before, after)
+    )
+    entries = [e["name"] for p in listings for e in json.loads((root / p).read_text())]
+    assert sorted(entries) == sorted(n for _, n in deployment.extra["leftovers"])
+
+
 def _case_cleanup(case: Case, world: World, tmp_path: Path) -> None:
     deployment = world.get("cleanup")
     world.use_clusters(case, DELETION_CLUSTER, deployment)
@@ -1392,49 +1473,62 @@ def _case_cleanup(case: Case, world: World, tmp_path: Path) -> None:
         assert [(v["topic"], v["verdict"], v["deleted_everywhere"]) for v in outcome.result] == [
             ("old-logs", "deleted", True)
         ], f"[{what}] {outcome.result}"
-        # ZooKeeper: exactly the leftover config znode is gone (the lease came and went)
-        b, a = before.zk[deployment.chroot], after.zk[deployment.chroot]
-        assert a == {p: v for p, v in b.items() if p != "/config/topics/old-logs"}, f"[{what}] " + str(
-            differences(before, after)
-        )
-        for chroot in chroots - {deployment.chroot}:
-            assert before.zk[chroot] == after.zk[chroot], f"[{what}] {chroot} changed"
-        assert before.root_children == after.root_children
-        assert before.disk[str(world.other.root)] == after.disk[str(world.other.root)]
-
-        # disks: exactly the leftovers moved into <quarantine>/<ts>/, byte for byte, plus a listing
-        # per broker (two brokers sharing an absolute quarantine: the second listing takes the next name)
-        def rel(path: str | Path) -> str:
-            return str(Path(path).relative_to(root))
-
-        tops, q_roots = {}, set()
-        for log_dir, name in deployment.extra["leftovers"]:
-            q_root = Path(quarantine or default_quarantine(log_dir))
-            q_roots.add(q_root)
-            tops[rel(f"{log_dir}/{name}")] = rel(q_root / ts / name)
-        disk_b, disk_a = before.disk[str(root)], after.disk[str(root)]
-        expected = {}
-        for path, value in disk_b.items():
-            top = next((t for t in tops if path == t or path.startswith(t + "/")), None)
-            expected[tops[top] + path[len(top) :] if top else path] = value
-        for q_root in q_roots:
-            for parent in [q_root / ts, *(q_root / ts).parents]:
-                if parent == root:
-                    break
-                expected.setdefault(rel(parent), ("d", 0, None))
-        listings = {p for p in disk_a if Path(p).name.startswith("quarantine-listing") and p not in disk_b}
-        assert len(listings) == 2 and all(disk_a[p][0] == "f" for p in listings), (
-            f"[{what}] listings {listings}"
-        )
-        assert {p: v for p, v in disk_a.items() if p not in listings} == expected, f"[{what}] " + str(
-            differences(before, after)
-        )
-        entries = [e["name"] for p in listings for e in json.loads((root / p).read_text())]
-        assert sorted(entries) == sorted(n for _, n in deployment.extra["leftovers"])
+        _assert_cleaned(what, world, deployment, before, after, chroots, quarantine, ts)
 
     if before != after:
         world.dirty.add("cleanup")
     _judge(case, outcome, before, after, predict, allowed_failures=VERDICT_FAILURES)
+
+
+def _case_cleanup_dag(case: Case, world: World, tmp_path: Path) -> None:
+    """The ``execute`` step of ``kafka_zk_deletion_cleanup`` on a plan its ``plan`` step made (with
+    the right connection and a cluster file naming the cluster): the case's connection, flag and
+    cluster-file entry go to the execute step only."""
+    deployment = world.get("cleanup")
+    root = deployment.root
+    quarantine = _quarantine_dir(case, deployment)
+    ts = f"20260102T{case.seed % 1_000_000:06d}"
+    reach = {
+        "ssh_conn_id": SSH_CONN,
+        "broker_hosts": LIVE_HOSTS,
+        "server_properties_path": str(root / "broker-{broker_id}" / "config" / "server.properties"),
+        "connect_timeout": 3,
+    }
+    world.write_clusters({DELETION_CLUSTER: (deployment.conn_id, False)})
+    planned = DeletionCleanupPlanOperator(
+        task_id="plan",
+        cluster=DELETION_CLUSTER,
+        topics=["old-logs"],
+        base_path=str(tmp_path / "artefacts"),
+        kafka_zookeeper_conn_id=deployment.conn_id,
+        quarantine_dir=quarantine,
+        run_ts=ts,
+        **reach,
+    ).execute({"run_id": f"prop-cleanup-plan-{case.seed}"})
+    assert planned["steps"] == 3, planned  # two brokers' moves and the config znode
+    world.use_clusters(case, DELETION_CLUSTER, deployment)
+    chroots = {deployment.chroot, world.other.chroot, world.missing_chroot}
+    roots = {root, world.other.root}
+    before = capture(world.client, chroots, roots)
+    operator = DeletionCleanupExecuteOperator(
+        task_id="execute",
+        plan_dir=planned["plan_dir"],
+        kafka_zookeeper_conn_id=world.conn_for(case.conn, deployment),
+        dry_run=case.flag["dry_run"],
+        **reach,
+    )
+    outcome = _run(lambda: operator.execute({"run_id": f"prop-cleanup-{case.seed}"}))
+    after = capture(world.client, chroots, roots)
+
+    def predict() -> None:
+        what = case.describe()
+        assert outcome.raised is None, f"[{what}] {outcome.raised!r}"
+        assert (outcome.result["moved"], outcome.result["deleted"]) == (2, 1), f"[{what}] {outcome.result}"
+        _assert_cleaned(what, world, deployment, before, after, chroots, quarantine, ts)
+
+    if before != after:
+        world.dirty.add("cleanup")
+    _judge(case, outcome, before, after, predict)
 
 
 # ------------------------------------------------------------------------------------- load
@@ -1510,7 +1604,7 @@ def test_the_draw_covers_every_kind_of_wrong_input() -> None:
     for case in CASES:
         by_op.setdefault(case.op, []).append(case)
     assert {c.conn for c in by_op["execute"]} == {"right", *WRONG_CONNS}
-    for op in ("execute", "clear", "cleanup", "load", "repair", "moveback", "elect"):
+    for op in ("execute", "clear", "cleanup", "cleanup_dag", "load", "repair", "moveback", "elect"):
         assert sum(c.fully_valid() and c.mutates() for c in by_op[op]) >= 2, op
         assert len({c.conn for c in by_op[op]}) >= 2, op
     # every bad quarantine path is tried by a real cleanup with the right connection
