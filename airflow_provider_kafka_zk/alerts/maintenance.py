@@ -175,7 +175,8 @@ def change_logs(logs: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
         writes = [
             c
             for c in changes
-            if c.get("op") != "approval" and not str(c.get("path", "")).startswith(LEASE_ROOT)
+            if c.get("op") not in ("approval", "CheckVersionOp")  # a decision, a version check: no write
+            and not str(c.get("path", "")).startswith(LEASE_ROOT)
         ]
         lease_ops += [
             (str(c.get("at", "")), str(c.get("op", ""))) for c in changes if c.get("path") == LEASE_PATH

@@ -907,13 +907,21 @@ def plan_document(
     max_partitions_per_batch: int,
     max_bytes_per_batch: int | None,
     created_at: str,
+    registered: Collection[int] = (),
     earlier_undos: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """``plan.json`` of an undo: a drain-shaped plan (its batches are the moves back, so the drain's
-    execution and throttle clearing carry them out) with the undo's other steps under ``undo``."""
+    execution and throttle clearing carry them out) with the undo's other steps under ``undo``.
+
+    :param registered: the brokers registered at plan time: the plan's ``request.brokers`` when no
+        move and no step names a broker (the drain plan format names at least one).
+    """
     from .drain import batches_json
 
-    brokers = sorted({b for m in plan.moves for b in (*m.current, *m.target)})
+    brokers = sorted(
+        {b for m in plan.moves for b in (*m.current, *m.target)}
+        | {int(s.broker_id) for s in plan.steps if getattr(s, "broker_id", -1) >= 0}
+    ) or sorted(registered)
     return {
         "format": "kafka-zk-drain-plan",
         "version": 1,
@@ -1038,20 +1046,27 @@ def describe(plan_doc: Mapping[str, Any]) -> str:
         lines.append("Refused (nothing will be written):")
         lines += [f"  - [{r['rule']}] {r['cause']}. {r['action']}" for r in refusals]
     batches = plan_doc.get("batches") or []
-    n = 0
+    records = list(undo.get("steps") or [])
+    clears = [r for r in records if r.get("kind") == ThrottleClear.KIND]  # they run first
+    lines += [
+        f"{n}. {step_from_dict(r).describe()} (left by the run undone)" for n, r in enumerate(clears, 1)
+    ]
+    n = len(clears)
     for b, batch in enumerate(batches, 1):
-        lines.append(f"{n + 1}. batch {b}/{len(batches)}: move back, throttled:")
+        n += 1
+        lines.append(f"{n}. batch {b}/{len(batches)}: move back, throttled:")
         lines += [
             f"     {m['topic']}-{m['partition']}: {list(m['current'])} -> {list(m['target'])} "
             f"({human_bytes(int(m.get('size_bytes') or 0))})"
             for m in batch[:50]
         ]
-        n += 1
-    for record in undo.get("steps") or []:
-        n += 1
-        lines.append(f"{n}. {step_from_dict(record).describe()}")
     if batches:
-        lines.append(f"{n + 1}. remove exactly the throttles this undo set (throttles.json)")
+        n += 1
+        lines.append(f"{n}. remove exactly the throttles this undo set (throttles.json)")
+    for record in records:
+        if record not in clears:
+            n += 1
+            lines.append(f"{n}. {step_from_dict(record).describe()}")
     for title, key in (
         ("Already as before the run (done)", "already"),
         ("Not undone", "not_undone"),

@@ -768,6 +768,7 @@ class UndoPlanOperator(BaseOperator):
             else:
                 plan = _plan_cleanup(original, location, hook, hosts, allow)
             plan = plan.with_refusals(common)
+            registered = hook.live_broker_ids()
         folder = DrainLocation(
             "/".join([base.rstrip("/"), self.cluster, UNDO_FOLDER, _resolve_ts(self.undo_ts, context)])
         )
@@ -783,6 +784,7 @@ class UndoPlanOperator(BaseOperator):
             max_partitions_per_batch=max_partitions,
             max_bytes_per_batch=max_bytes,
             created_at=datetime.now(UTC).isoformat(),
+            registered=registered,
             earlier_undos=earlier_undos(base, self.cluster, run_id, folder.url),
         )
         # the rollback of the undo (how the cluster is before it) exists before anything else does
