@@ -313,8 +313,21 @@ def _plan_repair(
 ) -> UndoPlan:
     from airflow_provider_kafka_zk.kafka.steps import BrokerRestart, ControllerMove, FileRemoval
 
-    plan = location.read_json(PLAN_FILE)
-    steps = steps_from_dicts(plan.get("steps") or ())
+    try:
+        plan = location.read_json(PLAN_FILE)
+        steps = steps_from_dicts(plan.get("steps") or ())
+    except (DrainError, ValueError, KeyError, TypeError) as exc:
+        return UndoPlan(original).with_refusals(
+            [
+                Refusal(
+                    "no-artefacts",
+                    f"{location.path(PLAN_FILE)}: the repair's steps cannot be read ({type(exc).__name__}: {exc})",
+                    "Nothing was planned; undo by hand from its rollback.json",
+                    None,
+                    (location.path(PLAN_FILE),),
+                )
+            ]
+        )
     completed = _progress(location)
     versions = _written_versions(location)
     writes, refusals = [], []
@@ -767,6 +780,17 @@ class UndoPlanOperator(BaseOperator):
                 plan = _plan_repair(original, location, hook, hosts)
             else:
                 plan = _plan_cleanup(original, location, hook, hosts, allow)
+            if plan.nothing_to_do and not plan.already and original.writes and not plan.refusals:
+                common.append(
+                    Refusal(
+                        "no-artefacts",
+                        f"{original.label} wrote {original.writes} change(s) (its change logs: "
+                        f"{', '.join(original.change_logs)}), but its records name nothing to put back",
+                        "Nothing was planned; undo by hand from its change logs and rollback artefacts",
+                        None,
+                        (location.url,),
+                    )
+                )
             plan = plan.with_refusals(common)
             registered = hook.live_broker_ids()
         folder = DrainLocation(
