@@ -599,9 +599,13 @@ def test_a_deletion_cleanup_is_undone_directories_and_config_znode_back(
         blocker = log_dir / leftovers[0]
         blocker.mkdir()
         tree = _tree(client)
-        code, output = _dags_test({"run_id": run_id, "dry_run": True})
-        assert code != 0 and "quarantine-original-occupied" in output, output[-6000:]
-        assert f"-> {blocker}: {blocker} exists" in output and "Nothing was moved" in output
+        with pytest.raises(UndoRefusedError) as refused:
+            _plan_in_process(live, run_id, "occupied")  # the undo's plan task, as a dry run starts
+        (refusal,) = refused.value.refusals
+        assert refusal.rule == "quarantine-original-occupied" and refusal.subjects == (f"broker 2:{blocker}",)
+        assert f"-> {blocker}: {blocker} exists" in refusal.cause and refusal.action.startswith(
+            "Nothing was moved"
+        )
         assert (
             _tree(client) == tree and sorted(p.name for p in quarantined.iterdir() if p.is_dir()) == leftovers
         )
