@@ -855,50 +855,22 @@ def remove_partition_files(
     run), ``removed``, ``already_absent`` (a retry: nothing to do), ``changed`` (the content is not
     the backup's: nothing is removed on this broker), ``refused`` or ``failed`` (an OS error).
     """
-    files = [file for file, _ in removals]
-    validate_partition_files(files, log_dirs)
-    seen: set[str] = set()
-    for file, digest in removals:
+    for _, digest in removals:
         why = _sha256_rule(digest)
         if why:
             raise PartitionFilePathError("backup sha256", digest, why)
-        if file.path in seen:
-            raise PartitionFilePathError("file", file.path, "is named twice in the request")
-        seen.add(file.path)
-    limit_s = _limit(timeout)
-    if not dry_run:
-        _gate(session, broker_id, "remove partition files")
-    if not removals:
-        return []
-    address = hook.resolve(broker_id)
-    if not dry_run:
-        _gate(session, broker_id, "remove partition files").require_broker(broker_id, address.host)
-    request: dict[str, Any] = {
-        "mode": "remove",
-        "dry_run": bool(dry_run),
-        "limit_s": limit_s,
-        "log_dirs": list(log_dirs),
-        "files": [{**file.as_request(), "sha256": digest} for file, digest in removals],
-    }
-    if _test_pause_s is not None:
-        request["_test_pause_s"] = float(_test_pause_s)
-    results = _run_partition_files(hook, address, request, limit_s, len(removals), broker_id)
-    for result in results:
-        level = (
-            logging.INFO
-            if result["status"] in ("would_remove", "removed", "already_absent")
-            else logging.WARNING
-        )
-        log.log(
-            level,
-            "Broker %d (%s): %s %s%s",
-            broker_id,
-            address.host,
-            result["status"],
-            result["path"] or result["name"],
-            f" ({result['detail']})" if result.get("detail") else "",
-        )
-    return results
+    return _change_files(
+        hook,
+        broker_id,
+        "remove",
+        [(file, {"sha256": digest}) for file, digest in removals],
+        log_dirs=log_dirs,
+        dry_run=dry_run,
+        session=session,
+        timeout=timeout,
+        fine=("would_remove", "removed", "already_absent"),
+        extra={} if _test_pause_s is None else {"_test_pause_s": float(_test_pause_s)},
+    )
 
 
 def restore_partition_files(
@@ -932,40 +904,67 @@ def restore_partition_files(
     ``already_restored``, ``changed`` (not what the undo planned against: nothing written on this
     broker), ``refused`` or ``failed``.
     """
-    files = [file for file, _, _ in restores]
-    validate_partition_files(files, log_dirs)
-    seen: set[str] = set()
+    import base64
+
     for file, content, digest in restores:
         if digest is not None and _sha256_rule(digest):
             raise PartitionFilePathError("expected sha256", digest, _sha256_rule(digest))
         if len(content) > PARTITION_FILE_LIMIT:
             raise PartitionFilePathError("content", file.path, f"is larger than {PARTITION_FILE_LIMIT} bytes")
+    return _change_files(
+        hook,
+        broker_id,
+        "restore",
+        [
+            (file, {"content_b64": base64.b64encode(content).decode(), "expected_sha256": digest})
+            for file, content, digest in restores
+        ],
+        log_dirs=log_dirs,
+        dry_run=dry_run,
+        session=session,
+        timeout=timeout,
+        fine=("would_restore", "restored", "already_restored"),
+    )
+
+
+def _change_files(
+    hook: BrokerHostHook,
+    broker_id: int,
+    mode: str,
+    entries: Sequence[tuple[PartitionFile, dict[str, Any]]],
+    *,
+    log_dirs: Sequence[str],
+    dry_run: bool,
+    session: BrokerGate | None,
+    timeout: float,
+    fine: tuple[str, ...],
+    extra: dict[str, Any] | None = None,
+) -> list[dict[str, Any]]:
+    """One ``remove`` or ``restore`` request on the broker's host: the rules checked before connecting
+    (each file once), a real change only through the session that pinned the host; the results logged."""
+    files = [file for file, _ in entries]
+    validate_partition_files(files, log_dirs)
+    seen: set[str] = set()
+    for file in files:
         if file.path in seen:
             raise PartitionFilePathError("file", file.path, "is named twice in the request")
         seen.add(file.path)
     limit_s = _limit(timeout)
+    doing = f"{mode} partition files"
     if not dry_run:
-        _gate(session, broker_id, "write partition files back")
-    if not restores:
+        _gate(session, broker_id, doing)
+    if not entries:
         return []
     address = hook.resolve(broker_id)
     if not dry_run:
-        _gate(session, broker_id, "write partition files back").require_broker(broker_id, address.host)
-    import base64
-
+        _gate(session, broker_id, doing).require_broker(broker_id, address.host)
     request: dict[str, Any] = {
-        "mode": "restore",
+        "mode": mode,
         "dry_run": bool(dry_run),
         "limit_s": limit_s,
         "log_dirs": list(log_dirs),
-        "files": [
-            {
-                **file.as_request(),
-                "content_b64": base64.b64encode(content).decode(),
-                "expected_sha256": digest,
-            }
-            for file, content, digest in restores
-        ],
+        "files": [{**file.as_request(), **fields} for file, fields in entries],
+        **(extra or {}),
     }
     records = run_remote(
         hook,
@@ -974,17 +973,12 @@ def restore_partition_files(
         limit_s,
         script=_PARTITION_REMOTE,
         what="partition files",
-        done_status="restored",
+        done_status={"remove": "removed", "restore": "restored"}[mode],
     )
-    results = _file_results(records, len(restores), (broker_id, address.host, address.port))
+    results = _file_results(records, len(entries), (broker_id, address.host, address.port))
     for result in results:
-        level = (
-            logging.INFO
-            if result["status"] in ("would_restore", "restored", "already_restored")
-            else logging.WARNING
-        )
         log.log(
-            level,
+            logging.INFO if result["status"] in fine else logging.WARNING,
             "Broker %d (%s): %s %s%s",
             broker_id,
             address.host,

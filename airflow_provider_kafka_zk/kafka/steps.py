@@ -525,12 +525,12 @@ class PlannedFile:
 
 
 @dataclass(frozen=True)
-class FileRemoval(Step):
-    """Copy, then remove, files on one broker (the broker keeps running on them until restarted)."""
+class _BrokerFiles(Step):
+    """Files of one broker a step acts on (their record type: ``FILE``)."""
 
-    KIND: ClassVar[str] = "reset_files"
+    FILE: ClassVar[Any] = None
     broker_id: int = -1
-    files: tuple[PlannedFile, ...] = ()
+    files: tuple[Any, ...] = ()
 
     def brokers(self) -> tuple[int, ...]:
         return (self.broker_id,)
@@ -544,12 +544,21 @@ class FileRemoval(Step):
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> FileRemoval:
+    def from_dict(cls, d: Mapping[str, Any]) -> Any:
         return cls(
             id=str(d["id"]),
             broker_id=int(d["broker_id"]),
-            files=tuple(PlannedFile.from_dict(f) for f in d.get("files") or ()),
+            files=tuple(cls.FILE.from_dict(f) for f in d.get("files") or ()),
         )
+
+
+@dataclass(frozen=True)
+class FileRemoval(_BrokerFiles):
+    """Copy, then remove, files on one broker (the broker keeps running on them until restarted)."""
+
+    KIND: ClassVar[str] = "reset_files"
+    FILE: ClassVar[Any] = PlannedFile
+    files: tuple[PlannedFile, ...] = ()
 
     def describe(self) -> str:
         return (
@@ -906,15 +915,15 @@ class QuarantineDir:
 
 
 @dataclass(frozen=True)
-class QuarantineMove(Step):
-    """Rename leftover directories of deleted topics into a quarantine folder on the same broker host.
+class _QuarantineDirs(Step):
+    """Directories of deleted topics on one broker host and the quarantine folder they go to (or
+    come back from): ``<quarantine_dir or <log dir>/../kafka-quarantine>/<ts>/<name>``.
 
     Every topic whose directories move must still be gone from ZooKeeper (no topic znode, no
     deletion marker): a topic created again may own directories of that name. The host checks the
     rest (paths, symlinks, the filesystem, a running broker) in a dry run of the same script.
     """
 
-    KIND: ClassVar[str] = "quarantine_move"
     broker_id: int = -1
     dirs: tuple[QuarantineDir, ...] = ()
     quarantine_dir: str | None = None
@@ -946,7 +955,7 @@ class QuarantineMove(Step):
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> QuarantineMove:
+    def from_dict(cls, d: Mapping[str, Any]) -> Any:
         return cls(
             id=str(d["id"]),
             broker_id=int(d["broker_id"]),
@@ -957,11 +966,21 @@ class QuarantineMove(Step):
             allow_running_broker_orphans=bool(d.get("allow_running_broker_orphans")),
         )
 
+    @property
+    def where(self) -> str:
+        return f"{self.quarantine_dir or '<log dir>/../kafka-quarantine'}/{self.ts}/"
+
+
+@dataclass(frozen=True)
+class QuarantineMove(_QuarantineDirs):
+    """Rename leftover directories of deleted topics into a quarantine folder on the same broker host."""
+
+    KIND: ClassVar[str] = "quarantine_move"
+
     def describe(self) -> str:
-        where = self.quarantine_dir or "<log dir>/../kafka-quarantine"
         return (
             f"broker {self.broker_id}: move {len(self.dirs)} leftover director(ies) of "
-            f"{', '.join(self.topics)} into {where}/{self.ts}/ (same filesystem, no symlink followed)"
+            f"{', '.join(self.topics)} into {self.where} (same filesystem, no symlink followed)"
         )
 
 
@@ -1018,65 +1037,23 @@ class ConfigZnodeDelete(Step):
 
 
 @dataclass(frozen=True)
-class QuarantineRestore(Step):
+class QuarantineRestore(_QuarantineDirs):
     """Move directories a deletion cleanup quarantined back to where they were, on one broker host.
 
-    The fields mirror the :class:`QuarantineMove` that moved them (same directories, quarantine root
+    The fields are the :class:`QuarantineMove`'s that moved them (same directories, quarantine root
     and ``ts``), so the host finds each at ``<quarantine>/<ts>/<name>`` and puts it back at
-    ``<log_dir>/<name>`` with one rename on the same filesystem. Every topic must still be gone from
-    ZooKeeper (no topic znode, no deletion marker): a topic created again under the name would take
-    a live-named directory for its own log. The host refuses an occupied original place, a symlink
-    anywhere, another filesystem, and a live-named directory under a running broker (unless allowed).
+    ``<log_dir>/<name>`` with one rename on the same filesystem. A topic created again under the
+    name would take a live-named directory for its own log: every topic must still be gone. The host
+    refuses an occupied original place, a symlink anywhere, another filesystem, and a live-named
+    directory under a running broker (unless allowed).
     """
 
     KIND: ClassVar[str] = "quarantine_restore"
-    broker_id: int = -1
-    dirs: tuple[QuarantineDir, ...] = ()
-    quarantine_dir: str | None = None
-    ts: str = ""
-    broker_running: bool | None = None
-    allow_running_broker_orphans: bool = False
-
-    @property
-    def topics(self) -> tuple[str, ...]:
-        return tuple(sorted({d.topic for d in self.dirs}))
-
-    def znodes(self) -> tuple[ZnodeExpectation, ...]:
-        return tuple(
-            ZnodeExpectation(path, None)
-            for t in self.topics
-            for path in (f"/brokers/topics/{t}", f"/admin/delete_topics/{t}")
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.KIND,
-            "id": self.id,
-            "broker_id": self.broker_id,
-            "dirs": [d.to_dict() for d in self.dirs],
-            "quarantine_dir": self.quarantine_dir,
-            "ts": self.ts,
-            "broker_running": self.broker_running,
-            "allow_running_broker_orphans": self.allow_running_broker_orphans,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> QuarantineRestore:
-        return cls(
-            id=str(d["id"]),
-            broker_id=int(d["broker_id"]),
-            dirs=tuple(QuarantineDir.from_dict(x) for x in d.get("dirs") or ()),
-            quarantine_dir=d.get("quarantine_dir"),
-            ts=str(d["ts"]),
-            broker_running=d.get("broker_running"),
-            allow_running_broker_orphans=bool(d.get("allow_running_broker_orphans")),
-        )
 
     def describe(self) -> str:
-        where = self.quarantine_dir or "<log dir>/../kafka-quarantine"
         return (
             f"broker {self.broker_id}: move {len(self.dirs)} quarantined director(ies) of {', '.join(self.topics)} "
-            f"back from {where}/{self.ts}/ to their log dirs (one rename each, no symlink followed): "
+            f"back from {self.where} to their log dirs (one rename each, no symlink followed): "
             + ", ".join(d.path for d in self.dirs[:10])
             + (f" and {len(self.dirs) - 10} more" if len(self.dirs) > 10 else "")
         )
@@ -1178,33 +1155,14 @@ class RestoredFile:
 
 
 @dataclass(frozen=True)
-class PartitionFileRestore(Step):
+class PartitionFileRestore(_BrokerFiles):
     """Write removed ``partition.metadata`` files back on one broker (temporary file, then a rename
     in the partition directory; no symlink followed). A running broker keeps the id it holds in
     memory: the restored file is read at its next start."""
 
     KIND: ClassVar[str] = "restore_partition_files"
-    broker_id: int = -1
+    FILE: ClassVar[Any] = RestoredFile
     files: tuple[RestoredFile, ...] = ()
-
-    def brokers(self) -> tuple[int, ...]:
-        return (self.broker_id,)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.KIND,
-            "id": self.id,
-            "broker_id": self.broker_id,
-            "files": [f.to_dict() for f in self.files],
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> PartitionFileRestore:
-        return cls(
-            id=str(d["id"]),
-            broker_id=int(d["broker_id"]),
-            files=tuple(RestoredFile.from_dict(f) for f in d.get("files") or ()),
-        )
 
     def describe(self) -> str:
         shown = ", ".join(f.path for f in self.files[:10])

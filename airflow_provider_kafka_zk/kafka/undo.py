@@ -1094,7 +1094,7 @@ def undo_summary(
     """The approval summary of an undo plan (a :class:`~.approval.PlanSummary`): what goes back and
     why first, then every write in order, files and directories, the throttles, how long, and the
     rollback of the undo itself."""
-    from .approval import PlanSummary, batch_seconds_at_rate, batch_throttles
+    from .approval import PlanSummary, _duration, batch_seconds_at_rate, batch_throttles
     from .steps import step_from_dict
 
     undo = plan.get("undo") or {}
@@ -1137,9 +1137,7 @@ def undo_summary(
             writes.append(s.describe())
     files = [s.describe() for s in steps if isinstance(s, PartitionFileRestore | QuarantineRestore)]
     duration = (
-        [f"at least {_duration_text(total_s)} of copying at {human_bytes(rate)}/s per broker"]
-        if batches
-        else []
+        [f"at least {_duration(total_s)} of copying at {human_bytes(rate)}/s per broker"] if batches else []
     )
     if batch_timeout_s and batches:
         duration.append(f"a batch running longer than {batch_timeout_s:g} s stops the run (it resumes)")
@@ -1167,14 +1165,6 @@ def undo_summary(
             ("Rollback and how to undo", tuple(undo_lines)),
         ),
     )
-
-
-def _duration_text(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 __all__ = [

@@ -208,11 +208,68 @@ class ConfigZnodeRestoreHandler:
         return {s.id: {"path": s.path, "status": "created"} for s in restores}
 
 
-class QuarantineRestoreHandler:
-    """Move one broker's quarantined directories back (the host's dry run is the preflight)."""
+class _HostRestoreHandler:
+    """A restore on one broker host, all or none: the host script run as a dry run is the preflight
+    (``would_restore`` to do, ``already_restored`` done, anything else a refusal naming the broker and
+    the path); then the real run under a lease heartbeat."""
 
-    def _call(self, step: QuarantineRestore, ctx: UndoContext, *, dry_run: bool) -> dict[str, Any]:
-        return restore_directories(
+    VERB = "changed"
+
+    def _results(self, step: Any, ctx: UndoContext, *, dry_run: bool) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def _refusal(self, step: Any, result: Mapping[str, Any]) -> Refusal | None:
+        """The refusal of one result the host would not restore (None: held back for another's sake)."""
+        raise NotImplementedError
+
+    def preflight(self, step: Step, ctx: StepContext) -> Sequence[Refusal] | StepState:
+        assert isinstance(step, QuarantineRestore | PartitionFileRestore) and isinstance(ctx, UndoContext)
+        try:
+            results = self._results(step, ctx, dry_run=True)
+        except (BrokerHostError, OSError, ValueError) as exc:
+            return [_host_refusal(step, step.broker_id, exc)]
+        except MaintenanceRefusedError as exc:
+            return [
+                Refusal("broker-identity", str(exc), f"Fix the broker host; nothing was {self.VERB}", step.id)
+            ]
+        blocking = [r for r in results if r["status"] not in ("would_restore", "already_restored")]
+        if blocking:
+            return [x for r in blocking if (x := self._refusal(step, r)) is not None] or [
+                Refusal(
+                    "broker-host",
+                    f"broker {step.broker_id}: the host held the restore back",
+                    f"Nothing was {self.VERB}",
+                    step.id,
+                )
+            ]
+        if all(r["status"] == "already_restored" for r in results):
+            return StepState.DONE
+        return StepState.PENDING
+
+    def apply(self, steps: Sequence[Step], ctx: StepContext) -> Mapping[str, Mapping[str, Any]]:
+        (step,) = steps
+        assert isinstance(step, QuarantineRestore | PartitionFileRestore) and isinstance(ctx, UndoContext)
+        with ctx.session.heartbeat_during(f"putting back {step.kind} items on broker {step.broker_id}"):
+            results = self._results(step, ctx, dry_run=False)
+        bad = [r for r in results if r["status"] not in ("restored", "already_restored")]
+        if bad:
+            raise UndoStoppedError(
+                f"broker {step.broker_id}: "
+                + "; ".join(
+                    f"{r.get('source') or r.get('path')}: {r['status']} ({r.get('detail')})" for r in bad
+                )
+                + ". What was put back stays back; clear this task to go on after fixing it"
+            )
+        return {step.id: {"results": results}}
+
+
+class QuarantineRestoreHandler(_HostRestoreHandler):
+    """Move one broker's quarantined directories back."""
+
+    VERB = "moved"
+
+    def _results(self, step: Any, ctx: UndoContext, *, dry_run: bool) -> list[dict[str, Any]]:
+        found = restore_directories(
             ctx.host_hook,
             step.broker_id,
             [HostMove(d.log_dir, d.name, step.quarantine_dir, d.kind) for d in step.dirs],
@@ -223,54 +280,25 @@ class QuarantineRestoreHandler:
             allow_running_broker_orphans=step.allow_running_broker_orphans,
             session=None if dry_run else ctx.session,
         )
+        return [{**r, "host": found["host"]} for r in found["results"]]
 
-    def preflight(self, step: Step, ctx: StepContext) -> Sequence[Refusal] | StepState:
-        assert isinstance(step, QuarantineRestore) and isinstance(ctx, UndoContext)
-        try:
-            found = self._call(step, ctx, dry_run=True)
-        except (BrokerHostError, OSError, ValueError) as exc:
-            return [_host_refusal(step, step.broker_id, exc)]
-        except MaintenanceRefusedError as exc:
-            return [Refusal("broker-identity", str(exc), "Fix the broker host; nothing was moved", step.id)]
-        refusals = [
-            Refusal(
-                "quarantine-original-occupied" if r["status"] == "occupied" else f"quarantine-{r['status']}",
-                f"broker {step.broker_id} ({found['host']}): {r.get('destination') or r.get('name')} -> "
-                f"{r.get('source')}: {r.get('detail') or r['status']}",
-                "Nothing was moved; look at both places on the host and undo again",
-                step.id,
-                (f"broker {step.broker_id}:{r.get('source') or r.get('name')}",),
-            )
-            for r in found["results"]
-            if r["status"] not in ("would_restore", "already_restored")
-        ]
-        if refusals:
-            return refusals
-        if all(r["status"] == "already_restored" for r in found["results"]):
-            return StepState.DONE
-        return StepState.PENDING
-
-    def apply(self, steps: Sequence[Step], ctx: StepContext) -> Mapping[str, Mapping[str, Any]]:
-        (step,) = steps
-        assert isinstance(step, QuarantineRestore) and isinstance(ctx, UndoContext)
-        with ctx.session.heartbeat_during(f"moving directories back on broker {step.broker_id}"):
-            done = self._call(step, ctx, dry_run=False)
-        bad = [r for r in done["results"] if r["status"] not in ("restored", "already_restored")]
-        if bad:
-            raise UndoStoppedError(
-                f"broker {step.broker_id} ({done['host']}): "
-                + "; ".join(
-                    f"{r.get('source') or r.get('name')}: {r['status']} ({r.get('detail')})" for r in bad
-                )
-                + ". What was moved back stays back; clear this task to go on after fixing it"
-            )
-        return {step.id: {"host": done["host"], "results": done["results"]}}
+    def _refusal(self, step: Any, r: Mapping[str, Any]) -> Refusal | None:
+        return Refusal(
+            "quarantine-original-occupied" if r["status"] == "occupied" else f"quarantine-{r['status']}",
+            f"broker {step.broker_id} ({r['host']}): {r.get('destination') or r.get('name')} -> "
+            f"{r.get('source')}: {r.get('detail') or r['status']}",
+            "Nothing was moved; look at both places on the host and undo again",
+            step.id,
+            (f"broker {step.broker_id}:{r.get('source') or r.get('name')}",),
+        )
 
 
-class PartitionFileRestoreHandler:
-    """Write one broker's removed files back (the host checks every file first, all or none)."""
+class PartitionFileRestoreHandler(_HostRestoreHandler):
+    """Write one broker's removed files back (the host checks every file first)."""
 
-    def _call(self, step: PartitionFileRestore, ctx: UndoContext, *, dry_run: bool) -> list[dict[str, Any]]:
+    VERB = "written"
+
+    def _results(self, step: Any, ctx: UndoContext, *, dry_run: bool) -> list[dict[str, Any]]:
         return restore_partition_files(
             ctx.host_hook,
             step.broker_id,
@@ -280,44 +308,16 @@ class PartitionFileRestoreHandler:
             session=None if dry_run else ctx.session,
         )
 
-    def preflight(self, step: Step, ctx: StepContext) -> Sequence[Refusal] | StepState:
-        assert isinstance(step, PartitionFileRestore) and isinstance(ctx, UndoContext)
-        try:
-            results = self._call(step, ctx, dry_run=True)
-        except (BrokerHostError, OSError, ValueError) as exc:
-            return [_host_refusal(step, step.broker_id, exc)]
-        except MaintenanceRefusedError as exc:
-            return [Refusal("broker-identity", str(exc), "Fix the broker host; nothing was written", step.id)]
-        blocking = [r for r in results if r["status"] in ("changed", "refused", "failed")]
-        if blocking:
-            return [
-                Refusal(
-                    "file-changed" if r["status"] == "changed" else "file-refused",
-                    f"broker {step.broker_id}: {r['path'] or r['name']}: {r.get('detail') or r['status']}",
-                    "Nothing was written; look at the file on the host, then undo again (its plan reads it afresh)",
-                    step.id,
-                    (f"broker {step.broker_id}:{r['path'] or r['name']}",),
-                )
-                for r in blocking
-                if not str(r.get("detail") or "").startswith("nothing is written")
-            ] or [Refusal("file-refused", "the host held the restore back", "Nothing was written", step.id)]
-        if all(r["status"] == "already_restored" for r in results):
-            return StepState.DONE
-        return StepState.PENDING
-
-    def apply(self, steps: Sequence[Step], ctx: StepContext) -> Mapping[str, Mapping[str, Any]]:
-        (step,) = steps
-        assert isinstance(step, PartitionFileRestore) and isinstance(ctx, UndoContext)
-        with ctx.session.heartbeat_during(f"writing files back on broker {step.broker_id}"):
-            results = self._call(step, ctx, dry_run=False)
-        bad = [r for r in results if r["status"] not in ("restored", "already_restored")]
-        if bad:
-            raise UndoStoppedError(
-                f"broker {step.broker_id}: "
-                + "; ".join(f"{r['path']}: {r['status']} ({r.get('detail')})" for r in bad)
-                + ". Clear this task to go on after fixing it"
-            )
-        return {step.id: {"written": [r["path"] for r in results if r["status"] == "restored"]}}
+    def _refusal(self, step: Any, r: Mapping[str, Any]) -> Refusal | None:
+        if str(r.get("detail") or "").startswith("nothing is written"):
+            return None  # held back because of another file, which has its own refusal
+        return Refusal(
+            "file-changed" if r["status"] == "changed" else "file-refused",
+            f"broker {step.broker_id}: {r['path'] or r['name']}: {r.get('detail') or r['status']}",
+            "Nothing was written; look at the file on the host, then undo again (its plan reads it afresh)",
+            step.id,
+            (f"broker {step.broker_id}:{r['path'] or r['name']}",),
+        )
 
 
 def _host_refusal(step: Step, broker: int, exc: BaseException) -> Refusal:

@@ -256,26 +256,17 @@ class PlanApprovalOperator(HITLOperator, SkipMixin):
         identity = plan.get("identity") or {}
         zookeeper = ",".join(identity.get("zookeeper_hosts") or []) + str(identity.get("chroot") or "")
         rate = _number(shown.get("throttle_bytes_per_sec"))
-        if plan.get("kind") == "undo":
+        common = {
+            "plan_dir": folder,
+            "throttle_bytes_per_sec": None if rate is None else int(rate),
+            "batch_timeout_s": _number(shown.get("batch_timeout")),
+            "zookeeper": zookeeper or "?",
+        }
+        if plan.get("kind") == "undo":  # a drain-shaped plan whose other steps put things back
             from airflow_provider_kafka_zk.kafka.undo import undo_summary
 
-            return undo_summary(
-                plan,
-                rollback,
-                plan_dir=folder,
-                throttle_bytes_per_sec=None if rate is None else int(rate),
-                batch_timeout_s=_number(shown.get("batch_timeout")),
-                zookeeper=zookeeper or "?",
-            )
-        return reassignment_summary(
-            plan,
-            rollback,
-            plan_dir=folder,
-            throttle_bytes_per_sec=None if rate is None else int(rate),
-            batch_timeout_s=_number(shown.get("batch_timeout")),
-            zookeeper=zookeeper or "?",
-            undo_command=undo_command,
-        )
+            return undo_summary(plan, rollback, **common)
+        return reassignment_summary(plan, rollback, **common, undo_command=undo_command)
 
     def _record(
         self, context: Context, folder: str, digest: PlanDigest, summary: PlanSummary, decision: Decision

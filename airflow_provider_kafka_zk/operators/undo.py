@@ -20,7 +20,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -44,7 +43,6 @@ from airflow_provider_kafka_zk.artefacts.snapshots import validate_cluster_name
 from airflow_provider_kafka_zk.clusters import default_artefacts_base
 from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook, ZnodeNotFoundError
 from airflow_provider_kafka_zk.kafka import znodes
-from airflow_provider_kafka_zk.kafka.drain_execution import Action, after_wait, targets_of
 from airflow_provider_kafka_zk.kafka.safety import ClusterIdentity
 from airflow_provider_kafka_zk.kafka.steps import (
     ConfigZnodeRestore,
@@ -81,12 +79,12 @@ from airflow_provider_kafka_zk.maintenance import RunIdentity, parse_safety_flag
 from airflow_provider_kafka_zk.maintenance.session import pin_zookeeper_identity, read_lease
 from airflow_provider_kafka_zk.maintenance.undo import UndoRefusedError, UndoSettings
 from airflow_provider_kafka_zk.operators._run import resolve_ts as _resolve_ts
+from airflow_provider_kafka_zk.operators.drain import BatchWaitMixin
 from airflow_provider_kafka_zk.operators.drain_artefacts import (
     is_unset,
     load_plan,
     plan_batches,
     positive_int,
-    refusal_error,
 )
 
 if TYPE_CHECKING:
@@ -381,14 +379,7 @@ def _plan_repair(
     host_hook = hosts() if removed else None
     files_now = _files_now(host_hook, removed) if host_hook is not None else None
     if removed and host_hook is None:
-        refusals.append(
-            Refusal(
-                "broker-host",
-                "the repair removed files on broker hosts, and the cluster has no ssh_conn_id to put them back",
-                "Nothing was planned; give the cluster an ssh_conn_id in the cluster file",
-                None,
-            )
-        )
+        refusals.append(_no_ssh("the repair removed files on broker hosts"))
     cases = {t: str(e.get("case") or "") for t, e in (plan.get("topics") or {}).items()}
     result = plan_repair_undo(
         original,
@@ -401,6 +392,15 @@ def _plan_repair(
         files_now=files_now,
     )
     return result.with_refusals(refusals)
+
+
+def _no_ssh(what: str) -> Refusal:
+    return Refusal(
+        "broker-host",
+        f"{what}, and the cluster has no ssh_conn_id to put them back",
+        "Nothing was planned; give the cluster an ssh_conn_id in the cluster file",
+        None,
+    )
 
 
 def _written_versions(location: DrainLocation) -> dict[str, int]:
@@ -524,14 +524,7 @@ def _plan_cleanup(
     refusals = []
     host_hook = hosts() if moved else None
     if moved and host_hook is None:
-        refusals.append(
-            Refusal(
-                "broker-host",
-                "the cleanup moved directories on broker hosts, and the cluster has no ssh_conn_id to move them back",
-                "Nothing was planned; give the cluster an ssh_conn_id in the cluster file",
-                None,
-            )
-        )
+        refusals.append(_no_ssh("the cleanup moved directories on broker hosts"))
     elif moved:
         dirs_now = _dirs_now(host_hook, moved, running, allow_running_broker_orphans)
     plan = plan_cleanup_undo(
@@ -849,7 +842,7 @@ class UndoPlanOperator(BaseOperator):
         return None if state is None else str(getattr(state, "value", state))
 
 
-class UndoExecuteOperator(BaseOperator):
+class UndoExecuteOperator(BatchWaitMixin, BaseOperator):
     """Carry out an undo plan on the step executor (see :func:`~airflow_provider_kafka_zk.maintenance.
     undo.execute_undo`): every remaining step checked before the first write (the dry run, the
     default, runs every check and writes nothing), then applied in order; a batch of partitions
@@ -882,6 +875,7 @@ class UndoExecuteOperator(BaseOperator):
         "artefacts_conn_id",
     )
     ui_color = "#fadbd8"
+    WAIT_LABEL = "undo"
 
     def __init__(
         self,
@@ -920,13 +914,7 @@ class UndoExecuteOperator(BaseOperator):
     def execute_complete(
         self, context: Context, event: dict[str, Any], batch: int | None = None
     ) -> dict[str, Any]:
-        step = after_wait(event, batch_timeout=float(self.batch_timeout), batch=batch)
-        if step.action is Action.REFUSE:
-            from airflow_provider_kafka_zk.maintenance.drain import throttle_advice
-
-            raise refusal_error(step, throttle_advice(self.plan_dir))
-        self.log.info("%s", step.message)
-        return self._run(context, waited=(step.batch or 0, step.message))
+        return self._run(context, waited=self._waited(event, batch))
 
     def _run(self, context: Context, waited: tuple[int, str] | None) -> dict[str, Any]:
         from airflow_provider_kafka_zk.maintenance.undo import execute_undo
@@ -980,23 +968,6 @@ class UndoExecuteOperator(BaseOperator):
         else:
             self.log.info("Undo carried out: %d step(s) this try", len(result.ran))
         return {"plan_dir": self.plan_dir, "dry_run": dry_run, "ran": list(result.ran)}
-
-    def _defer_until_done(self, batches: Sequence[Any], index: int) -> None:
-        from airflow_provider_kafka_zk.triggers.reassignment import ReassignmentTrigger, encode_targets
-
-        batch = batches[index]
-        self.defer(
-            trigger=ReassignmentTrigger(
-                kafka_zookeeper_conn_id=str(self.kafka_zookeeper_conn_id),
-                targets=encode_targets(targets_of(batch)),
-                sizes=[[m.topic, m.partition, m.size_bytes] for m in batch],
-                poll_interval=float(self.poll_interval),
-                deadline=time.time() + float(self.batch_timeout),
-                label=f"undo batch {index + 1}/{len(batches)}",
-                echo={"batch": index},
-            ),
-            method_name="execute_complete",
-        )
 
 
 class UndoVerifyOperator(BaseOperator):
