@@ -39,7 +39,7 @@ from airflow_provider_kafka_zk.testing.simulator import (
 from airflow_provider_kafka_zk.testing.sshd import SshServer
 from airflow_provider_kafka_zk.triggers.deletion import check_deletions
 
-pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("clusters_without_approval")]
+pytestmark = pytest.mark.integration
 
 ADDRESSES = tuple(f"127.0.0.{2 + n}" for n in range(6))
 LIVE_HOSTS = {0: ADDRESSES[0], 1: ADDRESSES[1], 2: ADDRESSES[2]}
@@ -100,9 +100,11 @@ _numbers = iter(range(1_000_000))
 
 
 @pytest.fixture
-def deploy(zookeeper_server, tmp_path_factory, ssh_connection, deletion_clock):
+def deploy(zookeeper_server, tmp_path_factory, ssh_connection, deletion_clock, opt_out_of_approval):
     """``deploy(name, hosts, release)``: a cluster in its own chroot and host root, every broker
-    running (registered); (deployed, its connection id). The -delete directories are past the delay."""
+    running (registered); (deployed, its connection id). The -delete directories are past the delay.
+    The cluster file names it ``name``, opted out of approval: the cleanups here are automation (a
+    real cleanup of a cluster that requires approval refuses before any I/O, issue 31)."""
     deletion_clock(2 * DAY_MS)
     opened = []
     patch = pytest.MonkeyPatch()
@@ -117,6 +119,7 @@ def deploy(zookeeper_server, tmp_path_factory, ssh_connection, deletion_clock):
         opened.append(deployed)
         conn_id = f"legacy_zk_{number}"
         patch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", _zk_connection(zookeeper_server, chroot))
+        opt_out_of_approval(name, conn_id)
         return deployed, conn_id
 
     yield _deploy
