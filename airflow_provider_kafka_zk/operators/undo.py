@@ -48,6 +48,7 @@ from airflow_provider_kafka_zk.kafka.steps import (
     ConfigZnodeRestore,
     ObservedZnode,
     PartitionFileRestore,
+    QuarantineMove,
     QuarantineRestore,
     Refusal,
     TopicIdWrite,
@@ -470,6 +471,14 @@ def _plan_cleanup(
         for v in [*(verdicts.get("verdicts") or ()), *(verdicts.get("verdicts_after_cleanup") or ())]
         for d in v.get("leftover_dirs") or ()
     }
+    plan = _json_or_none(location, PLAN_FILE)  # kafka_zk_deletion_cleanup's plan: its moves name each topic
+    try:
+        planned = steps_from_dicts((plan or {}).get("steps") or ()) if isinstance(plan, dict) else []
+    except (ValueError, KeyError, TypeError):
+        planned = []
+    topic_of.update(
+        {(s.broker_id, d.path): d.topic for s in planned if isinstance(s, QuarantineMove) for d in s.dirs}
+    )
     completed = _progress(location, "progress")
     results: list[tuple[int, str, Mapping[str, Any]]] = []
     for step_id, outcome in completed.items():
