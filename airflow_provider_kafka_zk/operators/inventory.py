@@ -56,7 +56,8 @@ from airflow_provider_kafka_zk.hooks.broker_host import (
     HostKeyPolicyError,
 )
 from airflow_provider_kafka_zk.kafka import znodes
-from airflow_provider_kafka_zk.kafka.inventory import BrokerInventory, InventoryCoverage
+from airflow_provider_kafka_zk.kafka.inventory import PARTITION_ROW_FIELDS, BrokerInventory, InventoryCoverage
+from airflow_provider_kafka_zk.kafka.snapshot import gc_paused
 from airflow_provider_kafka_zk.operators._run import TS_FORMAT, run_key, run_key_of  # noqa: F401 (re-exported)
 from airflow_provider_kafka_zk.operators._run import resolve_ts as _resolve_ts
 
@@ -218,25 +219,33 @@ def _parquet_bytes(table: pa.Table) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-def _timestamp(ms: int | None) -> datetime | None:
-    return datetime.fromtimestamp(ms / 1000, UTC) if ms is not None else None
+_TIME_COLUMNS = {"mtime": "mtime_ms", "ctime": "ctime_ms", "last_modified": "last_modified_ms"}
+"""Timestamp columns of the Parquet file and the row fields holding them as epoch milliseconds."""
 
 
 def inventory_tables(
     inventory: BrokerInventory, cluster: str, inventory_ts: str
 ) -> tuple[pa.Table, pa.Table]:
-    """The partition-directory table (with the broker summary as metadata) and the log-dir table."""
+    """The partition-directory table (with the broker summary as metadata) and the log-dir table.
+
+    The partition rows go into the table column by column (one ``zip`` over the rows' value tuples,
+    one Arrow array per column, times straight from their milliseconds): a broker holds tens of
+    thousands of directories.
+    """
     common = {"cluster": cluster, "inventory_ts": inventory_ts, "host": inventory.host}
-    rows = []
-    for partition in inventory.partitions:
-        row = partition.to_row()
-        row["mtime"] = _timestamp(row.pop("mtime_ms"))
-        row["ctime"] = _timestamp(row.pop("ctime_ms"))
-        row["last_modified"] = _timestamp(row.pop("last_modified_ms"))
-        rows.append({**common, **row})
+    with gc_paused():  # the row tuples and their lists are as many objects as the directories
+        rows = [partition.row_values() for partition in inventory.partitions]
+        columns = dict(zip(PARTITION_ROW_FIELDS, zip(*rows, strict=True), strict=True)) if rows else {}
+        arrays = []
+        for column in PARTITION_SCHEMA:
+            if column.name in common:
+                values: Any = [common[column.name]] * len(rows)
+            else:
+                values = columns.get(_TIME_COLUMNS.get(column.name, column.name), ())
+            arrays.append(pa.array(values, type=column.type))
     summary = {"cluster": cluster, "inventory_ts": inventory_ts, **inventory.summary()}
     schema = PARTITION_SCHEMA.with_metadata({SUMMARY_METADATA_KEY: json.dumps(summary).encode()})
-    partitions = pa.Table.from_pylist(rows, schema=schema)
+    partitions = pa.Table.from_arrays(arrays, schema=schema)
     log_dirs = pa.Table.from_pylist(
         [{**common, **d.to_row()} for d in inventory.log_dirs], schema=LOG_DIR_SCHEMA
     )
