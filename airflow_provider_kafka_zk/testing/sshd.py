@@ -264,8 +264,8 @@ class SshServer(ServerProcess):
         self._process = None
 
     def __repr__(self) -> str:
-        state = f"pid={self.pid}" if self.is_running else "stopped"
-        return f"<SshServer {','.join(self._addresses)} port={self._port} {state}>"
+        state = f"pids={','.join(map(str, self.pids))}" if self.is_running else "stopped"
+        return f"<SshServer {_describe(self._addresses)} port={self._port} {state}>"
 
     # -- internals -----------------------------------------------------------------------------
 
