@@ -115,9 +115,7 @@ def test_every_one_of_64_brokers_is_inventoried_over_ssh_with_what_the_simulator
     run = base / CLUSTER / "inventory" / TS
     for broker in range(BROKERS):
         rows = pq.read_table(run / f"broker={broker}" / "part-0.parquet").to_pylist()
-        expected = {
-            (d.topic, d.partition): str(d.topic_id) for d in cluster.replica_dirs(broker_id=broker)
-        }
+        expected = {(d.topic, d.partition): str(d.topic_id) for d in cluster.replica_dirs(broker_id=broker)}
         assert {(r["topic"], r["partition"]): r["topic_id"] for r in rows} == expected, broker
         assert all(r["host"] == ADDRESSES[broker] and not r["errors"] for r in rows)
     assert sum(len(cluster.replica_dirs(broker_id=b)) for b in range(BROKERS)) == 2 * 96 * 3
