@@ -135,3 +135,39 @@ def test_a_host_address_that_cannot_be_served_is_one_clear_error(tmp_path):
     log = Path(server.log_path).read_text()
     assert f"Bind to port {server.port} on {taken} failed" in log
     server.close()
+
+
+def test_a_group_with_an_unreachable_broker_writes_the_others_and_fails_for_a_retry(
+    deployed, connections, tmp_path
+):
+    from airflow_provider_kafka_zk.operators.inventory import BrokerGroupInventoryError
+
+    base = tmp_path / "artefacts"
+    hosts = {b: ADDRESSES[b] for b in range(4)}
+    hosts[2] = "127.64.9.9"  # nothing listens there
+    operator = BrokerInventoryOperator(
+        task_id="inventory",
+        broker_ids=[0, 1, 2, 3],
+        cluster=CLUSTER,
+        base_path=str(base),
+        ssh_conn_id=SSH_CONN,
+        kafka_zookeeper_conn_id=ZK_CONN,
+        broker_hosts=hosts,
+        server_properties_path=str(deployed.root / "broker-{broker_id}" / "config" / "server.properties"),
+        inventory_ts=TS,
+        connect_timeout=2,
+    )
+    with pytest.raises(BrokerGroupInventoryError, match=r"broker 2: broker 2 on 127\.64\.9\.9"):
+        operator.execute({})
+    run = base / CLUSTER / "inventory" / TS
+    assert sorted(p.name for p in run.glob("broker=*")) == ["broker=0", "broker=1", "broker=3"]
+    failure = json.loads((run / "_failures" / "broker=2.json").read_text())
+    assert failure["error_type"] == "BrokerHostUnreachableError" and failure["retryable"] is True
+    coverage = InventoryCoverageOperator(
+        task_id="coverage",
+        cluster=CLUSTER,
+        base_path=str(base),
+        expected_broker_ids=[0, 1, 2, 3],
+        inventory_ts=TS,
+    ).execute({})
+    assert coverage["status"] == "partial" and coverage["not_inventoried"] == [2]
