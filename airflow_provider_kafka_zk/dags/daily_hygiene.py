@@ -1,9 +1,9 @@
 """Daily hygiene of ZooKeeper-mode Kafka clusters: one DAG per cluster in the cluster file.
 
-    snapshot ZooKeeper -> list brokers -> inventory the brokers (a mapped task per group of brokers, as
-      many as run at once: ``inventory_tasks``; retried) -> coverage (all_done)
-      -> audit (Spark: the packaged kafka_zk_audit.py with the package as --py-files, or in-process)
-      -> gate   [+ optional pre-restart log scan of every broker -> verdicts]
+    snapshot ZooKeeper -> list brokers ------------------------------------------> coverage (all_done)
+    group the brokers -> inventory each group (mapped, retried; beside the snapshot) --^
+    coverage -> audit (Spark: the packaged kafka_zk_audit.py with the package as --py-files, or
+      in-process) -> gate   [+ optional pre-restart log scan of every broker -> verdicts]
     list brokers -> deletions (every topic marked for deletion: deleted everywhere, or why not)
 
 DAG ids: ``kafka_zk_daily_hygiene_<cluster>``. The cluster file is found as
@@ -134,9 +134,12 @@ def build_dag(cluster: str, settings: Mapping[str, Any]) -> DAG:
         brokers = ListBrokerIdsOperator(
             task_id="brokers", kafka_zookeeper_conn_id=settings["kafka_zookeeper_conn_id"]
         )
-        # a task per group of brokers, as many as the deployment runs at once (inventory_tasks)
+        # a task per group of brokers, as many as the deployment runs at once (inventory_tasks); the
+        # groups are listed from ZooKeeper at the start: the inventory runs beside the snapshot
         groups = BrokerGroupsOperator(
-            task_id="inventory_groups", broker_ids=brokers.output, groups=settings.get("inventory_tasks")
+            task_id="inventory_groups",
+            kafka_zookeeper_conn_id=settings["kafka_zookeeper_conn_id"],
+            groups=settings.get("inventory_tasks"),
         )
         inventory = BrokerInventoryOperator.partial(
             task_id="inventory",

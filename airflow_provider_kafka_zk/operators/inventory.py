@@ -516,31 +516,30 @@ def deployment_task_slots() -> int:
     return max(1, min(conf.getint("core", "parallelism"), conf.getint("core", "max_active_tasks_per_dag")))
 
 
-class BrokerGroupsOperator(BaseOperator):
-    """The brokers of a run in groups, one inventory task each: ``BrokerInventoryOperator.partial(...)
-    .expand(broker_ids=groups.output)``.
+class BrokerGroupsOperator(ListBrokerIdsOperator):
+    """The brokers to inventory (as :class:`ListBrokerIdsOperator` lists them) in groups, one inventory
+    task each: ``BrokerInventoryOperator.partial(...).expand(broker_ids=groups.output)``.
 
     A task process of its own costs Airflow about a second of CPU (start, DAG file, API calls), more
     than inventorying a broker of a few thousand partitions; a task per group runs the brokers side
-    by side inside it, and the groups side by side as the deployment's slots allow.
+    by side inside it, and the groups side by side as the deployment's slots allow. It reads
+    ZooKeeper itself, so the inventory need not wait for another task's list.
 
-    :param broker_ids: every broker to inventory (usually :class:`ListBrokerIdsOperator`'s output).
     :param groups: the most inventory tasks; default :func:`deployment_task_slots` (the run's tasks
         that can run at once).
+    :param kwargs: :class:`ListBrokerIdsOperator`'s (``kafka_zookeeper_conn_id`` ...).
     """
 
-    template_fields: Sequence[str] = ("broker_ids", "groups")
+    template_fields: Sequence[str] = (*ListBrokerIdsOperator.template_fields, "groups")
 
-    def __init__(
-        self, *, broker_ids: Iterable[int] | Any, groups: int | str | None = None, **kwargs: Any
-    ) -> None:
+    def __init__(self, *, groups: int | str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.broker_ids = broker_ids
         self.groups = groups
 
-    def execute(self, context: Context) -> list[list[int]]:
+    def execute(self, context: Context) -> list[list[int]]:  # type: ignore[override]
+        brokers = super().execute(context)
         wanted = int(self.groups) if self.groups not in (None, "", "None") else deployment_task_slots()
-        groups = broker_groups([int(b) for b in (self.broker_ids or ())], wanted)
+        groups = broker_groups(brokers, wanted)
         log.info("%d inventory tasks: %s", len(groups), "; ".join(f"brokers {g}" for g in groups))
         return groups
 

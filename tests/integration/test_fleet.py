@@ -16,7 +16,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_provider_kafka_zk.operators.inventory import BrokerInventoryOperator, InventoryCoverageOperator
+from airflow_provider_kafka_zk.operators.inventory import (
+    BrokerGroupsOperator,
+    BrokerInventoryOperator,
+    InventoryCoverageOperator,
+)
 from airflow_provider_kafka_zk.testing.simulator import DeployedCluster
 from airflow_provider_kafka_zk.testing.simulator.cluster import SimulatedCluster
 from airflow_provider_kafka_zk.testing.simulator.spec import BrokerSpec, ClusterSpec, TopicSpec
@@ -93,16 +97,23 @@ def test_every_one_of_64_brokers_is_inventoried_over_ssh_with_what_the_simulator
     cluster = deployed.cluster
     assert {b.spec.host for b in cluster.brokers.values()} == set(ADDRESSES)
     base = tmp_path / "artefacts"
-    written = BrokerInventoryOperator(
-        task_id="inventory",
-        broker_ids=sorted(cluster.brokers),
-        cluster=CLUSTER,
-        base_path=str(base),
-        ssh_conn_id=SSH_CONN,
-        kafka_zookeeper_conn_id=ZK_CONN,
-        server_properties_path=str(deployed.root / "broker-{broker_id}" / "config" / "server.properties"),
-        inventory_ts=TS,
+    # as the daily DAG does it: the brokers listed from ZooKeeper in groups, a task per group
+    groups = BrokerGroupsOperator(
+        task_id="inventory_groups", kafka_zookeeper_conn_id=ZK_CONN, groups=8
     ).execute({})
+    assert groups == [list(range(g, g + 8)) for g in range(0, BROKERS, 8)]
+    written = []
+    for group in groups:
+        written += BrokerInventoryOperator(
+            task_id="inventory",
+            broker_ids=group,
+            cluster=CLUSTER,
+            base_path=str(base),
+            ssh_conn_id=SSH_CONN,
+            kafka_zookeeper_conn_id=ZK_CONN,
+            server_properties_path=str(deployed.root / "broker-{broker_id}" / "config" / "server.properties"),
+            inventory_ts=TS,
+        ).execute({})
     assert [w["broker_id"] for w in written] == list(range(BROKERS))
     coverage = InventoryCoverageOperator(
         task_id="coverage",
