@@ -330,9 +330,18 @@ class BrokerFacts:
         problems: list[str] = []
         defaulted: list[str] = []
         broker_id: int | None = None
-        if "broker.id" in merged:
+        # node.id stands for an absent broker.id (KafkaConfig.populateSynonyms, 3.1.0+): a migration's
+        # KRaft broker names itself by node.id only
+        id_key = (
+            "node.id"
+            if "broker.id" not in merged
+            and "node.id" in merged
+            and (release is None or release >= KafkaVersion(3, 1))
+            else "broker.id"
+        )
+        if id_key in merged:
             try:
-                broker_id = _convert(merged["broker.id"], "int", path, "broker.id")
+                broker_id = _convert(merged[id_key], "int", path, id_key)
             except ValueError as exc:
                 problems.append(str(exc))
             if broker_id is not None and broker_id < 0:
@@ -420,14 +429,18 @@ class ServerPropertiesCandidate:
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> ServerPropertiesCandidate:
+        """A ``server_properties`` record. For the configured file the jars are those of the broker process
+        started with it (``running_kafka_jars``: the one whose command line names the same real path), the
+        evidence the identity pin reads too: its release is the broker's, for every rule."""
         path = _get(record, "path", str, "server_properties record")
+        jars = record.get("kafka_jars") or record.get("running_kafka_jars") or ()
         return cls(
             source=str(record.get("source", "configured")),
             path=path,
             file=FileRead.from_record(record.get("file"), f"server_properties {readable_name(path)}"),
             pid=record.get("pid") if isinstance(record.get("pid"), int) else None,
             overrides=tuple(str(o) for o in record.get("overrides") or ()),
-            kafka_jars=tuple(str(j) for j in record.get("kafka_jars") or ()),
+            kafka_jars=tuple(str(j) for j in jars if isinstance(j, str)),
         )
 
     @property

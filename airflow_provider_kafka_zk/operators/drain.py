@@ -563,6 +563,7 @@ class ClearReplicationThrottlesOperator(BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow_provider_kafka_zk.maintenance.drain import clear_throttles, release_lease_if_ours
+        from airflow_provider_kafka_zk.operators.approved_plan import approved_plan
 
         flags = parse_safety_flags(dry_run=self.dry_run, force=self.force)
         dry_run, force = flags["dry_run"], flags["force"]
@@ -596,6 +597,7 @@ class ClearReplicationThrottlesOperator(BaseOperator):
             dry_run=dry_run,
             force=force,
             expected=expected,
+            approval=approved_plan(self, context),  # a real run: the drain's approved plan, or nothing
         )
         if not dry_run:
             location.write(THROTTLES_CLEARED_FILE, json.dumps(result, indent=1, sort_keys=True))

@@ -281,13 +281,28 @@ def production_browser(deployment: Deployment) -> Iterator[TriggerFormBrowser]:
 
 
 @pytest.fixture
-def clusters_without_approval(tmp_path_factory, monkeypatch) -> Path:
-    """A cluster file in which the deletion tests' clusters (``live``, ``test``, the property test's
-    ``prop-live``) are automation with its own review (``require_approval = false``): a real deletion cleanup plans and acts in one task,
-    so it cannot be approved, and refuses on a cluster that requires approval."""
+def opt_out_of_approval(tmp_path_factory, monkeypatch):
+    """``opt_out_of_approval(name, conn_id, **settings)``: a cluster file (``$KAFKA_ZK_CLUSTERS_FILE``)
+    in which the cluster behind ``conn_id`` -- its ensemble and chroot, as the approval rule matches
+    it (issue 31) -- is the entry ``name`` with ``require_approval = false``: automation with its own
+    review, whose real writes go ahead without a person. Entries accumulate over the test; a
+    ``settings`` value is written as TOML as given (``require_approval="true"`` makes one that
+    requires approval). Returns the file."""
     clusters = tmp_path_factory.mktemp("clusters") / "clusters.toml"
-    clusters.write_text(
-        "".join(f"[clusters.{name}]\nrequire_approval = false\n" for name in ("live", "test", "prop-live"))
-    )
-    monkeypatch.setenv("KAFKA_ZK_CLUSTERS_FILE", str(clusters))
-    return clusters
+    entries: dict[str, dict[str, str]] = {}
+
+    def opt_out(name: str, conn_id: str | None = None, **settings: str) -> Path:
+        entry = {"require_approval": "false", **settings}
+        if conn_id is not None:
+            entry["kafka_zookeeper_conn_id"] = f'"{conn_id}"'
+        entries[name] = entry
+        clusters.write_text(
+            "".join(
+                f"[clusters.{n}]\n" + "".join(f"{k} = {v}\n" for k, v in e.items())
+                for n, e in entries.items()
+            )
+        )
+        monkeypatch.setenv("KAFKA_ZK_CLUSTERS_FILE", str(clusters))
+        return clusters
+
+    return opt_out

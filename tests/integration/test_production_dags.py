@@ -319,6 +319,8 @@ def test_the_real_drain_waited_in_the_triggerer_and_was_put_back(deployment, cam
         settings = {
             task: {**values, "kafka_zookeeper_conn_id": "kafka_zk_prod"} for task, values in writers.items()
         }
+        # clearing the throttles writes too: covered by the same approval (issue 31)
+        settings["clear_throttles"] = {"kafka_zookeeper_conn_id": "kafka_zk_prod", "force": False}
         if run is post:  # the election is a writing task of the same plan
             brokers = json.loads(files["plan.json"])["returning_brokers"]
             settings["elect_preferred_leaders"] = {

@@ -20,6 +20,13 @@ repair, and the post-maintenance path -- the move-back of a real drain (also wit
 broker down again, or a moved-back topic deleted and created again, after the plan: both must refuse)
 and the preferred leader election (also while someone else's election is in flight).
 
+Every writer is also drawn against the approval rule (issue 31): a real run with every other input
+valid, on a cluster the cluster file does not opt out -- its entry requires approval (``none``), the
+writer's ``cluster`` names an opted-out entry of another cluster (``wrong_label``), or the cluster is
+in no entry (``no_entry``) -- must refuse with nothing changed; only an entry that names the cluster
+by its connection and sets ``require_approval = false`` (``opted_out``, every other case) lets a
+writer without an approval step write.
+
 The draw is seeded: ``KAFKA_ZK_SAFETY_PROPERTY_SEED`` (default below) fixes every case, the case's
 own seed and its drawn inputs are in its test id and in every failure message. The schedule is
 stratified so that every connection kind, every flag value and every quarantine kind is drawn at
@@ -98,7 +105,7 @@ from airflow_provider_kafka_zk.testing.simulator.runtime import ClusterRuntime
 from airflow_provider_kafka_zk.testing.simulator.scenarios import topic_id_repair_cluster
 from airflow_provider_kafka_zk.testing.sshd import SshServer
 
-pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("clusters_without_approval")]
+pytestmark = pytest.mark.integration
 
 BASE_SEED = int(os.environ.get("KAFKA_ZK_SAFETY_PROPERTY_SEED", "20260517"))
 
@@ -129,6 +136,8 @@ BAD_QUARANTINES = ("relative", "inside_log_dir", "contains_log_dir", "symlink", 
 GOOD_LOAD_TARGETS = ("fresh", "missing")
 BAD_LOAD_TARGETS = ("source", "inside_source", "other_cluster", "zk_root", "relative", "dotdot")
 GOOD_THROTTLES = (1000, "4096", 1_048_576)
+APPROVAL_KINDS = ("none", "wrong_label", "no_entry")  # besides "opted_out": each must refuse
+WRITERS = ("execute", "clear", "cleanup", "repair", "moveback", "elect")
 BAD_THROTTLES = (0, "-5", "fast", None, True)
 
 
@@ -166,6 +175,7 @@ class Case:
     snapshot: str | None = None  # load: ok | missing
     race: bool = False  # repair: the plan's second topic znode changes after the plan
     incident: str | None = None  # moveback / elect: the cluster changes after the plan (must refuse)
+    approval: str = "opted_out"  # what the cluster file says of the cluster written to (APPROVAL_KINDS)
 
     @property
     def flag(self) -> dict[str, Any]:
@@ -184,6 +194,8 @@ class Case:
         }
         for name in extra.get(self.op, ("target", "snapshot")):
             parts.append(f"{name}={getattr(self, name)!r}")
+        if self.approval != "opted_out":
+            parts.append(f"approval={self.approval}")
         return " ".join(parts)
 
     # ----------------------------------------------------------------- the oracle
@@ -205,8 +217,8 @@ class Case:
             return False
         if self.op == "load":
             return self.conn == "right" and self.target in GOOD_LOAD_TARGETS and self.snapshot == "ok"
-        if self.conn != "right":
-            return False
+        if self.conn != "right" or self.approval != "opted_out":
+            return False  # a wrong connection, or a cluster that needs approval (none is given here)
         if self.op == "execute" and not positive(self.throttle):
             return False
         if self.op == "repair" and self.race:
@@ -275,6 +287,8 @@ def _draw_cases(base_seed: int) -> list[Case]:
     profiles += [("moveback", "bad_flag")]
     profiles += [("elect", p) for p in ["real", "real", "dry", "foreign", *schedule.sample(WRONG_CONNS, 3)]]
     profiles += [("elect", "bad_flag")]
+    # every writer, a real run with every other input valid, on a cluster that is not opted out
+    profiles += [(op, f"approval:{kind}") for op in WRITERS for kind in APPROVAL_KINDS]
     cases = []
     counters: dict[str, int] = {}
     for number, (op, profile) in enumerate(profiles):
@@ -289,6 +303,9 @@ def _draw_cases(base_seed: int) -> list[Case]:
         def anything(rng: random.Random = rng) -> Any:
             return rng.choice(FLAG_VALUES)
 
+        if kind == "approval":
+            cases.append(_approval_case(op, index, seed, detail, rng))
+            continue
         conn = "right"
         if kind in WRONG_CONNS:
             conn = kind
@@ -385,6 +402,22 @@ def _draw_cases(base_seed: int) -> list[Case]:
                 )
             )
     return cases
+
+
+def _approval_case(op: str, index: int, seed: int, approval: str, rng: random.Random) -> Case:
+    """A real run of ``op`` with the right connection and every other input valid, on a cluster
+    whose cluster-file entry is ``approval`` (one of :data:`APPROVAL_KINDS`)."""
+    real = (("dry_run", rng.choice(REAL)),)
+    if op == "clear":
+        flags = (*real, ("force", rng.choice(REAL + DRY)))
+        return Case(op, index, seed, "right", flags, state="settled", approval=approval)
+    if op == "cleanup":
+        flags = (("cleanup", rng.choice(DRY)), *real, ("allow_running_broker_orphans", rng.choice(REAL)))
+        return Case(
+            op, index, seed, "right", flags, quarantine=rng.choice(GOOD_QUARANTINES), approval=approval
+        )
+    throttle = rng.choice(GOOD_THROTTLES) if op in ("execute", "moveback") else None
+    return Case(op, index, seed, "right", real, throttle=throttle, approval=approval)
 
 
 CASES = _draw_cases(BASE_SEED)
@@ -537,6 +570,8 @@ class World:
         self.dirty: set[str] = set()
         self.opened: list[DeployedCluster] = []
         self.base = tmp.mktemp("artefacts")
+        self.clusters_file = tmp.mktemp("clusters") / "clusters.toml"
+        self.built: dict[str, str] = {}  # label -> connection of its latest deployment (opted out)
         self.client = KazooClient(hosts=zookeeper_server.connect_string)
         self.client.start(timeout=15)
         self.missing_chroot = f"/kafka_prop_missing_{uuid.uuid4().hex[:10]}"
@@ -555,18 +590,46 @@ class World:
         self.client.stop()
         self.client.close()
 
+    def write_clusters(self, entries: Mapping[str, tuple[str, bool]]) -> None:
+        """The cluster file: label -> (its connection, require_approval)."""
+        self.clusters_file.write_text(
+            "".join(
+                f'[clusters.{label}]\nkafka_zookeeper_conn_id = "{conn}"\n'
+                f"require_approval = {'true' if required else 'false'}\n"
+                for label, (conn, required) in entries.items()
+            )
+        )
+        self.patch.setenv("KAFKA_ZK_CLUSTERS_FILE", str(self.clusters_file))
+
+    def use_clusters(self, case: Case, label: str, deployment: Deployment) -> None:
+        """The cluster file of one case: the cluster ``label`` names is ``deployment``'s (by its
+        connection), opted out of approval -- or, for the approval cases, not (see the module doc)."""
+        entries = {
+            "opted_out": {label: (deployment.conn_id, False)},
+            "none": {label: (deployment.conn_id, True)},
+            "wrong_label": {label: (self.other.conn_id, False), "prop-prod": (deployment.conn_id, True)},
+            "no_entry": {"prop-lab": (self.other.conn_id, False)},
+        }[case.approval]
+        self.write_clusters(entries)
+
     def set_conn(self, conn_id: str, chroot: str) -> str:
         self.patch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", _zk_conn(self.server.connect_string, chroot))
         return conn_id
 
-    def _deploy(self, cluster: SimulatedCluster, kind: str) -> Deployment:
+    def _deploy(self, cluster: SimulatedCluster, kind: str, label: str | None = None) -> Deployment:
+        """Deploy ``cluster``; named ``label`` in the cluster file (opted out of approval) while the
+        world builds on it (the real drains a clear or a move-back case starts from)."""
         number = next(self.numbers)
         chroot = self.server.new_chroot(f"/kafka_prop_{kind.replace('-', '_')}_")
         deployed = DeployedCluster(
             cluster, self.server.connect_string, chroot, self.tmp.mktemp(f"hosts-{kind}-{number}")
         )
         self.opened.append(deployed)
-        return Deployment(deployed, self.set_conn(f"prop_{kind.replace('-', '_')}_zk_{number}", chroot))
+        deployment = Deployment(deployed, self.set_conn(f"prop_{kind.replace('-', '_')}_zk_{number}", chroot))
+        if label is not None:
+            self.built[label] = deployment.conn_id
+            self.write_clusters({name: (conn, False) for name, conn in self.built.items()})
+        return deployment
 
     def conn_for(self, kind: str, deployment: Deployment) -> str:
         return {
@@ -598,7 +661,9 @@ class World:
 
     # ------------------------------------------------------------------ drain
     def _build_execute(self) -> Deployment:
-        deployment = self._deploy(SimulatedCluster(_drain_spec(DRAIN_CLUSTER, seed=5)), "execute")
+        deployment = self._deploy(
+            SimulatedCluster(_drain_spec(DRAIN_CLUSTER, seed=5)), "execute", DRAIN_CLUSTER
+        )
         with KafkaZooKeeperHook(deployment.conn_id) as hook:
             walk = hook.snapshot()
             ref, _ = write_snapshot(str(self.base), DRAIN_CLUSTER, walk, source=hook.target_description())
@@ -718,7 +783,9 @@ class World:
     def _build_moveback(self) -> Deployment:
         """A real drain of broker 1, the maintenance, and the post-maintenance plan that moves its four
         RF=1 partitions back in two batches (the move-back cases each execute a fresh copy of it)."""
-        deployment = self._deploy(SimulatedCluster(_drain_spec(MOVEBACK_CLUSTER, seed=9)), "moveback")
+        deployment = self._deploy(
+            SimulatedCluster(_drain_spec(MOVEBACK_CLUSTER, seed=9)), "moveback", MOVEBACK_CLUSTER
+        )
         drain_dir = self._drain_for_real(deployment, MOVEBACK_CLUSTER)
         self._maintenance(deployment)
         with KafkaZooKeeperHook(deployment.conn_id) as hook:
@@ -996,6 +1063,7 @@ def _assert_rest_unchanged(
 # ------------------------------------------------------------------------------------- execute
 def _case_execute(case: Case, world: World, tmp_path: Path) -> None:
     deployment = world.get("execute")
+    world.use_clusters(case, DRAIN_CLUSTER, deployment)
     plan_dir = world.plan(deployment, f"case-{case.seed}")
     run_id = f"prop-execute-{case.seed}"
     conn = world.conn_for(case.conn, deployment)
@@ -1048,6 +1116,7 @@ def _case_execute(case: Case, world: World, tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------- repair
 def _case_repair(case: Case, world: World, tmp_path: Path) -> None:
     deployment = world.get("repair")
+    world.use_clusters(case, REPAIR_CLUSTER, deployment)
     plan_dir = tmp_path / "plan"  # a fresh copy per case: progress and identity are the run's own
     shutil.copytree(deployment.extra["plan_dir"], plan_dir)
     plan = json.loads((plan_dir / "plan.json").read_text())
@@ -1124,6 +1193,7 @@ def _recreate(deployment: Deployment, topic: str) -> None:
 
 def _case_moveback(case: Case, world: World, tmp_path: Path) -> None:
     deployment = world.get("moveback")
+    world.use_clusters(case, MOVEBACK_CLUSTER, deployment)
     plan_dir = tmp_path / "post"  # a fresh copy per case: progress and identity are the run's own
     shutil.copytree(deployment.extra["plan_dir"], plan_dir)
     plan = json.loads((plan_dir / "plan.json").read_text())
@@ -1176,6 +1246,7 @@ def _case_moveback(case: Case, world: World, tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------- elect
 def _case_elect(case: Case, world: World, tmp_path: Path) -> None:
     deployment = world.get("elect")
+    world.use_clusters(case, ELECT_CLUSTER, deployment)
     if case.incident == "foreign":  # someone else's election is in flight
         world.client.create(
             deployment.chroot + zk.PREFERRED_REPLICA_ELECTION,
@@ -1221,6 +1292,7 @@ def _case_elect(case: Case, world: World, tmp_path: Path) -> None:
 def _case_clear(case: Case, world: World, tmp_path: Path) -> None:
     kind = f"clear-{case.state}"
     deployment = world.get(kind)
+    world.use_clusters(case, DRAIN_CLUSTER, deployment)
     # a fresh plan dir per case: a copy of the run's artefacts (the lease is the run's, via run_id)
     plan_dir = tmp_path / "plan"
     shutil.copytree(
@@ -1287,6 +1359,7 @@ def _quarantine_dir(case: Case, deployment: Deployment) -> str | None:
 
 def _case_cleanup(case: Case, world: World, tmp_path: Path) -> None:
     deployment = world.get("cleanup")
+    world.use_clusters(case, DELETION_CLUSTER, deployment)
     conn = world.conn_for(case.conn, deployment)
     quarantine = _quarantine_dir(case, deployment)
     ts = f"20260101T{case.seed % 1_000_000:06d}"
@@ -1452,7 +1525,12 @@ def test_the_draw_covers_every_kind_of_wrong_input() -> None:
     assert any(c.race and c.mutates() and c.conn == "right" for c in by_op["repair"])
     assert {c.incident for c in by_op["moveback"]} == {None, "broker_down", "recreated"}
     assert {c.incident for c in by_op["elect"]} == {None, "foreign"}
-    assert 25 <= len(CASES) <= 80
+    for op in WRITERS:  # every writer against every cluster-file entry that is not an opt-out
+        assert {c.approval for c in by_op[op] if c.mutates() and c.conn == "right" and c.flags_valid()} == {
+            "opted_out",
+            *APPROVAL_KINDS,
+        }, op
+    assert 25 <= len(CASES) <= 100
     assert len({c.describe() for c in CASES}) == len(CASES)
     # the same seed draws the same cases
     assert _draw_cases(BASE_SEED) == CASES
