@@ -1,11 +1,9 @@
-"""The daily audit's steps on deployed clusters, run by ``test_audit_equivalence.py`` twice: once with
-this checkout's package, once with an older commit's (its tree first on ``PYTHONPATH``).
+"""The daily audit's inventory on deployed clusters, run by ``test_audit_equivalence.py`` twice: once
+with this checkout's package, once with an older commit's (its tree first on ``PYTHONPATH``).
 
-Only calls that exist unchanged at both commits: the ZooKeeper hook's snapshot written as the daily
-DAG writes it, ``BrokerInventoryOperator`` per broker, ``InventoryCoverageOperator``, and the
-in-process audit (``spark_jobs.audit.run_audit``) at a fixed ``now``. Reads one JSON job on stdin
-(connections, clusters, the artefact base); prints the package's path last, so the test can check
-which code ran.
+Only calls that exist unchanged at both commits: ``BrokerInventoryOperator`` per broker and
+``InventoryCoverageOperator``. Reads one JSON job on stdin (connections, clusters, the artefact base);
+prints the package's path last, so the test can check which code ran.
 
     python _audit_equivalence_driver.py < job.json
 """
@@ -23,21 +21,14 @@ def main() -> int:
         os.environ[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps(fields)
 
     import airflow_provider_kafka_zk
-    from airflow_provider_kafka_zk.artefacts.snapshots import write_snapshot
-    from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook
     from airflow_provider_kafka_zk.operators.inventory import (
         BrokerInventoryOperator,
         InventoryCoverageOperator,
     )
-    from airflow_provider_kafka_zk.spark_jobs import audit as audit_job
 
     base = job["base"]
     for cluster in job["clusters"]:
         name = cluster["name"]
-        with KafkaZooKeeperHook(cluster["zk_conn"]) as hook:
-            write_snapshot(base, name, hook.snapshot(), source=hook.target_description())
-        snapshot = os.path.join(base, name, "snapshots")
-        snapshot = os.path.join(snapshot, sorted(os.listdir(snapshot))[-1])
         brokers = [int(b) for b in cluster["brokers"]]
         for broker_id in brokers:
             BrokerInventoryOperator(
@@ -59,15 +50,6 @@ def main() -> int:
             expected_broker_ids=brokers,
             inventory_ts=job["ts"],
         ).execute({})
-        audit_job.run_audit(
-            base,
-            name,
-            snapshot=snapshot,
-            previous="",
-            inventory=os.path.join(base, name, "inventory", job["ts"]),
-            out=os.path.join(base, name, "findings", job["ts"]),
-            now_ms=job["now_ms"],
-        )
     print(airflow_provider_kafka_zk.__file__)
     return 0
 

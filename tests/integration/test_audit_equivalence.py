@@ -1,11 +1,15 @@
 """The faster inventory (issue 35) finds exactly what the inventory before it found: the demo's clusters
 (incident and maintenance, Kafka 3.3.1) and the incident cluster of every release line of the version
-matrix, deployed side by side in a real ZooKeeper and behind a real sshd, go through the daily audit's
-steps twice -- with the package of commit ``BEFORE`` (``git archive``, first on ``PYTHONPATH``) and
-with this checkout's -- into the same artefact paths. Every inventory file's rows and broker facts,
-every log-dir file and every ``findings.parquet`` must be the same, byte for byte where a file holds
-nothing of the moment it was made (the broker summary's ``remote.seconds``, a wall-clock time, is
-the only such field: it is compared with the rest of the summary after it is dropped).
+matrix, deployed side by side in a real ZooKeeper and behind a real sshd, are inventoried twice -- with
+the package of commit ``BEFORE`` (``git archive``, first on ``PYTHONPATH``: the inventory before issue
+35) and with this checkout's -- into the same artefact paths, and each inventory is audited by this
+checkout's audit on the same snapshot at the same ``now``. Every inventory file's rows and broker
+facts, every log-dir file and every ``findings.parquet`` must be the same, byte for byte where a file
+holds nothing of the moment it was made (the broker summary's ``remote.seconds``, a wall-clock time,
+is the only such field: it is compared with the rest of the summary after it is dropped).
+
+Only the inventory differs between the two runs, so the test keeps holding while the audit's rules
+change; a change that means to change the inventory's rows moves ``BEFORE`` to its own parent.
 """
 
 from __future__ import annotations
@@ -21,8 +25,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from airflow_provider_kafka_zk.artefacts.snapshots import write_snapshot
+from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook
 from airflow_provider_kafka_zk.kafka.versions import MATRIX_RELEASES
 from airflow_provider_kafka_zk.operators.inventory import SUMMARY_METADATA_KEY
+from airflow_provider_kafka_zk.spark_jobs import audit as audit_job
 from airflow_provider_kafka_zk.testing.simulator import DeployedCluster, incident_cluster
 from airflow_provider_kafka_zk.testing.simulator.scenarios import maintenance_cluster
 from airflow_provider_kafka_zk.testing.sshd import SshServer
@@ -80,6 +87,28 @@ def _run(job: dict, pythonpath: Path | None) -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
+def _snapshot(root: Path, cluster: dict) -> str:
+    """The cluster's ZooKeeper snapshot, once, outside the artefact base: both audits read it."""
+    with KafkaZooKeeperHook(cluster["zk_conn"]) as hook:
+        ref, _ = write_snapshot(str(root), cluster["name"], hook.snapshot(), source=hook.target_description())
+    return ref.path
+
+
+def _audit(base: Path, clusters: list[dict], snapshots: dict[str, str]) -> None:
+    """This checkout's in-process audit of each cluster's inventory, at the fixed ``NOW_MS``."""
+    for cluster in clusters:
+        name = cluster["name"]
+        audit_job.run_audit(
+            str(base),
+            name,
+            snapshot=snapshots[name],
+            previous="",
+            inventory=str(base / name / "inventory" / TS),
+            out=str(base / name / "findings" / TS),
+            now_ms=NOW_MS,
+        )
+
+
 def _summary(path: Path) -> dict:
     summary = json.loads(pq.read_schema(path).metadata[SUMMARY_METADATA_KEY])
     summary["remote"].pop("seconds")  # the remote walk's wall time: the one field of the moment
@@ -131,9 +160,15 @@ def test_the_demo_and_every_matrix_release_give_the_same_inventory_and_findings_
             "ts": TS,
             "now_ms": NOW_MS,
         }
+        with pytest.MonkeyPatch.context() as patch:
+            for conn_id, fields in connections.items():
+                patch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps(fields))
+            snapshots = {c["name"]: _snapshot(tmp_path / "snapshots", c) for c in clusters}
         ran_before = _run(job, before_tree)
+        _audit(base, clusters, snapshots)
         shutil.move(base, tmp_path / "before")
         ran_now = _run(job, None)
+        _audit(base, clusters, snapshots)
     assert ran_before.startswith(str(before_tree)), ran_before
     assert ran_now.startswith(str(REPO)), ran_now
 
