@@ -798,23 +798,21 @@ class PartitionDirInventory:
             except KafkaFormatError as exc:
                 errors.append(str(exc))
         mtime_ms, ctime_ms = record.get("mtime_ms"), record.get("ctime_ms")
-        mtime_ms = mtime_ms if isinstance(mtime_ms, int) else None
-        ctime_ms = ctime_ms if isinstance(ctime_ms, int) else None
+        base = {
+            "broker_id": broker_id,
+            "log_dir_index": log_dir.index,
+            "log_dir": log_dir.path,
+            "name": name,
+            "kind": kind,
+            "topic": topic,
+            "partition": partition,
+            "unique_id": unique_id,
+            "symlink": bool(record.get("symlink")),
+            "mtime_ms": mtime_ms if isinstance(mtime_ms, int) else None,
+            "ctime_ms": ctime_ms if isinstance(ctime_ms, int) else None,
+        }
         if record.get("error") is not None:
-            return cls(
-                broker_id=broker_id,
-                log_dir_index=log_dir.index,
-                log_dir=log_dir.path,
-                name=name,
-                kind=kind,
-                topic=topic,
-                partition=partition,
-                unique_id=unique_id,
-                symlink=bool(record.get("symlink")),
-                mtime_ms=mtime_ms,
-                ctime_ms=ctime_ms,
-                errors=(*errors, f"{shown()}: {record['error']}"),
-            )
+            return cls(**base, errors=(*errors, f"{shown()}: {record['error']}"))
         entry_errors = record.get("entry_errors")
         if entry_errors:
             errors += [f"{shown()}/{e}" for e in entry_errors]
@@ -838,17 +836,7 @@ class PartitionDirInventory:
             log_start_offset = offsets.get(LOG_START_OFFSET_CHECKPOINT, _NO_OFFSETS).get(key)
             cleaner_offset = offsets.get(CLEANER_OFFSET_CHECKPOINT, _NO_OFFSETS).get(key)
         return cls(
-            broker_id=broker_id,
-            log_dir_index=log_dir.index,
-            log_dir=log_dir.path,
-            name=name,
-            kind=kind,
-            topic=topic,
-            partition=partition,
-            unique_id=unique_id,
-            symlink=bool(record.get("symlink")),
-            mtime_ms=mtime_ms,
-            ctime_ms=ctime_ms,
+            **base,
             partition_metadata_file=metadata_read,
             partition_metadata=metadata,
             leader_epoch_file=epochs_read,
