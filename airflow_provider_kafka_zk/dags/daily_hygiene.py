@@ -1,8 +1,9 @@
 """Daily hygiene of ZooKeeper-mode Kafka clusters: one DAG per cluster in the cluster file.
 
-    snapshot ZooKeeper -> list brokers -> inventory each broker (mapped, retried) -> coverage (all_done)
-      -> audit (Spark: the packaged kafka_zk_audit.py with the package as --py-files, or in-process)
-      -> gate   [+ optional pre-restart log scan of every broker -> verdicts]
+    snapshot ZooKeeper -> list brokers ------------------------------------------> coverage (all_done)
+    group the brokers -> inventory each group (mapped, retried; beside the snapshot) --^
+    coverage -> audit (Spark: the packaged kafka_zk_audit.py with the package as --py-files, or
+      in-process) -> gate   [+ optional pre-restart log scan of every broker -> verdicts]
     list brokers -> deletions (every topic marked for deletion: deleted everywhere, or why not)
 
 DAG ids: ``kafka_zk_daily_hygiene_<cluster>``. The cluster file is found as
@@ -87,9 +88,11 @@ def spark_conf(settings: Mapping[str, Any]) -> dict[str, str]:
 
 def build_dag(cluster: str, settings: Mapping[str, Any]) -> DAG:
     """One cluster's daily hygiene DAG."""
+    from airflow_provider_kafka_zk.alerts.deadline import deadline_alert, record_start
     from airflow_provider_kafka_zk.dags._engine import audit_engine
     from airflow_provider_kafka_zk.operators.audit import ClusterAuditOperator, FindingsGateOperator
     from airflow_provider_kafka_zk.operators.inventory import (
+        BrokerGroupsOperator,
         BrokerInventoryOperator,
         InventoryCoverageOperator,
         ListBrokerIdsOperator,
@@ -105,6 +108,7 @@ def build_dag(cluster: str, settings: Mapping[str, Any]) -> DAG:
         "retry_delay": timedelta(seconds=float(settings["retry_delay_s"])),
         "retry_exponential_backoff": float(settings["retry_exponential_backoff"]),
         "max_retry_delay": timedelta(seconds=float(settings["max_retry_delay_s"])),
+        "on_execute_callback": [record_start],  # since when each task runs: a late run's page says
     }
     run_ts = "{{ ti.xcom_pull(task_ids='coverage')['inventory_ts'] }}"
     inventory_dir = f"{base.rstrip('/')}/{cluster}/inventory/{run_ts}"
@@ -121,6 +125,7 @@ def build_dag(cluster: str, settings: Mapping[str, Any]) -> DAG:
         default_args=default_args,
         tags=["kafka", "zookeeper", "audit", cluster],
         doc_md=(f"**{engine_warning}**\n\n" if engine_warning else "") + (__doc__ or ""),
+        deadline=deadline_alert(cluster, settings),  # a run still going past it pages once
     ) as dag:
         snapshot = ZooKeeperSnapshotOperator(
             task_id="snapshot",
@@ -132,8 +137,16 @@ def build_dag(cluster: str, settings: Mapping[str, Any]) -> DAG:
         brokers = ListBrokerIdsOperator(
             task_id="brokers", kafka_zookeeper_conn_id=settings["kafka_zookeeper_conn_id"]
         )
+        # a task per group of brokers, as many as the deployment runs at once (inventory_tasks); the
+        # groups are listed from ZooKeeper at the start: the inventory runs beside the snapshot
+        groups = BrokerGroupsOperator(
+            task_id="inventory_groups",
+            kafka_zookeeper_conn_id=settings["kafka_zookeeper_conn_id"],
+            groups=settings.get("inventory_tasks"),
+        )
         inventory = BrokerInventoryOperator.partial(
             task_id="inventory",
+            map_index_template="brokers {{ task.broker_ids | join(', ') }}",
             cluster=cluster,
             base_path=base,
             artefacts_conn_id=store,
@@ -142,7 +155,7 @@ def build_dag(cluster: str, settings: Mapping[str, Any]) -> DAG:
             broker_hosts=settings.get("broker_hosts"),
             server_properties_path=settings.get("server_properties_path"),
             connect_timeout=settings.get("connect_timeout"),
-        ).expand(broker_id=brokers.output)
+        ).expand(broker_ids=groups.output)
         coverage = InventoryCoverageOperator(
             task_id="coverage",
             cluster=cluster,

@@ -27,14 +27,16 @@ from .deletion import (
     deletion_verdict,
     running_for_ms,
 )
+from .deletion_cleanup import cleanup_advice
 from .errors import KafkaFormatError
 from .findings import APPROVAL_STEP, TOPIC_ID_ROOT_CHECKS, Finding, Severity, brokers_text, trigger_command
 from .inventory import age_reference_ms
-from .kraft_migration import MigrationPhase, migration_state
+from .kraft_migration import BrokerMode, MigrationPhase, migration_state
 from .leadership import AutoRebalance, auto_rebalance, blocked_reasons, imbalance_advice, leader_imbalance
 from .logdir import DirKind
 from .model import ClusterState, TopicState
 from .reassignment import BROKER_THROTTLE_KEYS
+from .topic_id_repair import write_back_effect
 from .uuid import ONE_UUID, KafkaUuid
 from .versions import KafkaVersion, has_stray_dirs, ibp_uses_topic_ids
 from .znodes import ReassignmentEntry
@@ -202,6 +204,9 @@ class ClusterFacts:
     brokers: Mapping[int, BrokerInfo] = field(default_factory=dict)  # host, last seen (broker_infos)
     broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # /config/brokers/<entity>
     delete_margin_ms: int = DEFAULT_DELETE_MARGIN_MS  # deletion.deletion_verdict's margin
+    # each inventoried broker's mode during a KRaft migration (kraft_migration.broker_mode): a broker in
+    # KRaft mode serves without a /brokers/ids registration while a KRaft controller acts
+    broker_modes: Mapping[int, BrokerMode] = field(default_factory=dict)
 
     @property
     def uses_topic_ids(self) -> bool:
@@ -327,18 +332,19 @@ def _write_back_action(evidence: Mapping[str, Any], topic: str, path: str) -> st
     """
     wb, dry, run = evidence["write_back_id"], evidence["repair_dry_run"], evidence["repair_run"]
     topics = list(evidence["repair_conf"]["topics"])
+    moved = list(evidence.get("repair_moves_controller_for") or ())
     together = (
-        f" One run repairs {', '.join(topics[:-1])} and {topics[-1]}: it writes every id, then moves the controller once; a controller "
-        "move before a missing id is back would mint a new one (KAFKA-14190)."
+        f" One run repairs {', '.join(topics[:-1])} and {topics[-1]}: {write_back_effect(topics, moved)}"
+        + (
+            "; a controller move before a missing id is back would mint a new one (KAFKA-14190)."
+            if moved and len(moved) < len(topics)
+            else "."
+        )
         if len(topics) > 1
         else ""
     )
     if evidence.get("zookeeper_topic_id") is None:  # the precursor: nothing rejects anything yet
-        moves = (
-            " before the run's one controller move, so"
-            if len(topics) > 1
-            else "; no controller move, no restart:"
-        )
+        moves = " before the run's one controller move, so" if moved else "; no controller move, no restart:"
         return (
             f"Before any controller move, write {wb} back: dry run {dry}, then {run} ({APPROVAL_STEP}). "
             f"write_back puts {wb} into "
@@ -375,10 +381,13 @@ def combine_write_backs(findings: Sequence[Finding], facts: ClusterFacts) -> lis
         return list(findings)
     conf = {"cluster": facts.cluster, "topics": sorted(str(f.topic) for f in roots), "strategy": "write_back"}
     commands = repair_commands(conf)
+    # the run moves the controller only for topics whose ZooKeeper id was another (topic_id_repair.plan_repair)
+    moved = sorted(str(f.topic) for f in roots if f.evidence.get("zookeeper_topic_id") is not None)
     combined = {}
     for f in roots:
         evidence = {
             **f.evidence,
+            "repair_moves_controller_for": moved,
             "repair_conf": conf,
             "repair_dry_run": commands["dry_run"],
             "repair_run": commands["run"],
@@ -782,12 +791,14 @@ def check_deletion(evidence: TopicEvidence, facts: ClusterFacts) -> list[Finding
                 "deletion-half-done",
                 Severity.ERROR,
                 f"{evidence.topic} is gone from /brokers/topics but znodes remain",
-                "Remove the leftover znodes once no marker exists (a new topic of that name would inherit its config)",
+                "Remove the leftover znodes once no marker exists (a new topic of that name would inherit its config). "
+                + cleanup_advice(facts.cluster, [evidence.topic]),
                 topic=evidence.topic,
                 path=f"/config/topics/{evidence.topic}" if evidence.config_znode else None,
                 evidence={"detail": [e for e in verdict.evidence if "znode" in e]},
             )
         )
+    sizes = {d.path: d.size_bytes for d in evidence.dirs}
     for broker_id in sorted({d.broker_id for d in verdict.leftover_dirs if d.kind is DirKind.NORMAL}):
         dirs = [d for d in verdict.leftover_dirs if d.broker_id == broker_id and d.kind is DirKind.NORMAL]
         out.append(
@@ -802,14 +813,19 @@ def check_deletion(evidence: TopicEvidence, facts: ClusterFacts) -> list[Finding
                 + (
                     f"while broker {broker_id} is stopped: it loaded them as logs at its start and holds their "
                     "files open, so moving them under it takes the whole log dir offline "
-                    "(TopicDeletionVerifyOperator's cleanup refuses while it runs)"
+                    "(the cleanup leaves them while it runs)"
                     if broker_id in facts.live_brokers
                     else f"before broker {broker_id} starts again"
-                ),
+                )
+                + ". "
+                + cleanup_advice(facts.cluster, [evidence.topic]),
                 topic=evidence.topic,
                 broker_id=broker_id,
                 path=dirs[0].path,
-                evidence={"paths": [d.path for d in dirs]},
+                evidence={
+                    "paths": [d.path for d in dirs],
+                    "bytes": sum(sizes.get(d.path, 0) for d in dirs),  # .log bytes, as the inventory counts
+                },
             )
         )
     return out
@@ -866,6 +882,7 @@ def check_dir_kinds(evidence: TopicEvidence, facts: ClusterFacts) -> list[Findin
                         "paths": [d.path for d in old],
                         "delay_ms": delay,
                         "margin_ms": facts.delete_margin_ms,
+                        "bytes": sum(d.size_bytes for d in old),
                         "dirs": [
                             {
                                 "path": d.path,
@@ -900,7 +917,7 @@ def check_dir_kinds(evidence: TopicEvidence, facts: ClusterFacts) -> list[Findin
                     topic=evidence.topic,
                     broker_id=broker_id,
                     path=stray[0].path,
-                    evidence={"paths": [d.path for d in stray]},
+                    evidence={"paths": [d.path for d in stray], "bytes": sum(d.size_bytes for d in stray)},
                 )
             )
     return out
@@ -1267,6 +1284,8 @@ def broker_down_root_causes(
         for b in info.replicas:
             replicas[b] += 1
     down = sorted((set(replicas) | set(facts.brokers)) - set(facts.live_brokers))
+    migration = migration_state(state, facts.broker_modes) if down else None
+    kraft_active = migration is not None and migration.kraft_controller_active
     out = []
     for b in down:
         info = facts.brokers.get(b, BrokerInfo(b))
@@ -1326,6 +1345,12 @@ def broker_down_root_causes(
             + f"; it holds {replicas.get(b, 0)} replica(s)"
             + (": " + "; ".join(consequences) if consequences else "")
         )
+        if kraft_active and b not in facts.broker_modes:
+            # a migration's KRaft broker is not in /brokers/ids either: only its server.properties tells
+            summary += (
+                "; a KRaft migration is in dual-write, where a broker in KRaft mode is not in /brokers/ids either, "
+                "and this broker's server.properties was not read (not inventoried): ZooKeeper cannot tell which"
+            )
         where = f" on {info.host}" if info.host else ""
         check_first = trigger_command("kafka_zk_pre_restart_check", {"cluster": facts.cluster, "broker": b})
         if info.clean_shutdown is True:
@@ -1477,17 +1502,22 @@ def _leader_imbalance(state: ClusterState, facts: ClusterFacts) -> list[Finding]
     rule = controller_rebalance_rule(state, facts)
     reassigning = bool(state.reassign_partitions or state.reassigning_partitions)
     out = []
+    migration = migration_state(state, facts.broker_modes)
+    kraft_controller = (
+        migration.kraft_controller_id if migration is not None and migration.kraft_controller_active else None
+    )
     for broker_id, imbalance in leader_imbalance(state, threshold_percent=rule.imbalance_percent).items():
         if broker_id not in facts.live_brokers or not imbalance.over_threshold:
             continue  # a stopped broker's partitions are reported as offline / under-replicated
-        blocked = blocked_reasons(state, imbalance.not_leading)
+        blocked = blocked_reasons(state, imbalance.not_leading, facts.live_brokers)
         shown = ", ".join(f"{t}-{p}" for t, p in imbalance.not_leading[:10])
         more = len(imbalance.not_leading) - 10
         out.append(
             _finding(
                 facts,
                 "preferred-leader-imbalance",
-                Severity.WARNING,
+                # during a migration's dual-write the KRaft controller rebalances: no ZooKeeper write fixes it
+                Severity.WARNING if kraft_controller is None else Severity.INFO,
                 f"broker {broker_id} leads {imbalance.preferred - len(imbalance.not_leading)} of the "
                 f"{imbalance.preferred} partitions it is preferred leader for ({100 * imbalance.ratio:.0f}% "
                 f"imbalance > leader.imbalance.per.broker.percentage={imbalance.threshold_percent}): "
@@ -1499,6 +1529,7 @@ def _leader_imbalance(state: ClusterState, facts: ClusterFacts) -> list[Finding]
                     reassigning=reassigning,
                     check_interval_s=rule.check_interval_s,
                     cluster=facts.cluster,
+                    kraft_controller=kraft_controller,
                 ),
                 broker_id=broker_id,
                 evidence={
@@ -1763,15 +1794,18 @@ KRAFT_READINESS_DAG = "kafka_zk_kraft_migration_readiness"
 
 
 def kraft_migration_findings(state: ClusterState, facts: ClusterFacts) -> list[Finding]:
-    """While a KRaft controller migrates the cluster, one finding saying where it stands.
+    """While a KRaft controller migrates the cluster, one finding saying where it stands and what is next.
 
     During the migration the persistent ``/controller`` held by a KRaft controller, the bumped
-    ``/controller_epoch`` and the KRaft epoch in partition states are how Kafka migrates (see
-    :mod:`.kraft_migration`): reported as the migration's state, not as incidents. The same signs
-    without a migration -- a persistent ``/controller`` and no ``/migration`` -- are an error: no
-    ZooKeeper-mode broker can become controller while it stays.
+    ``/controller_epoch``, the KRaft epoch in partition states and -- once brokers run in KRaft mode --
+    their absence from ``/brokers/ids`` are how Kafka migrates (see :mod:`.kraft_migration`): reported as
+    the migration's state, not as incidents. The same signs without a migration -- a persistent
+    ``/controller`` and no ``/migration`` -- are an error: no ZooKeeper-mode broker can become controller
+    while it stays. After a rollback that left ``/migration`` behind (Kafka's documented revert does) the
+    finding says to delete it: until then every writer of this provider refuses, and a later migration
+    would skip its initial load (KAFKA-17146).
     """
-    found = migration_state(state)
+    found = migration_state(state, facts.broker_modes)
     if found is None:
         return []
     readiness = trigger_command(KRAFT_READINESS_DAG, {"cluster": facts.cluster})
@@ -1786,21 +1820,31 @@ def kraft_migration_findings(state: ClusterState, facts: ClusterFacts) -> list[F
                 f"(id {found.kraft_controller_id}, kraftControllerEpoch {found.kraft_controller_epoch})",
                 "If a KRaft quorum still runs with zookeeper.metadata.migration.enable, it owns /controller: "
                 "look at its controllers first. If the migration was reverted, the documented revert deletes "
-                "/controller and /migration (docs/ops.html, 'Reverting to ZooKeeper mode During the Migration'), "
-                "so a broker is elected again. Before that deletion every topic must have its topic_id in "
+                "/controller and /migration (docs/ops.html, 'Reverting to ZooKeeper mode During the Migration'; "
+                "with deleteall: ZooKeeper 3.5+ has no rmr), so a broker is elected again. Before that deletion "
+                "every topic must have its topic_id in "
                 "ZooKeeper (see the topicId findings): a new ZooKeeper-mode controller mints a NEW id for a "
                 "topic without one, and its replicas then reject it (KAFKA-14190)",
                 path="/controller",
                 evidence=evidence,
             )
         ]
-    severity = Severity.WARNING if found.problem else Severity.INFO
+    severity = Severity.WARNING if found.problem or found.unknown_mode else Severity.INFO
+    registered = list(found.zk_brokers)
+    brokers = (
+        f"brokers registered in /brokers/ids (ZooKeeper mode): {registered if registered else 'none'}"
+        + (
+            f"; in KRaft mode (registered with the quorum only, serving): {list(found.kraft_brokers)}"
+            if found.kraft_brokers
+            else ""
+        )
+    )
     summary = (
-        f"KRaft migration in progress, phase {found.phase.value}: {found.description}; KRaft controller "
+        f"KRaft migration, phase {found.phase.value} ({found.stage}): {found.description}; KRaft controller "
         f"{found.kraft_controller_id} (KRaft epoch {found.kraft_controller_epoch}), /migration metadata offset "
         f"{found.metadata_offset} (epoch {found.metadata_epoch}), ZooKeeper controller epoch "
-        f"{found.zk_controller_epoch}; brokers still in ZooKeeper mode: {list(found.zk_brokers)}"
-        + (f". {found.problem}" if found.problem else "")
+        f"{found.zk_controller_epoch}; {brokers}"
+        + (f". {found.problem}" if found.problem and found.phase is not MigrationPhase.REVERTING else "")
         + (
             f". Marked for deletion before the takeover, not migrated (the brokers reconcile their logs, "
             f"ZkTopicMigrationClient.iterateTopics): {', '.join(sorted(state.pending_deletions))}"
@@ -1808,11 +1852,18 @@ def kraft_migration_findings(state: ClusterState, facts: ClusterFacts) -> list[F
             else ""
         )
     )
+    if found.kraft_controller_active:
+        not_incidents = (
+            "Not incidents: a persistent /controller held by the KRaft controller, its epoch in /controller_epoch "
+            "and in partition states, its writes to topic znodes"
+            + (", brokers in KRaft mode missing from /brokers/ids" if found.kraft_brokers else "")
+            + " are how Kafka migrates. "
+        )
+    else:
+        not_incidents = ""
     action = (
-        "Nothing to repair: a persistent /controller held by the KRaft controller, its epoch in "
-        "/controller_epoch and in partition states, and its writes to topic znodes are how Kafka migrates. "
-        "This provider's ZooKeeper writes (drain, topicId repair, deletion cleanup, elections) refuse until "
-        f"the migration is finalized or reverted. Its state and blockers: {readiness}"
+        f"{not_incidents}Next: {found.next_step}. This provider's ZooKeeper writes (drain, topicId repair, deletion "
+        f"cleanup, elections) refuse while /migration exists. Its state and blockers: {readiness}"
     )
     return [
         _finding(facts, "kraft-migration", severity, summary, action, path="/migration", evidence=evidence)

@@ -349,6 +349,31 @@ def topic_znode_with_id(data: bytes, path: str, topic_id: str) -> bytes:
     return encoded
 
 
+def write_back_effect(topics: Sequence[str], moved: Iterable[str]) -> str:
+    """What one ``write_back`` run of ``topics`` does, as :func:`plan_repair` builds it: a
+    :class:`TopicIdWrite` per topic (the id every replica holds, into its znode: format v3, partitions
+    unchanged), then ONE :class:`ControllerMove` only when a topic's ZooKeeper id was another one
+    (``moved``: the running controller holds that old id); a topic without an id in ZooKeeper (the
+    KAFKA-14190 precursor) needs no move -- the next controller loads the id instead of minting one. No
+    broker file is touched, no broker restarts."""
+    names = ", ".join(topics)
+    moved = sorted(moved)
+    if moved:
+        move = (
+            f", then moves the controller once, after every write (a new controller sends the restored id of "
+            f"{', '.join(moved)}, whose ZooKeeper id was another)"
+        )
+    else:
+        move = (
+            "; no controller move (a topic without an id in ZooKeeper only needs it written: the next controller "
+            "loads it instead of minting a new one)"
+        )
+    return (
+        f"write_back writes the id every replica holds into the topic znode of {names} (format v3, partitions "
+        f"unchanged){move}; no broker file is touched, no broker restarts"
+    )
+
+
 def replica_disk(diagnoses: Iterable[TopicIdDiagnosis]) -> list[ReplicaDisk]:
     """Every live replica directory the diagnoses saw, as the restart rules read them."""
     return [
@@ -661,10 +686,14 @@ def zookeeper_shell_command(
     return " ".join(shlex.quote(p) for p in parts)
 
 
-def rollback_record(steps: Sequence[Step], hosts: Sequence[str], chroot: str) -> dict[str, Any]:
+def rollback_record(
+    steps: Sequence[Step], hosts: Sequence[str], chroot: str, undo: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """``rollback.json``: what puts each planned ZooKeeper write back (file copies are recorded when
-    taken, in ``rollback-files.json``). Each ``restore`` runs as written; then a controller move
-    (``then``) makes a new controller load the old bytes."""
+    taken, in ``rollback-files.json``). ``undo`` first: the ``kafka_zk_undo`` DAG with the exact conf
+    (:func:`~.undo.undo_record`), which checks each znode's version and bytes and reaches secured
+    ensembles; each entry's ``restore`` then ``then`` (a controller move that makes a new controller
+    load the old bytes) run as written, by hand, as the fallback (no TLS/SASL options)."""
     entries = []
     for step in steps:
         if not isinstance(step, TopicIdWrite):
@@ -679,8 +708,16 @@ def rollback_record(steps: Sequence[Step], hosts: Sequence[str], chroot: str) ->
                 "then": zookeeper_shell_command(hosts, chroot, "delete", "/controller"),
             }
         )
+    from .undo import BY_HAND
+
     connect = ",".join(hosts) + (chroot if chroot not in ("", "/") else "")
-    return {"format": "kafka-zk-topic-id-repair-rollback", "target": connect, "znodes": entries}
+    return {
+        "format": "kafka-zk-topic-id-repair-rollback",
+        "target": connect,
+        **({"undo": dict(undo)} if undo else {}),
+        "by_hand": f"each entry's restore, then its then: {BY_HAND}",
+        "znodes": entries,
+    }
 
 
 def describe_plan(plan: Mapping[str, Any]) -> str:

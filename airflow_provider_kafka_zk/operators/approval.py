@@ -92,10 +92,11 @@ from airflow_provider_kafka_zk.kafka.approval import (
     timed_out,
     with_answer,
 )
+from airflow_provider_kafka_zk.kafka.deletion_cleanup import PLAN_FORMAT as CLEANUP_PLAN_FORMAT
+from airflow_provider_kafka_zk.kafka.deletion_cleanup import cleanup_summary
 from airflow_provider_kafka_zk.maintenance import parse_safety_flags
 from airflow_provider_kafka_zk.operators.approved_plan import (
     APPROVAL_TASK_ID,
-    WRITERS,
     XCOM_KEY,
     PlanChangedSinceApprovalError,
     PlanNotApprovedError,
@@ -104,6 +105,7 @@ from airflow_provider_kafka_zk.operators.approved_plan import (
     read_approval,
     read_artefact,
     read_plan_digest,
+    writer_fields,
 )
 
 if TYPE_CHECKING:
@@ -170,7 +172,7 @@ def users_by_role() -> dict[str, list[str]] | None:
 def _writers_downstream(task: Any) -> list[Any]:
     """The tasks after ``task`` that write from its plan (their class is in :data:`WRITERS`)."""
     return sorted(
-        (t for t in task.get_flat_relatives(upstream=False) if type(t).__name__ in WRITERS),
+        (t for t in task.get_flat_relatives(upstream=False) if writer_fields(t) is not None),
         key=lambda t: t.task_id,
     )
 
@@ -247,7 +249,7 @@ class PlanApprovalOperator(HITLOperator, SkipMixin):
         """(plan folder, digest, summary, rendered settings of the writing tasks)."""
         folder = artefacts_url(str(self.plan_dir), self.artefacts_conn_id or None)
         writers = _writers_downstream(context["task"]) if "task" in context else []
-        hashed = {t.task_id: _render(t, WRITERS[type(t).__name__], context) for t in writers}
+        hashed = {t.task_id: _render(t, writer_fields(t) or (), context) for t in writers}
         shown: dict[str, Any] = {}
         for t in writers:
             shown.update(_render(t, _SHOWN_ONLY, context))
@@ -257,13 +259,28 @@ class PlanApprovalOperator(HITLOperator, SkipMixin):
         if not isinstance(plan, dict):
             raise PlanNotApprovedError(f"{folder}/plan.json is missing or not JSON: nothing to approve")
         rollback = _json(read_artefact(folder, "rollback.json"))
-        summary = self._summary(plan, rollback, folder, shown)
+        summary = self._summary(plan, rollback, folder, shown, self._undo_command(context))
         return folder, digest, summary, shown
+
+    def _undo_command(self, context: Context) -> str | None:
+        """The ``kafka_zk_undo`` trigger that undoes this run once it wrote (None outside a run)."""
+        from airflow_provider_kafka_zk.kafka.undo import UNDO_DAG_ID, trigger_command, undo_conf
+
+        ti = context.get("ti")
+        if ti is None or getattr(ti, "dag_id", None) == UNDO_DAG_ID:
+            return None
+        return trigger_command(UNDO_DAG_ID, undo_conf(str(self.cluster), ti.run_id, ti.dag_id))
 
     @staticmethod
     def _summary(
-        plan: Mapping[str, Any], rollback: Any, folder: str, shown: Mapping[str, Any]
+        plan: Mapping[str, Any],
+        rollback: Any,
+        folder: str,
+        shown: Mapping[str, Any],
+        undo_command: str | None = None,
     ) -> PlanSummary:
+        if plan.get("format") == CLEANUP_PLAN_FORMAT:
+            return cleanup_summary(plan, rollback if isinstance(rollback, Mapping) else None, plan_dir=folder)
         if plan.get("format") == "kafka-zk-topic-id-repair-plan":
             return repair_summary(
                 plan,
@@ -272,18 +289,22 @@ class PlanApprovalOperator(HITLOperator, SkipMixin):
                 restart_command=shown.get("restart_command"),
                 health_timeout_s=_number(shown.get("health_timeout")),
                 gate_timeout_s=_number(shown.get("gate_timeout")),
+                undo_command=undo_command,
             )
         identity = plan.get("identity") or {}
         zookeeper = ",".join(identity.get("zookeeper_hosts") or []) + str(identity.get("chroot") or "")
         rate = _number(shown.get("throttle_bytes_per_sec"))
-        return reassignment_summary(
-            plan,
-            rollback,
-            plan_dir=folder,
-            throttle_bytes_per_sec=None if rate is None else int(rate),
-            batch_timeout_s=_number(shown.get("batch_timeout")),
-            zookeeper=zookeeper or "?",
-        )
+        common = {
+            "plan_dir": folder,
+            "throttle_bytes_per_sec": None if rate is None else int(rate),
+            "batch_timeout_s": _number(shown.get("batch_timeout")),
+            "zookeeper": zookeeper or "?",
+        }
+        if plan.get("kind") == "undo":  # a drain-shaped plan whose other steps put things back
+            from airflow_provider_kafka_zk.kafka.undo import undo_summary
+
+            return undo_summary(plan, rollback, **common)
+        return reassignment_summary(plan, rollback, **common, undo_command=undo_command)
 
     def _record(
         self, context: Context, folder: str, digest: PlanDigest, summary: PlanSummary, decision: Decision
