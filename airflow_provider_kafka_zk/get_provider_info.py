@@ -147,6 +147,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_provider_kafka_zk.triggers.deletion",
                     "airflow_provider_kafka_zk.triggers.reassignment",
                     "airflow_provider_kafka_zk.triggers.leader_election",
+                    "airflow_provider_kafka_zk.triggers.approval",
                 ],
             }
         ],

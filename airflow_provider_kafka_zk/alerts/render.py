@@ -53,6 +53,7 @@ def alert_content(
     failed_tasks: Sequence[str] = (),
     test_by: str | None = None,
     maintenance: Mapping[str, Any] | None = None,
+    approval: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Everything an alert says, as data (also stored in ``alert.json``).
 
@@ -68,6 +69,8 @@ def alert_content(
     :param test_by: set for a test alert: who asked for it.
     :param maintenance: set for a maintenance run's alert: its headline, steps, change logs,
         rollback artefacts and next steps (:mod:`~.maintenance`); every incident of it pages.
+    :param approval: set for the notice that a plan waits for a person's decision: its headline,
+        hash, approval page and REST links, approvers, expiry (:mod:`~.approval`).
     """
     items = [_item(c) for c in classified]
     paged = [i for i in items if i["status"] in (NEW, WORSE)]
@@ -76,6 +79,11 @@ def alert_content(
         subject = f"[kafka-zk] {cluster}: TEST alert (the on-call path works)"
     elif maintenance is not None:
         subject = f"[kafka-zk] {cluster}: {maintenance['headline']}"
+    elif approval is not None:
+        subject = (
+            f"[kafka-zk] {cluster}: approval needed: {approval['title']} plan sha256 "
+            f"{str(approval['plan_sha256'])[:16]}… - {approval['headline']}"
+        )
     elif paged:
         head = "; ".join(i["title"] for i in paged[:2]) + (
             f" (+{len(paged) - 2} more)" if len(paged) > 2 else ""
@@ -99,6 +107,7 @@ def alert_content(
         "worst": worst,
         "test_by": test_by,
         "maintenance": dict(maintenance) if maintenance is not None else None,
+        "approval": dict(approval) if approval is not None else None,
     }
 
 
@@ -134,6 +143,7 @@ def slack_message(content: Mapping[str, Any]) -> dict[str, Any]:
             _slack_link(content.get("run_url"), "Airflow run"),
             _slack_link(content.get("report_url"), "Report"),
             _slack_link((maintenance or {}).get("folder_url"), "Run folder"),
+            _slack_link((content.get("approval") or {}).get("approval_url"), "Approval page"),
         )
         if link
     )
@@ -145,6 +155,8 @@ def slack_message(content: Mapping[str, Any]) -> dict[str, Any]:
         intro.append(f"Test alert asked for by {_slack_escape(content['test_by'])}: nothing is wrong.")
     elif maintenance:
         intro += _slack_maintenance_intro(content, maintenance)
+    elif content.get("approval"):
+        intro += _slack_approval_intro(content, content["approval"])
     else:
         intro.append(
             f"*{content['paged']} new or worse*, {content['unchanged']} unchanged "
@@ -155,6 +167,10 @@ def slack_message(content: Mapping[str, Any]) -> dict[str, Any]:
     if links:
         intro.append(links)
     blocks.append(_section("\n".join(intro)))
+    for command in (content.get("approval") or {}).get("commands") or ():
+        blocks.append(
+            _section(f"{_slack_escape(command['label'])}:\n```{_slack_escape(command['command'])}```")
+        )
     shown = content["incidents"][:SLACK_MAX_INCIDENTS]
     for item in shown:
         status = "" if maintenance else f" {item['status'].upper()}"  # a maintenance run pages them all
@@ -200,6 +216,19 @@ def _slack_maintenance_intro(content: Mapping[str, Any], m: Mapping[str, Any]) -
         label = step["task_id"] + (f" ({step['count']})" if step.get("count") else "")
         by_outcome.setdefault(step["outcome"], []).append(label)
     lines += [f"{outcome}: {_slack_escape(', '.join(tasks))}" for outcome, tasks in by_outcome.items()]
+    return lines
+
+
+def _slack_approval_intro(content: Mapping[str, Any], a: Mapping[str, Any]) -> list[str]:
+    """The plan that waits: headline, hash, run, who decides until when, how to answer over REST."""
+    who = ", ".join(a.get("approvers") or []) or "any user allowed on the DAG"
+    lines = [
+        f"*{_slack_escape(a['headline'])}*",
+        f"Run `{_slack_escape(content['run_id'])}` of `{_slack_escape(content['dag_id'])}` waits in its "
+        f"approval step. Plan sha256 `{_slack_escape(a['plan_sha256'])}`",
+        f"Who decides: {_slack_escape(who)}; time-out at {_slack_escape(a['expires_at'])} (nothing changes then)",
+        f"The request over REST: `{_slack_escape(a['request_url'])}`",
+    ]
     return lines
 
 

@@ -134,7 +134,7 @@ def _fragments(
     except pa.ArrowInvalid as exc:  # e.g. broker=x/: name the directory
         bad = [
             display_url(fs, p)
-            for p in fs.ls(root, detail=False)
+            for p in sorted(fs.ls(root, detail=False))
             if _not_an_id(posixpath.basename(p.rstrip("/"))) and fs.isdir(p)
         ]
         raise InventoryLayoutError(

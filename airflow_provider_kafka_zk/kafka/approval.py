@@ -607,6 +607,73 @@ def change_log_entry(record: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def with_answer(
+    record: Mapping[str, Any],
+    *,
+    chosen: Sequence[str],
+    by: Mapping[str, Any] | None,
+    at: str,
+    comment: str | None,
+) -> dict[str, Any]:
+    """A waiting decision record (``pending``) with a person's answer: approved only when exactly
+    Approve was chosen, anything else rejected.
+
+    :param record: the record the approval step wrote when it asked.
+    :param chosen: the options the person chose.
+    :param by: who answered (Airflow's ``{"id", "name"}``).
+    :param at: when (ISO 8601).
+    :param comment: the comment they gave (empty: none).
+    """
+    decision = Decision.APPROVED if list(chosen) == [APPROVE] else Decision.REJECTED
+    return {
+        **record,
+        "decision": decision.value,
+        "decided_at": at,
+        "decided_by": dict(by) if by else None,
+        "comment": comment or None,
+    }
+
+
+def timed_out(record: Mapping[str, Any], at: str) -> dict[str, Any]:
+    """A waiting decision record whose time ran out with no answer."""
+    return {**record, "decision": Decision.TIMED_OUT.value, "decided_at": at, "decided_by": None}
+
+
+def change_log_of(record: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """The run's change log of a decision (file name, content): ``changes-<task>-<try>.json`` with the
+    decision as its one entry; None while nothing is decided (pending, or a dry run's not needed)."""
+    if record["decision"] in (Decision.PENDING.value, Decision.NOT_NEEDED.value):
+        return None
+    return f"changes-{record['task_id']}-{record['try_number']}.json", {
+        "format": CHANGE_LOG_FORMAT,
+        "run": {"dag_id": record["dag_id"], "run_id": record["run_id"], "task_id": record["task_id"]},
+        "plan_dir": record["plan_dir"],
+        "changes": [change_log_entry(record)],
+    }
+
+
+_ASKED = tuple(d.value for d in (Decision.PENDING, Decision.APPROVED, Decision.REJECTED, Decision.TIMED_OUT))
+"""The decisions of a request put to a person (the others are taken without asking)."""
+
+
+def same_wait(earlier: Any, *, dag_id: str, run_id: str, task_id: str, plan_sha256: str) -> bool:
+    """Whether ``earlier`` (the plan folder's ``approval.json``) is the record of a request this run's
+    approval step already put to Airflow for this very plan (a retry of the task, or a clear of it,
+    meets it): Airflow then holds the request and any answer given to it, and the decision stands.
+
+    :param earlier: the record found (anything: a missing or foreign file is not one).
+    """
+    if not isinstance(earlier, Mapping) or not earlier.get("asked_at"):
+        return False
+    return (
+        earlier.get("dag_id") == dag_id
+        and earlier.get("run_id") == run_id
+        and earlier.get("task_id") == task_id
+        and (earlier.get("plan") or {}).get("sha256") == plan_sha256
+        and earlier.get("decision") in _ASKED
+    )
+
+
 def resolve_approvers(
     approvers: Iterable[str], users_by_role: Mapping[str, Sequence[str]] | None
 ) -> list[dict[str, str]]:
@@ -650,6 +717,7 @@ __all__ = [
     "batch_seconds_at_rate",
     "batch_throttles",
     "change_log_entry",
+    "change_log_of",
     "digest_differences",
     "not_approved_text",
     "plan_digest",
@@ -657,4 +725,7 @@ __all__ = [
     "repair_summary",
     "resolve_approvers",
     "respond_commands",
+    "same_wait",
+    "timed_out",
+    "with_answer",
 ]

@@ -11,10 +11,38 @@ over ``plan.json``, ``rollback.json`` and the settings the writing tasks downstr
 * in a dry run says so and passes straight through (``approval.json``: ``not_needed``);
 * when the cluster file sets ``require_approval = false``, records the hash and passes
   (``not_required``: automation with its own review);
-* otherwise parks the task in Airflow's AWAITING_INPUT state (a human-in-the-loop task of the
-  standard provider) with the root-cause-first summary and the hash, assigned to the cluster's
-  ``approvers``, for ``approval_timeout_s``. Approve lets the run go on; Reject or a time-out skips
+* otherwise puts a human-in-the-loop request to Airflow (the standard provider's HITL request: the
+  task's *Required Actions* page and ``.../hitlDetails`` over REST) with the root-cause-first
+  summary and the hash, assigned to the cluster's ``approvers``, for ``approval_timeout_s``, and
+  waits for the answer without a worker slot. Approve lets the run go on; Reject or a time-out skips
   the writing tasks (the report task then says why, and fails the run: nothing changed).
+
+An answer given at any moment after the request exists is honoured. Airflow 3.3.2 alone does not
+guarantee that (both seen on the production harness, ``tests/integration/test_production_approval_race.py``):
+
+1. An answer resumes the waiting task into a second worker workload with the *same* try number. When
+   the scheduler handles the executor's late "success" event of the workload that parked the task
+   after it has queued the resumed one, it takes the task for killed externally ("finished with
+   state success, but the task instance's state attribute is queued" -- or ``running``, and the
+   running try is then terminated: "Server indicated the task shouldn't be running anymore") and
+   fails it (``SchedulerJobRunner._process_executor_events``: only a SCHEDULED task with
+   ``next_method`` counts as resumed, apache/airflow#66374; QUEUED is #67287, fixed after 3.3.2;
+   RUNNING is #72716, open). The sooner the answer, the likelier; under load seconds after the pause.
+2. An answer recorded while the task is still parking does not wake it: the response route
+   (``core_api/routes/public/hitl.py`` ``update_hitl_detail``) decides whether to resume from the
+   task state it read before it locked the row (``session.get(..., with_for_update=...)`` keeps
+   the already-loaded, stale ``running``), and the park route checked for a response before that
+   answer was committed, so the task waits with its answer until its time-out.
+
+So the step waits by deferring to :class:`~airflow_provider_kafka_zk.triggers.approval.PlanAnswerTrigger`:
+the triggerer reads the answer Airflow records and ends the task with the decision there (no
+second workload: nothing to race, and an answer missed by the response route is found at the next
+look). When Airflow's response route resumes the deferred task on a worker instead, and the
+scheduler then fails that try (1.), the task's retry does not ask again -- that would erase the
+answer -- but defers to the same trigger, which finds the answer already recorded. A decision given
+to a plan stands for the run: a retry or a clear of the step reads it back; a new run asks again.
+Under ``airflow dags test`` (no triggerer) the step parks in AWAITING_INPUT, where ``DAG.test``
+waits for the answer.
 
 The decision -- who, when, the comment, the hash shown -- goes to ``approval.json`` beside the plan,
 to the run's change log (``changes-approve-<try>.json``) and to the task's XCom (``approval``),
@@ -38,29 +66,31 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 from airflow.providers.standard.operators.hitl import HITLOperator
 from airflow.sdk import Param
 from airflow.sdk.bases.skipmixin import SkipMixin
 from airflow.sdk.definitions.param import ParamsDict
-from airflow.sdk.exceptions import AirflowFailException, TaskAwaitingInput, TaskDeferred
+from airflow.sdk.exceptions import AirflowFailException, TaskAwaitingInput
+from airflow.sdk.execution_time.hitl import upsert_hitl_detail
 
-from airflow_provider_kafka_zk.artefacts.files import write_url_atomically
+from airflow_provider_kafka_zk.artefacts.approval_record import write_decision
 from airflow_provider_kafka_zk.artefacts.object_storage import artefacts_url
 from airflow_provider_kafka_zk.kafka.approval import (
     APPROVAL_FILE,
     APPROVAL_FORMAT,
     APPROVE,
-    CHANGE_LOG_FORMAT,
     REJECT,
     Decision,
     PlanDigest,
     PlanSummary,
-    change_log_entry,
     reassignment_summary,
     repair_summary,
     resolve_approvers,
+    same_wait,
+    timed_out,
+    with_answer,
 )
 from airflow_provider_kafka_zk.kafka.deletion_cleanup import PLAN_FORMAT as CLEANUP_PLAN_FORMAT
 from airflow_provider_kafka_zk.kafka.deletion_cleanup import cleanup_summary
@@ -72,6 +102,7 @@ from airflow_provider_kafka_zk.operators.approved_plan import (
     PlanNotApprovedError,
     approval_links,
     approved_plan,
+    read_approval,
     read_artefact,
     read_plan_digest,
     writer_fields,
@@ -192,7 +223,10 @@ class PlanApprovalOperator(HITLOperator, SkipMixin):
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("task_id", APPROVAL_TASK_ID)
-        kwargs.setdefault("retries", 0)  # a decision is not retried
+        # A retry never asks again: it reads the answer Airflow recorded for this run's request (see
+        # _wait_for_answer). What it is for: Airflow 3.3.2 failing a resumed try (module docstring).
+        kwargs.setdefault("retries", 2)
+        kwargs.setdefault("retry_delay", timedelta(seconds=5))
         params = ParamsDict(kwargs.pop("params", None) or {})  # the DAG's (dropped by HITLOperator) + ours
         params[self.COMMENT] = Param(
             "",
@@ -291,6 +325,8 @@ class PlanApprovalOperator(HITLOperator, SkipMixin):
             "plan": digest.to_dict(),
             "summary": summary.text(),
             "requested_at": now,
+            "asked_at": None,  # when the request was put to Airflow (the approval page exists)
+            "notified": None,  # what each notify channel answered when the approvers were told
             "decided_at": None if decision is Decision.PENDING else now,
             "decided_by": None,
             "comment": None,
@@ -336,12 +372,40 @@ class PlanApprovalOperator(HITLOperator, SkipMixin):
             assigned = resolve_approvers(settings.approvers, users_by_role())
         except ValueError as exc:
             raise ApproversError(f"cluster {self.cluster}: {exc}") from None
+        ti = context["ti"]
+        earlier = _this_wait(folder, ti, digest)
+        if earlier is not None:
+            # This run already asked about this very plan (a retry after Airflow failed the resumed
+            # try, or a clear): Airflow holds the request and any answer given to it. Asking again
+            # would erase that answer (the HITL upsert resets a response), so read it instead.
+            self.log.info(
+                "This run asked for approval of plan sha256 %s at %s (try %s; decision so far: %s): "
+                "not asking again; the decision is the answer Airflow recorded for that request",
+                digest.sha256,
+                earlier.get("asked_at"),
+                earlier.get("try_number"),
+                earlier.get("decision"),
+            )
+            self._wait_for_answer(context, {**earlier, "try_number": ti.try_number})
         record = self._record(context, folder, digest, summary, Decision.PENDING)
-        self._write(folder, record)
+        self._write(folder, record)  # before the request exists: a retry never meets one it cannot tell
         self.subject = f"{self.title} on cluster {self.cluster}: approve plan sha256 {digest.sha256[:16]}…"
         self.body = summary.markdown(digest, folder)
         self.assigned_users = assigned or None
         self.response_timeout = timedelta(seconds=settings.timeout_s)
+        upsert_hitl_detail(
+            ti_id=ti.id,
+            options=self.options,
+            subject=self.subject,
+            body=self.body,
+            defaults=self.defaults,
+            multiple=self.multiple,
+            params=self.serialized_params,
+            assigned_users=self.assigned_users,
+        )  # the approval page exists from here on: an answer may come at any moment
+        record["asked_at"] = datetime.now(UTC).isoformat()
+        record["notified"] = self._notify(record, summary)
+        self._write(folder, record)
         self.log.info(
             "Waiting for a person to approve plan sha256 %s (%s; %s; times out after %s s).\n"
             "Approve or reject at %s\nor over REST:\n  %s\n  %s\n%s",
@@ -356,38 +420,109 @@ class PlanApprovalOperator(HITLOperator, SkipMixin):
             record["reject"],
             summary.text(),
         )
-        shown = {"plan": digest.to_dict(), "requested_at": record["requested_at"]}
+        self._wait_for_answer(context, record)
+
+    def _notify(self, record: Mapping[str, Any], summary: PlanSummary) -> dict[str, Any]:
+        """Tell the approvers that the plan waits (the cluster's ``notify`` channels,
+        :mod:`airflow_provider_kafka_zk.alerts.approval`); what each channel answered. Never fails
+        the approval: a channel that is down is said here and in ``approval.json``."""
+        from airflow_provider_kafka_zk.alerts.approval import notify_approvers
+
         try:
-            super().execute(context)
-        except (TaskAwaitingInput, TaskDeferred) as parked:
-            # what was shown travels with the task in Airflow's database, not in the artefact store
-            parked.kwargs = {**(parked.kwargs or {}), "shown": shown}
-            raise
-        raise PlanNotApprovedError("the approval step did not wait for a decision")  # pragma: no cover
+            notified = notify_approvers(record, headline=summary.headline, title=self.title)
+        except Exception as exc:  # a notify table that does not parse, a template error
+            self.log.warning(
+                "The approvers could NOT be told that plan sha256 %s waits: %s: %s. The request waits "
+                "all the same at %s",
+                record["plan"]["sha256"],
+                type(exc).__name__,
+                exc,
+                record["approval_url"],
+            )
+            return {
+                "at": datetime.now(UTC).isoformat(),
+                "error": f"{type(exc).__name__}: {exc}",
+                "deliveries": {},
+            }
+        for name, result in notified["deliveries"].items():
+            if result.get("ok"):
+                self.log.info("Approvers told through %s: %s", name, result.get("result"))
+            else:
+                self.log.warning(
+                    "Approvers NOT told through %s: %s. The request waits all the same at %s",
+                    name,
+                    result.get("error"),
+                    record["approval_url"],
+                )
+        return notified
+
+    def _wait_for_answer(self, context: Context, record: dict[str, Any]) -> NoReturn:
+        """Wait for the answer to the request of ``record`` (asked by this try or an earlier one).
+
+        On a deployment the task defers to :class:`PlanAnswerTrigger`: the triggerer reads the answer
+        Airflow records and ends this task with the decision, no worker involved (an answer that
+        Airflow hands straight back to a worker instead -- its response route resumes a deferred
+        task at once -- comes to :meth:`execute_complete`). Under ``airflow dags test`` (no triggerer:
+        the task runs in that command's process) it parks in AWAITING_INPUT, where ``DAG.test``
+        waits for the answer.
+        """
+        from airflow_provider_kafka_zk.triggers.approval import PlanAnswerTrigger
+
+        ti = context["ti"]
+        requested = datetime.fromisoformat(str(record["requested_at"]))
+        deadline = requested + timedelta(seconds=float(record["timeout_s"]))
+        remaining = max(deadline - datetime.now(UTC), timedelta(0))
+        self.hitl_summary_extra["timeout_datetime"] = deadline.isoformat()
+        shown = {"plan": record["plan"], "requested_at": record["requested_at"]}
+        if _runs_in_dags_test():
+            raise TaskAwaitingInput(
+                method_name="execute_complete", kwargs={"shown": shown}, timeout=remaining
+            )
+        skip = [t.task_id for t in context["task"].get_direct_relatives(upstream=False) if not t.is_teardown]
+        self.defer(
+            trigger=PlanAnswerTrigger(
+                ti_id=str(ti.id),
+                record=record,
+                skip=sorted(skip),
+                deadline=deadline.timestamp(),
+                xcom_key=XCOM_KEY,
+                comment_param=self.COMMENT,
+            ),
+            method_name="execute_complete",
+            kwargs={"shown": shown},
+        )
 
     def execute_complete(
         self, context: Context, event: dict[str, Any], shown: dict[str, Any] | None = None
     ) -> Any:
+        """The answer Airflow handed back to a worker (its response route resumed the waiting task, or
+        ``airflow dags test`` did), or the time-out of a wait parked in AWAITING_INPUT."""
         folder, _, summary, _ = self._plan(context)
         digest = PlanDigest.from_dict((shown or {})["plan"]) if shown else read_plan_digest(folder, {})
-        record = self._record(context, folder, digest, summary, Decision.PENDING)
-        if shown:
-            record["requested_at"] = shown.get("requested_at")
+        ti = context["ti"]
+        earlier = _this_wait(folder, ti, digest)
+        if earlier is not None:
+            record = {**earlier, "plan": digest.to_dict(), "try_number": ti.try_number}
+        else:
+            record = self._record(context, folder, digest, summary, Decision.PENDING)
+            if shown:
+                record["requested_at"] = shown.get("requested_at")
+        now = datetime.now(UTC).isoformat()
         if "error" in event:
             if event.get("error_type") != "timeout":
                 self.process_trigger_event_error(event)
-            record.update(decision=Decision.TIMED_OUT.value, decided_at=datetime.now(UTC).isoformat())
+            record = timed_out(record, now)
         else:
             chosen = list(event.get("chosen_options") or [])
             self.validate_chosen_options(chosen)
-            comment = (event.get("params_input") or {}).get(self.COMMENT)
             responded_at = event.get("responded_at")
             decided_at = responded_at.isoformat() if hasattr(responded_at, "isoformat") else responded_at
-            record.update(
-                decision=(Decision.APPROVED if chosen == [APPROVE] else Decision.REJECTED).value,
-                decided_at=decided_at or datetime.now(UTC).isoformat(),
-                decided_by=event.get("responded_by_user"),
-                comment=comment or None,
+            record = with_answer(
+                record,
+                chosen=chosen,
+                by=event.get("responded_by_user"),
+                at=decided_at or now,
+                comment=(event.get("params_input") or {}).get(self.COMMENT),
             )
         return self._finish(context, record)
 
@@ -421,18 +556,27 @@ class PlanApprovalOperator(HITLOperator, SkipMixin):
         return record
 
     def _write(self, folder: str, record: Mapping[str, Any]) -> None:
-        """``approval.json`` and, once decided, the change log entry (``changes-<task>-<try>.json``)."""
-        write_url_atomically(f"{folder.rstrip('/')}/{APPROVAL_FILE}", json.dumps(record, indent=1).encode())
-        if record["decision"] in (Decision.PENDING.value, Decision.NOT_NEEDED.value):
-            return  # a change log lists decisions that let writes run or stopped them
-        change_log = {
-            "format": CHANGE_LOG_FORMAT,
-            "run": {"dag_id": record["dag_id"], "run_id": record["run_id"], "task_id": record["task_id"]},
-            "plan_dir": folder,
-            "changes": [change_log_entry(record)],
-        }
-        name = f"changes-{record['task_id']}-{record['try_number']}.json"
-        write_url_atomically(f"{folder.rstrip('/')}/{name}", json.dumps(change_log, indent=1).encode())
+        """``approval.json`` and, once decided, the change log (``changes-<task>-<try>.json``)."""
+        write_decision(folder, record)
+
+
+def _this_wait(folder: str, ti: Any, digest: PlanDigest) -> dict[str, Any] | None:
+    """The plan folder's ``approval.json`` when it records a request this run's step already put to
+    Airflow for this very plan (:func:`~airflow_provider_kafka_zk.kafka.approval.same_wait`)."""
+    earlier = read_approval(folder)
+    if earlier is None or not same_wait(
+        earlier, dag_id=ti.dag_id, run_id=ti.run_id, task_id=ti.task_id, plan_sha256=digest.sha256
+    ):
+        return None
+    return earlier
+
+
+def _runs_in_dags_test() -> bool:
+    """Whether this task runs inside ``airflow dags test`` (``DAG.test`` runs it in its own process
+    through Airflow's in-process supervisor, with no triggerer that could read a HITL answer)."""
+    from airflow.sdk.execution_time import task_runner
+
+    return type(getattr(task_runner, "SUPERVISOR_COMMS", None)).__name__ == "InProcessSupervisorComms"
 
 
 def _number(value: Any) -> float | None:

@@ -364,15 +364,25 @@ class ApprovalRest:
     def http(self, method: str, path: str, body: Any = None, **kwargs: Any) -> tuple[int, bytes]:
         raise NotImplementedError
 
-    def waiting_approvals(self, dag_id: str, run_id: str | None = None) -> list[dict[str, Any]]:
-        """The HITL requests of ``dag_id`` (one run, or any) that nobody answered yet."""
+    def unanswered_approvals(self, dag_id: str, run_id: str | None = None) -> list[dict[str, Any]]:
+        """The HITL requests of ``dag_id`` (one run, or any) that nobody answered yet, from the moment
+        each exists (its task may still be on its way to waiting)."""
         run = urllib.parse.quote(run_id, safe="") if run_id else "~"
         status, raw = self.http(
             "GET", f"/api/v2/dags/{dag_id}/dagRuns/{run}/hitlDetails?response_received=false"
         )
         if status != 200:
             raise AssertionError(f"hitlDetails of {dag_id} answered {status}: {raw[:2000]!r}")
-        return [d for d in json.loads(raw)["hitl_details"] if d["task_instance"]["state"] == "awaiting_input"]
+        return list(json.loads(raw)["hitl_details"])
+
+    def waiting_approvals(self, dag_id: str, run_id: str | None = None) -> list[dict[str, Any]]:
+        """The unanswered HITL requests whose task waits for the answer (deferred, or parked in
+        ``awaiting_input`` under ``airflow dags test``): what the UI offers to answer."""
+        return [
+            d
+            for d in self.unanswered_approvals(dag_id, run_id)
+            if d["task_instance"]["state"] in ("deferred", "awaiting_input")
+        ]
 
     def wait_for_approval_request(
         self,

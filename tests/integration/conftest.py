@@ -11,7 +11,8 @@ the session: ``prod`` (healthy, RF=1 topics, its simulated controller carrying o
 server on loopback) and ``healthy`` (on a ZooKeeper of its own, stopped and started again in the
 outage test; its plans wait ``approval_timeout_s = 20`` for a decision: the time-out test of
 ``test_production_approval.py``) and ``approval`` (RF=1 topics, no controller: plans that are
-rejected; its ``approvers`` name the admin).
+rejected; its ``approvers`` name the admin, told by e-mail that a plan waits). The DAGs folder holds
+the shipped DAG files and the tests' own (``tests/integration/production_dags/``).
 
 What runs besides the triggered runs starts in :func:`alert_scenarios`, which the campaign asks for
 first, so it runs concurrently with it: the scheduler's runs of the failing ``incident`` daily DAG
@@ -21,6 +22,7 @@ first, so it runs concurrently with it: the scheduler's runs of the failing ``in
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -49,6 +51,7 @@ HOSTS = tuple(f"127.0.0.{i}" for i in range(2, 8))  # the scenarios' brokers 0-5
 DAILY = "kafka_zk_daily_hygiene_{}"
 KRAFT = "kafka_zk_kraft_migration_readiness"
 ONCALL = "oncall@example.com"
+APPROVERS = "kafka-approvers@example.com"
 SCHEDULED_RUNS = 2
 """Scheduled runs of the incident cluster's daily DAG: the first pages, the second must not."""
 NEVER = "0 0 29 2 *"
@@ -89,6 +92,16 @@ def cluster_table(name: str, deployed: DeployedCluster, artefacts: Path, **extra
         *(f"{k} = {v}" for k, v in extra.items()),
     ]
     return "\n".join(lines) + "\n"
+
+
+def dags_folder(work: Path) -> Path:
+    """The DAGs folder of the deployment: the shipped DAG files (``dags/``) and the tests' own DAGs
+    (``tests/integration/production_dags/``: the approval race test's), copied side by side."""
+    folder = work / "dags"
+    shutil.copytree(REPO / "dags", folder)
+    for path in sorted((REPO / "tests" / "integration" / "production_dags").glob("*.py")):
+        shutil.copy(path, folder / path.name)
+    return folder
 
 
 def slow_cluster_table(artefacts: Path) -> str:
@@ -204,6 +217,8 @@ def deployment(tmp_path_factory) -> Iterator[Deployment]:
                 engine='"in-process"',
                 schedule=f'"{NEVER}"',
                 approvers='["admin"]',
+                # the approvers are told a plan waits (test_production_approval_race.py reads it)
+                notify=f'{{ kind = "smtp", to = ["{APPROVERS}"], smtp_conn_id = "smtp_oncall" }}',
             )
             + slow_cluster_table(artefacts)
         )
@@ -221,7 +236,7 @@ def deployment(tmp_path_factory) -> Iterator[Deployment]:
             venv,
             postgres,
             work / "airflow-home",
-            dags_folder=REPO / "dags",
+            dags_folder=dags_folder(work),
             extra_env={
                 "KAFKA_ZK_CLUSTERS_FILE": str(clusters_file),
                 "PYSPARK_PYTHON": str(venv.python),

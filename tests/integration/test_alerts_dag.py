@@ -20,11 +20,13 @@ import secrets
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 
 import pytest
 
+from airflow_provider_kafka_zk.alerts.record import stamp
 from airflow_provider_kafka_zk.testing._process import free_port, pdeathsig_prefix, terminate
 from airflow_provider_kafka_zk.testing.alert_sinks import SmtpSink, WebhookSink
 from airflow_provider_kafka_zk.testing.simulator import DeployedCluster, incident_cluster
@@ -167,7 +169,10 @@ def first_run(home, sinks):
 def second_run(first_run, home, sinks):
     smtp, slack = sinks
     before = (len(smtp.messages), len(slack.posts))
-    time.sleep(1.1)  # a later run_after second: its own record folder
+    # a run's record folder is its run_after second: this run starts in a later one than the first's
+    newest = max(p.name for p in (home["base"] / CLUSTER / "alerts" / DAG_ID).iterdir())
+    while stamp(datetime.now(UTC)) <= newest:
+        time.sleep(0.05)
     result = dags_test(home)
     return result, smtp.messages[before[0] :], slack.posts[before[1] :]
 

@@ -22,8 +22,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -33,7 +35,9 @@ from airflow_provider_kafka_zk.kafka import znodes as zk
 from airflow_provider_kafka_zk.kafka.approval import plan_digest
 from airflow_provider_kafka_zk.operators.drain import DrainExecuteOperator
 from airflow_provider_kafka_zk.operators.drain_artefacts import load_plan, plan_batches
+from airflow_provider_kafka_zk.testing._process import free_port
 from airflow_provider_kafka_zk.testing.airflow_production import LocalApiServer
+from airflow_provider_kafka_zk.testing.alert_sinks import SmtpSink
 from airflow_provider_kafka_zk.testing.simulator import (
     BrokerSpec,
     ClusterSpec,
@@ -51,6 +55,7 @@ DRAINED = 1
 ZK_CONN = "approval_zk"
 SSH_CONN = "approval_ssh"
 RF1_ON_DRAINED = {("single", 0), ("single", 1), ("single", 2), ("lonely", 0)}
+APPROVERS_MAIL = "kafka-approvers@example.com"
 
 
 def _spec() -> ClusterSpec:
@@ -80,8 +85,15 @@ def api(airflow_home):
         yield server
 
 
+@pytest.fixture(scope="module")
+def mail():
+    """The approvers' mail server (aiosmtpd on loopback)."""
+    with SmtpSink() as smtp:
+        yield smtp
+
+
 @pytest.fixture
-def live(zookeeper_server, ssh_server, tmp_path, monkeypatch):
+def live(zookeeper_server, ssh_server, tmp_path, monkeypatch, api, mail):
     chroot = zookeeper_server.new_chroot("/kafka_approval_")
     hosts = tmp_path / "hosts"
     with DeployedCluster(
@@ -94,8 +106,17 @@ def live(zookeeper_server, ssh_server, tmp_path, monkeypatch):
             f'base_path = "{base}"\n'
             f'server_properties_path = "{hosts / "broker-{broker_id}" / "config" / "server.properties"}"\n'
             'approvers = ["admin"]\napproval_timeout_s = 900\n'  # require_approval: the default (true)
+            # the approvers' e-mail, and a mail server that is down (nothing listens on its port)
+            f'notify = {{ channels = [ {{ kind = "smtp", to = ["{APPROVERS_MAIL}"], smtp_conn_id = "approval_smtp" }},'
+            f' {{ kind = "smtp", to = ["{APPROVERS_MAIL}"], smtp_conn_id = "approval_smtp_down" }} ] }}\n'
         )
         monkeypatch.setenv("KAFKA_ZK_CLUSTERS_FILE", str(clusters))
+        monkeypatch.setenv("AIRFLOW_CONN_APPROVAL_SMTP", json.dumps(mail.connection()))
+        monkeypatch.setenv(
+            "AIRFLOW_CONN_APPROVAL_SMTP_DOWN",
+            json.dumps({**mail.connection(), "port": free_port("127.0.0.1")}),
+        )
+        monkeypatch.setenv("AIRFLOW__API__BASE_URL", api.base_url)  # the links the run writes
         monkeypatch.setenv(
             f"AIRFLOW_CONN_{ZK_CONN.upper()}",
             json.dumps(
@@ -184,7 +205,7 @@ def _shown_hash(request: dict) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-def test_a_real_drain_waits_and_carries_out_exactly_the_approved_plan(live, api, tmp_path):
+def test_a_real_drain_waits_and_carries_out_exactly_the_approved_plan(live, api, mail, tmp_path):
     deployed, client, base = live
     before, disks = _tree(client), _disks(deployed)
     run = Run(
@@ -217,6 +238,37 @@ def test_a_real_drain_waits_and_carries_out_exactly_the_approved_plan(live, api,
     assert shown == recomputed.sha256
     assert [u["id"] for u in request["assigned_users"]] == ["admin"]
     run_id = request["task_instance"]["dag_run_id"]
+    # the approvers were told, once, through the mail server that is up: the plan's headline, its
+    # hash, the run and the approval page; the one that is down is said, and changes nothing
+    [told] = [m for m in mail.messages if run_id in m.html()]
+    assert told.rcpt_tos == [APPROVERS_MAIL]
+    html = told.html()
+    assert told.message["Subject"].startswith(
+        f"[kafka-zk] {CLUSTER}: approval needed: Drain plan sha256 {shown[:16]}"
+    )
+    assert shown in html and run_id in html and body.splitlines()[0].strip("*") in html
+    links = dict((label, href) for href, label in re.findall(r'<a href="([^"]+)"[^>]*>([^<]+)</a>', html))
+    run_path = f"/dags/{DAG}/runs/{urllib.parse.quote(run_id, safe='')}"
+    assert urllib.parse.unquote(links["Open the approval page"]) == urllib.parse.unquote(
+        f"{api.base_url}{run_path}/tasks/approve/required_actions?map_index=-1"
+    )  # the HITL operator's generate_link_to_ui puts the run id in the path unquoted
+    assert links["Open the Airflow run"] == f"{api.base_url}{run_path}"
+    # following them as the approver (the api-server's auth): the page is there, and the request it
+    # shows over REST is this run's, with the same hash
+    page = urllib.parse.urlsplit(links["Open the approval page"])
+    status, html_page = api.http("GET", f"{page.path}?{page.query}")
+    assert status == 200 and b"<html" in html_page.lower()
+    [rest] = {
+        h for h in re.findall(r'href="([^"]+)"', html) if h.endswith("/taskInstances/approve/-1/hitlDetails")
+    }
+    status, raw = api.http("GET", urllib.parse.urlsplit(rest).path)
+    assert status == 200, raw[:2000]
+    shown_over_rest = json.loads(raw)
+    assert f"- sha256 `{shown}`" in shown_over_rest["body"] and shown_over_rest["response_received"] is False
+    notified = json.loads((folder / "approval.json").read_text())["notified"]["deliveries"]
+    assert notified["smtp:approval_smtp"]["ok"] is True
+    assert notified["smtp:approval_smtp_down"]["ok"] is False
+    assert "ConnectionRefusedError" in notified["smtp:approval_smtp_down"]["error"]
     # someone who is not an approver cannot decide
     api.respond(DAG, run_id, "approve", "Approve", "me too", user="oncall", expect=(403,))
     assert api.waiting_approvals(DAG, run_id)
@@ -225,6 +277,8 @@ def test_a_real_drain_waits_and_carries_out_exactly_the_approved_plan(live, api,
         code, output = run.wait()
     assert code == 0, output[-6000:]
     assert f"carrying out the approved plan sha256 {shown} (approved by admin)" in output
+    assert "Approvers NOT told through smtp:approval_smtp_down" in output
+    assert len([m for m in mail.messages if run_id in m.html()]) == 1  # once per run
     record = json.loads((folder / "approval.json").read_text())
     assert record["decision"] == "approved" and record["plan"]["sha256"] == shown
     assert (

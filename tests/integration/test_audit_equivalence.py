@@ -66,7 +66,9 @@ def before_tree(tmp_path_factory) -> Path:
         check=False,
     )
     if archive.returncode != 0:  # a shallow clone: the earlier code is not at hand, nothing to compare with
-        pytest.skip(f"commit {BEFORE} is not in this clone's history: {archive.stderr.decode(errors='replace')}")
+        pytest.skip(
+            f"commit {BEFORE} is not in this clone's history: {archive.stderr.decode(errors='replace')}"
+        )
     subprocess.run(["tar", "-x", "-C", str(root)], input=archive.stdout, check=True)
     return root
 

@@ -322,7 +322,6 @@ def test_the_read_refuses_non_regular_and_oversized_files(host, hook):
     exactly = Path(host.log_dirs[1]) / "payments-3" / "leader-epoch-checkpoint"
     exactly.write_bytes(b"x" * (1 << 20))  # the limit itself is fine
     before = snapshot(host.root)
-    started = time.monotonic()
     results = read(
         hook,
         host,
@@ -331,8 +330,7 @@ def test_the_read_refuses_non_regular_and_oversized_files(host, hook):
             host.file("orders-1", "leader-epoch-checkpoint"),
             host.file("payments-3", "leader-epoch-checkpoint", 1),
         ],
-    )
-    assert time.monotonic() - started < 10
+    )  # an answer for each, not the time limit's error: the FIFO was never opened
     assert statuses(results) == ["refused", "refused", "present"]
     assert results[0]["detail"] == f"{fifo} is not a regular file"
     assert results[1]["detail"] == f"{big} is larger than {1 << 20} bytes"
@@ -698,7 +696,7 @@ def test_the_time_limit_stops_the_removal_on_the_host(host, hook):
     started = time.monotonic()
     with pytest.raises(BrokerHostTimeoutError) as error:
         remove(hook, host, [(host.file("orders-0"), sha(METADATA))], timeout=1, _test_pause_s=30)
-    assert time.monotonic() - started < 1 + 10
+    assert 1 <= time.monotonic() - started < 30  # stopped at its limit, not at the end of its pause
     message = str(error.value)
     assert f"broker {BROKER} on {ADDRESS}" in message and "partition files command" in message
     assert "time limit of 1s" in message and "nothing was removed" in message
@@ -835,7 +833,7 @@ def test_a_hung_restart_is_stopped_on_the_host_and_leaves_no_process(hook):
     try:
         channel = client.get_transport().open_session()
         channel.exec_command("sleep 37.125")
-        assert wait_for(lambda: bool(processes_with_argv(argv)), 10)
+        assert wait_for(lambda: bool(processes_with_argv(argv)), 60)
         channel.close()
     finally:
         client.close()
@@ -844,17 +842,17 @@ def test_a_hung_restart_is_stopped_on_the_host_and_leaves_no_process(hook):
     assert left, "expected the plain command to outlive its channel"
     for pid in left:  # only the sleep this test started
         os.kill(pid, 9)
-    assert wait_for(lambda: not processes_with_argv(argv), 5)
+    assert wait_for(lambda: not processes_with_argv(argv), 30)
 
     started = time.monotonic()
     with pytest.raises(BrokerHostTimeoutError) as error:
         run_restart_command(hook, BROKER, "sleep 37.125", timeout=2, session=PinnedBroker())
     elapsed = time.monotonic() - started
-    assert 2 <= elapsed < 2 + 5
+    assert 2 <= elapsed < 37.125  # stopped at its limit, long before the command would have ended
     message = str(error.value)
     assert f"broker {BROKER} on {ADDRESS}" in message
     assert "restart command 'sleep 37.125'" in message and "time limit of 2s" in message
-    assert wait_for(lambda: not processes_with_argv(argv), 2), processes_with_argv(argv)
+    assert wait_for(lambda: not processes_with_argv(argv), 20), processes_with_argv(argv)
 
 
 def test_a_restart_ignoring_sigterm_is_killed_after_the_grace(hook):
@@ -865,12 +863,8 @@ def test_a_restart_ignoring_sigterm_is_killed_after_the_grace(hook):
             hook, BROKER, "trap '' TERM; sleep 38.25; echo done", timeout=1, session=PinnedBroker()
         )
     elapsed = time.monotonic() - started
-    assert (
-        1 + broker_partition_files.RESTART_KILL_GRACE_S
-        <= elapsed
-        < 1 + broker_partition_files.RESTART_KILL_GRACE_S + 5
-    )
-    assert wait_for(lambda: not processes_with_argv(argv), 2), processes_with_argv(argv)
+    assert 1 + broker_partition_files.RESTART_KILL_GRACE_S <= elapsed < 38.25  # killed, not waited for
+    assert wait_for(lambda: not processes_with_argv(argv), 20), processes_with_argv(argv)
 
 
 def test_a_restart_that_starts_a_daemon_returns_at_once(hook):
@@ -880,7 +874,7 @@ def test_a_restart_that_starts_a_daemon_returns_at_once(hook):
         result = run_restart_command(
             hook, BROKER, "sleep 39.5 & echo started", timeout=20, session=PinnedBroker()
         )
-        assert time.monotonic() - started < 10  # the daemon does not hold the SSH channel open
+        assert time.monotonic() - started < 39.5  # the daemon does not hold the SSH channel open
         assert result["stdout_tail"] == "started\n" and result["exit_status"] == 0
         assert processes_with_argv(argv)  # and it was not killed when the command ended
     finally:

@@ -198,12 +198,9 @@ def test_drain_dag_moves_rf1_partitions_off_the_broker_and_rollback_restores(liv
         "poll_interval_s": 0.3,
     }
     with GatedController(deployed):
-        started = time.monotonic()
         run = _dags_test(conf, airflow_home)
-        took = time.monotonic() - started
     output = run.stdout + run.stderr
     assert run.returncode == 0, output[-6000:]
-    assert took < 120
     assert "drain batch 2/2: 2/2 partitions done" in output  # the trigger logged progress
     assert "set by someone else" not in output  # batch 2 replacing batch 1's values is ours
     key_file = json.loads(os.environ[f"AIRFLOW_CONN_{SSH_CONN.upper()}"])["extra"]["key_file"]

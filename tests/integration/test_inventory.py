@@ -521,7 +521,7 @@ def weird_broker(deployed, tmp_path_factory):
     (log_dir / "meta.properties").write_text(
         (log_dir / "meta.properties").read_text().replace("broker.id=0", "broker.id=7")
     )
-    template = next(p for p in log_dir.iterdir() if p.name.startswith("orders-"))
+    template = min(p for p in log_dir.iterdir() if p.name.startswith("orders-"))
     for name in HOSTILE_DIRS:
         shutil.copytree(template, log_dir / name)
     (log_dir / HOSTILE_DIRS[0] / "$(touch PWNED_FILE)").write_bytes(b"x")
@@ -551,8 +551,13 @@ def weird_broker(deployed, tmp_path_factory):
 
 
 def _pwned(root: Path) -> list[Path]:
-    places = [Path.home(), root, root.parent, Path("/tmp"), Path.cwd()]
-    return [p for place in places if place.exists() for p in place.rglob("PWNED*")]
+    """What a hostile name run by a shell would have created: anywhere under the broker's own folder,
+    or in a shell's working directory (a home, /tmp, this process's). Only our own folder is walked
+    deep: other people's folders under /tmp and the home come and go while a walk reads them."""
+    found = list(root.parent.rglob("PWNED*"))
+    for place in (Path.home(), Path("/tmp"), Path.cwd()):
+        found += place.glob("PWNED*")
+    return sorted(found)
 
 
 @pytest.fixture(scope="module")
@@ -647,14 +652,13 @@ def renamed_broker(deployed):
     (log_dir / "meta.properties").write_text(
         (template_dir / "meta.properties").read_text().replace("broker.id=0", f"broker.id={RENAMED_BROKER}")
     )
-    template = next(p for p in template_dir.iterdir() if p.name.startswith("orders-"))
+    template = min(p for p in template_dir.iterdir() if p.name.startswith("orders-"))
     partition = log_dir / f"{RENAMED_TOPIC}-0"
     shutil.copytree(template, partition)
     written_ns = (time.time_ns() // 1_000_000 - 2 * DAY_MS) * 1_000_000
     for item in [*partition.iterdir(), partition]:
         os.utime(item, ns=(written_ns, written_ns))
     renamed = partition.rename(log_dir / RENAMED_DIR)
-    renamed_ms = time.time_ns() // 1_000_000
     config = root / "config" / "server.properties"
     config.parent.mkdir()
     config.write_text(
@@ -668,14 +672,14 @@ def renamed_broker(deployed):
             deployed.hosts[0].server_properties.read_text(),
         )
     )
-    yield {"path": renamed, "written_ms": written_ns // 1_000_000, "renamed_ms": renamed_ms}
+    yield {"path": renamed, "written_ms": written_ns // 1_000_000}
     shutil.rmtree(root)
 
 
 def test_a_just_renamed_delete_directory_is_young_whatever_its_mtime(
     deployed, connections, renamed_broker, tmp_path
 ):
-    path, written_ms, renamed_ms = (renamed_broker[k] for k in ("path", "written_ms", "renamed_ms"))
+    path, written_ms = (renamed_broker[k] for k in ("path", "written_ms"))
     hosts = {**STOPPED, RENAMED_BROKER: ADDRESSES[0]}
     inventory = _hook(deployed, broker_hosts=hosts).inventory(RENAMED_BROKER)
     assert inventory.facts.log_segment_delete_delay_ms == DELAY_MS
@@ -684,19 +688,22 @@ def test_a_just_renamed_delete_directory_is_young_whatever_its_mtime(
     stat = path.stat()
     assert (row.mtime_ms, row.ctime_ms) == (stat.st_mtime_ns // 1_000_000, stat.st_ctime_ns // 1_000_000)
     assert row.mtime_ms == written_ms  # the rename kept the two days old mtime ...
-    assert abs(row.ctime_ms - renamed_ms) < 5_000  # ... and set the ctime
+    assert row.ctime_ms - written_ms > DAY_MS  # ... and set the ctime (the stat above: exactly)
     assert row.age_reference_ms == row.ctime_ms
 
     # The deletion check: waiting for the broker's delete delay, not a leftover past it. Broker 8 runs
     # (registered, as broker 0 registered when the cluster was deployed: its timestamp is the start).
-    now_ms = int(time.time() * 1000)
+    # "now" is a second after the rename, by the ctime the host stamped: young whatever the machine's speed
+    now_ms = row.ctime_ms + 1_000
     client = KazooClient(hosts=deployed.zookeeper_connect)
     client.start(timeout=15)
     try:
         registration, _ = client.get(zk.broker_path(0))
         client.create(zk.broker_path(RENAMED_BROKER), registration, ephemeral=True)
         with KafkaZooKeeperHook("inventory_incident_zk") as zk_hook:
-            young = check_deletions(zk_hook, _hook(deployed, broker_hosts=hosts), [RENAMED_TOPIC])
+            young = check_deletions(
+                zk_hook, _hook(deployed, broker_hosts=hosts), [RENAMED_TOPIC], now_ms=now_ms
+            )
             # ctime cannot be backdated: "renamed two days ago" is the same directory seen two days later
             old = check_deletions(
                 zk_hook, _hook(deployed, broker_hosts=hosts), [RENAMED_TOPIC], now_ms=now_ms + 2 * DAY_MS

@@ -102,8 +102,9 @@ def test_a_rejected_drain_changes_nothing_and_reports_who_and_why(deployment, pr
     deployed = deployment.clusters["approval"]
     zookeeper, disks = _tree(deployed), _disks(deployed)
     run_id, request, waited = _real_drain(deployment, "approval", 2)
-    # parked in AWAITING_INPUT, assigned to the cluster's approver, nothing written yet
-    assert _states(deployment, run_id)["approve"] == "awaiting_input"
+    # waiting (deferred: the triggerer reads the answer), assigned to the cluster's approver, nothing
+    # written yet
+    assert _states(deployment, run_id)["approve"] == "deferred"
     assert [u["id"] for u in request["assigned_users"]] == ["admin"]
     assert _tree(deployed) == zookeeper and _disks(deployed) == disks
     folder = _folder(deployment, "approval", run_id)
@@ -142,7 +143,7 @@ def test_a_rejected_drain_changes_nothing_and_reports_who_and_why(deployment, pr
     )
     assert "Nothing was changed" in report and "Comment: not during the release freeze" in report
     assert f"Plan shown: sha256 {shown}" in report
-    changes = json.loads((folder / "changes-approve-1.json").read_text())["changes"]
+    changes = json.loads((folder / f"changes-approve-{record['try_number']}.json").read_text())["changes"]
     assert [(c["decision"], c["by"]["name"], c["plan_sha256"]) for c in changes] == [
         ("rejected", "admin", shown)
     ]
@@ -174,7 +175,7 @@ def test_a_drain_nobody_approves_in_time_changes_nothing_and_reports_it(deployme
     report = (folder / "report.txt").read_text()
     assert "the plan was NOT APPROVED IN TIME: nobody decided within 20.0 s" in report
     assert "Nothing was changed" in report
-    changes = json.loads((folder / "changes-approve-1.json").read_text())["changes"]
+    changes = json.loads((folder / f"changes-approve-{record['try_number']}.json").read_text())["changes"]
     assert [c["decision"] for c in changes] == ["timed_out"]
     # nobody decided: the one who triggered it may not know, so this one pages
     alert = _alert(folder)

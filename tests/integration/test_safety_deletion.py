@@ -16,7 +16,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 import uuid
 from pathlib import Path
 
@@ -39,6 +38,7 @@ from airflow_provider_kafka_zk.maintenance import (
 )
 from airflow_provider_kafka_zk.maintenance.approval import ClusterEntryMismatchError
 from airflow_provider_kafka_zk.operators.deletion import TopicDeletionVerifyOperator
+from airflow_provider_kafka_zk.testing.silent_listener import SilentListener
 from airflow_provider_kafka_zk.testing.simulator import (
     BrokerSpec,
     ClusterSpec,
@@ -54,7 +54,6 @@ pytestmark = pytest.mark.integration
 ADDRESSES = tuple(f"127.0.0.{2 + n}" for n in range(6))
 LIVE_HOSTS = {0: ADDRESSES[0], 1: ADDRESSES[1], 2: ADDRESSES[2]}  # cluster "live"
 OTHER_HOSTS = {0: ADDRESSES[3], 1: ADDRESSES[4], 2: ADDRESSES[5]}  # cluster "other", same broker ids
-UNREACHABLE = "127.0.0.9"
 SSH_CONN = "safety_deletion_ssh"
 TS = "20260102T030405"
 DAY_MS = 86_400_000
@@ -483,21 +482,24 @@ def test_unclear_safety_flag_refuses_before_any_io(
     deployed, _ = live
     # The damage: the old code tested truthiness, so '' and None ran a REAL cleanup.
     assert bool(value) is ("REAL" not in old_meaning)
-    # ZooKeeper unreachable: any read before the flag check would hang or fail with another error.
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_SAFETY_DEAD_ZK",
-        json.dumps(
-            {"conn_type": "kafka_zookeeper", "host": f"{UNREACHABLE}:2181", "extra": {"connect_timeout": 3}}
-        ),
-    )
+    # ZooKeeper that never answers and counts who tried: any read before the flag check shows there
+    # (and would hang or fail with another error).
     flags = {"cleanup": True, "dry_run": False, flag: value}
     logins = sshd.log_path.read_text(errors="replace").count("Accepted publickey")
     before = _state(deployed)
-    started = time.monotonic()
-    with pytest.raises(SafetyFlagError) as refused:  # at construction or at execute, either is fine
-        operator = _operator("safety_dead_zk", deployed.root, tmp_path / "base", topics=["old-logs"], **flags)
-        operator.execute({"ts_nodash": TS})
-    assert time.monotonic() - started < 2
+    with SilentListener() as dead:
+        monkeypatch.setenv(
+            "AIRFLOW_CONN_SAFETY_DEAD_ZK",
+            json.dumps(
+                {"conn_type": "kafka_zookeeper", "host": dead.address, "extra": {"connect_timeout": 3}}
+            ),
+        )
+        with pytest.raises(SafetyFlagError) as refused:  # at construction or at execute, either is fine
+            operator = _operator(
+                "safety_dead_zk", deployed.root, tmp_path / "base", topics=["old-logs"], **flags
+            )
+            operator.execute({"ts_nodash": TS})
+        assert dead.attempts() == 0
     assert f"{flag} must be a boolean or the text 'true'/'false', not {value!r}" in str(refused.value)
     if isinstance(value, str) and "{{" in value:
         assert "unrendered template" in str(refused.value)

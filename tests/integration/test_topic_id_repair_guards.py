@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import itertools
 import json
+import shlex
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError
 
 from airflow_provider_kafka_zk.artefacts.snapshots import write_snapshot
 from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook
@@ -410,7 +412,7 @@ def test_the_lease_is_renewed_during_a_long_restart_and_another_run_cannot_take_
     plan = world.plan("lease", topics=[])
     outcome: dict[str, Any] = {}
     with _runtime(deployed) as runtime:
-        slow = "sleep 14; " + runtime.restart_command_template()  # a restart longer than the lease's TTL
+        slow, started, release = _held_restart(world, runtime)  # a restart longer than the lease's TTL
         worker = threading.Thread(
             target=lambda: outcome.update(
                 result=_catch(
@@ -430,8 +432,12 @@ def test_the_lease_is_renewed_during_a_long_restart_and_another_run_cannot_take_
             time.sleep(0.2)
         first = _lease(world)
         assert first is not None and first.run_id == "long-run"
-        time.sleep(12)  # past the first expiry: renewed meanwhile, while the restart command runs
-        later = _lease(world)
+        while not started(0) and time.monotonic() < deadline + 180:
+            time.sleep(0.2)
+        assert started(0), "broker 0's restart never began"
+        while time.time() * 1000 <= first.expires_ms + 1000:  # past the first expiry (the lease's clock)
+            time.sleep(0.2)
+        later = _lease(world)  # renewed meanwhile, while the restart command runs
         assert later is not None and later.expires_ms > first.expires_ms and later.since_ms == first.since_ms
         from airflow_provider_kafka_zk.maintenance import MaintenanceSession, RunIdentity
         from airflow_provider_kafka_zk.maintenance.session import MaintenanceLeaseHeldError
@@ -446,6 +452,7 @@ def test_the_lease_is_renewed_during_a_long_restart_and_another_run_cannot_take_
             )
             with pytest.raises(MaintenanceLeaseHeldError, match="long-run"):
                 other.open()
+        release.touch()  # broker 0's restart may end now (and broker 2's runs straight through)
         worker.join(timeout=240)
         assert not worker.is_alive()
     result = outcome["result"]
@@ -459,7 +466,8 @@ def test_a_run_that_lost_its_lease_stops_before_its_next_write(world):
     before_two = _broker_files(world, 2)
     outcome: dict[str, Any] = {}
     with _runtime(deployed) as runtime:
-        slow = "sleep 6; " + runtime.restart_command_template()
+        # broker 0's restart is held until the cluster has been taken from the run
+        slow, started, release = _held_restart(world, runtime)
         worker = threading.Thread(
             target=lambda: outcome.update(
                 result=_catch(
@@ -474,16 +482,23 @@ def test_a_run_that_lost_its_lease_stops_before_its_next_write(world):
             )
         )
         worker.start()
-        deadline = time.monotonic() + 60
-        while not _files_removed(world, 0) and time.monotonic() < deadline:
+        deadline = time.monotonic() + 240
+        while not started(0) and time.monotonic() < deadline:
             time.sleep(0.2)
+        assert _files_removed(world, 0) and started(0)
         assert _lease(world) is not None and _lease(world).run_id == "losing-run"
         # while broker 0 restarts, someone takes the cluster (another run, an operator by hand)
         path = deployed.chroot + LEASE_PATH
-        data, stat = world.client.get(path)
-        thief = json.loads(data)
-        thief.update(dag_id="someone_else", run_id="theirs", expires_ms=thief["expires_ms"] + 3_600_000)
-        world.client.set(path, json.dumps(thief).encode(), version=stat.version)
+        while True:  # the run's heartbeat may renew the lease between the read and the write
+            data, stat = world.client.get(path)
+            thief = json.loads(data)
+            thief.update(dag_id="someone_else", run_id="theirs", expires_ms=thief["expires_ms"] + 3_600_000)
+            try:
+                world.client.set(path, json.dumps(thief).encode(), version=stat.version)
+                break
+            except BadVersionError:
+                continue
+        release.touch()
         worker.join(timeout=240)
         assert not worker.is_alive()
     result = outcome["result"]
@@ -494,6 +509,21 @@ def test_a_run_that_lost_its_lease_stops_before_its_next_write(world):
     assert runtime.restarted == [0]  # broker 2 was not restarted ...
     assert _broker_files(world, 2) == before_two  # ... nor any of its files removed
     assert _lease(world).run_id == "theirs"  # and the other holder's lease is left alone
+
+
+def _held_restart(world: World, runtime: ClusterRuntime) -> tuple[str, Callable[[int], bool], Path]:
+    """A restart command that says when it starts and waits for the test to let it go: what the
+    test does "while the broker restarts" then happens inside the restart, however busy the machine.
+
+    :return: the command, ``started(broker_id)``, and the file whose creation lets the restarts go.
+    """
+    folder = shlex.quote(str(world.tmp))
+    release = world.tmp / "restarts-may-go"
+    command = (
+        f"touch {folder}/restart-{{broker_id}}-started; "
+        f"while [ ! -e {folder}/restarts-may-go ]; do sleep 0.1; done; " + runtime.restart_command_template()
+    )
+    return command, lambda broker: (world.tmp / f"restart-{broker}-started").exists(), release
 
 
 def _broker_files(world: World, broker: int) -> dict[str, Any]:
