@@ -927,3 +927,78 @@ def plan_migration(inputs: MigrationInputs, direction: Direction | str) -> Migra
             inputs, direction, "already in ZooKeeper mode with nothing left over: nothing to revert"
         )
     return plan
+
+
+def approval_summary(
+    plan: Mapping[str, Any],
+    rollback: Mapping[str, Any] | None,
+    *,
+    plan_dir: str,
+    gate_timeout_s: float | None = None,
+) -> Any:
+    """The approval page of a migration run (:class:`~.approval.PlanSummary`): the move and why first,
+    then every file written per host as its diff, the ZooKeeper writes, the commands and restarts in
+    order with the gate after each, how long, the traps, and the way back."""
+    from .approval import PlanSummary
+
+    steps = list(plan.get("steps") or [])
+    direction = plan.get("direction")
+    headline = (
+        f"KRaft migration of {plan['cluster']}: {plan.get('title')} ({direction}: {plan.get('from_phase')} -> "
+        f"{plan.get('to_phase')})"
+    )
+    signals = plan.get("signals") or {}
+    change = [f"{s['signal']}: {s['says']}" for s in signals.get("signals") or []]
+    change += [f"note: {n}" for n in plan.get("notes") or []]
+    files: list[str] = []
+    writes: list[str] = []
+    commands: list[str] = []
+    for n, step in enumerate(steps, 1):
+        kind = step.get("kind")
+        if kind == "write_node_config":
+            kept = f"; old file kept as {step['keep_as']}" if step.get("old_sha256") else " (new file)"
+            files.append(
+                f"{n}. {step['role']} {step['node_id']} {step['host']}:{step['path']} ({step.get('purpose')}{kept})"
+            )
+            files += [f"    {line}" for line in step.get("diff") or []]
+        elif kind in ("delete_migration_znode", "hand_back_controller"):
+            cls = {
+                "delete_migration_znode": MigrationZnodeDelete,
+                "hand_back_controller": ControllerHandback,
+            }[kind]
+            writes.append(f"{n}. {cls.from_dict(step).describe()}")
+        else:
+            from .steps import STEP_TYPES
+
+            cls = STEP_TYPES.get(str(kind))
+            commands.append(f"{n}. {cls.from_dict(step).describe() if cls is not None else kind}")
+    rolls = sum(1 for s in steps if s.get("kind") in ("roll_broker", "controller_command"))
+    duration = [
+        f"{rolls} restart(s)/command(s), one at a time"
+        + (f"; each gated for at most {gate_timeout_s:g}s" if gate_timeout_s else "")
+        + "; a broker restart takes its shutdown, log loading and ISR catch-up"
+    ]
+    traps = [
+        f"[{t['issue']} {t['status']}] {t['title']}: {t['evidence']}"
+        + (f" {t['action']}" if t.get("action") else "")
+        for t in plan.get("traps") or []
+    ]
+    back = [str((rollback or {}).get("way_back") or "see rollback.json")]
+    back += [
+        f"{f['role']} {f['node_id']} {f['host']}:{f['path']}: old file kept as {f['kept_as']} and in {plan_dir}/files/"
+        for f in (rollback or {}).get("files_replaced") or []
+        if f.get("kept_as")
+    ]
+    return PlanSummary(
+        "kraft-migration",
+        headline,
+        (
+            ("Where the cluster is (every signal)", tuple(change)),
+            ("Config files written (diff per host)", tuple(files)),
+            ("ZooKeeper writes", tuple(writes)),
+            ("Commands, restarts and waits, in order (each gated before the next)", tuple(commands)),
+            ("Traps checked", tuple(traps)),
+            ("Expected duration", tuple(duration)),
+            ("Rollback", tuple(back)),
+        ),
+    )

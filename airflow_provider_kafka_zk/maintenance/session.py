@@ -231,6 +231,9 @@ class MaintenanceSession:
         given back on any exit, refusal included. Multi-task runs (a drain) leave it to their last step.
     :param approval: the run's approved plan (a real run after an approval step): verified when the
         session opens, before anything of the cluster is read, and again before the first write.
+    :param kraft_migration: the session of the ZooKeeper-to-KRaft migration itself
+        (``kafka_zk_kraft_migration``): the one writer allowed while a migration runs, so
+        :meth:`refuse_if_migrating` lets it through; every other rule holds.
     """
 
     def __init__(
@@ -246,6 +249,7 @@ class MaintenanceSession:
         min_free_bytes: int = DEFAULT_MIN_FREE_BYTES,
         single_step: bool = False,
         approval: PlanApproval | None = None,
+        kraft_migration: bool = False,
     ) -> None:
         if not isinstance(dry_run, bool):
             raise SafetyFlagError(f"dry_run must be parsed with parse_safety_flags first, got {dry_run!r}")
@@ -259,6 +263,7 @@ class MaintenanceSession:
         self.min_free_bytes = int(min_free_bytes)
         self.single_step = single_step
         self.approval = approval
+        self.kraft_migration = kraft_migration
         self.identity: ClusterIdentity | None = None
         self.lease_conflict: str | None = None
         self.changes: list[dict[str, Any]] = []
@@ -524,6 +529,8 @@ class MaintenanceSession:
 
         :raises KraftMigrationInProgressError: naming the migration's evidence.
         """
+        if self.kraft_migration:
+            return  # the migration's own run: it is the migration's writer
         why = kraft_migration_in_progress(read_migration_evidence(self.hook))
         if why:
             raise KraftMigrationInProgressError(

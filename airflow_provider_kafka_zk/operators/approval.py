@@ -230,6 +230,12 @@ class PlanApprovalOperator(HITLOperator, SkipMixin):
     def _summary(
         plan: Mapping[str, Any], rollback: Any, folder: str, shown: Mapping[str, Any]
     ) -> PlanSummary:
+        if plan.get("format") == "kafka-zk-kraft-migration-plan":
+            from airflow_provider_kafka_zk.kafka.kraft_migration_plan import approval_summary
+
+            return approval_summary(
+                plan, rollback, plan_dir=folder, gate_timeout_s=_number(shown.get("gate_timeout"))
+            )
         if plan.get("format") == "kafka-zk-topic-id-repair-plan":
             return repair_summary(
                 plan,

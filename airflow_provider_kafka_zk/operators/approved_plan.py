@@ -57,6 +57,7 @@ WRITERS: dict[str, tuple[str, ...]] = {
         "ssh_conn_id",
         "broker_hosts",
     ),
+    "KraftMigrationExecuteOperator": ("cluster", "kafka_zookeeper_conn_id", "ssh_conn_id"),
 }
 """Operators that write to a cluster from an approved plan -> the fields (rendered per run) that decide
 what they write besides the plan artefacts: their values are part of the plan hash."""
