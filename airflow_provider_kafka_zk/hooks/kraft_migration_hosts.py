@@ -376,6 +376,23 @@ class NodeHosts:
 
     # -- reads ----------------------------------------------------------------------------------
 
+    def read_with_processes(
+        self, node_id: int, paths: Sequence[str], process_paths: Sequence[str], listings: Sequence[str] = ()
+    ) -> tuple[list[FileRead], dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]] | None]]:
+        """Files, the Kafka processes of ``process_paths`` and directory listings, in one SSH command."""
+        ops: list[dict[str, Any]] = [{"op": "read", "path": p, "max_bytes": READ_LIMIT} for p in paths]
+        ops.append(
+            {"op": "processes", "paths": list(process_paths), "main_classes": list(KAFKA_MAIN_CLASSES)}
+        )
+        ops += [{"op": "list", "path": p} for p in listings]
+        results = self.run(node_id, ops)
+        reads = [_file_read(p, r) for p, r in zip(paths, results, strict=False)]
+        processes = {k: list(v) for k, v in (results[len(paths)].get("processes") or {}).items()}
+        listed: dict[str, list[dict[str, Any]] | None] = {}
+        for p, r in zip(listings, results[len(paths) + 1 :], strict=True):
+            listed[p] = list(r["entries"]) if r["status"] == "present" else None
+        return reads, processes, listed
+
     def read_files(
         self, node_id: int, paths: Sequence[str], *, max_bytes: int = READ_LIMIT, tail: bool = False
     ) -> list[FileRead]:

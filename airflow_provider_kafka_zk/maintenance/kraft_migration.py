@@ -251,19 +251,30 @@ def _node_file(
 
 
 def read_controller_disk(
-    hosts: NodeHosts, node: ControllerNode, log_file: str | None, budget: int
-) -> ControllerDisk:
+    hosts: NodeHosts,
+    node: ControllerNode,
+    log_file: str | None,
+    budget: int,
+    *,
+    config: bool = False,
+) -> ControllerDisk | tuple[ControllerDisk, FileRead, list[dict[str, Any]]]:
     """meta.properties, the metadata log (newest snapshot and the log after it), quorum-state and the
-    migration lines of the controller's log file, read over SSH (never following a symlink)."""
+    migration lines of the controller's log file, read over SSH (never following a symlink) in two
+    commands. With ``config``, also its server.properties and its process (returned beside the disk)."""
     meta_path = f"{node.log_dir.rstrip('/')}/meta.properties"
     partition_dir = f"{node.log_dir.rstrip('/')}/{METADATA_PARTITION_DIR}"
     values: dict[str, Any] = {}
+    paths = [meta_path, f"{partition_dir}/{QUORUM_STATE_FILE}"] + ([node.config_path] if config else [])
     try:
-        meta_read, quorum_read = hosts.read_files(
-            node.node_id, [meta_path, f"{partition_dir}/{QUORUM_STATE_FILE}"]
+        reads, processes, listed = hosts.read_with_processes(
+            node.node_id, paths, [node.config_path] if config else [], [partition_dir]
         )
     except (BrokerHostError, OSError) as exc:
-        return ControllerDisk(node.node_id, meta_problem=f"{type(exc).__name__}: {exc}")
+        disk = ControllerDisk(node.node_id, meta_problem=f"{type(exc).__name__}: {exc}")
+        if config:
+            raise
+        return disk
+    meta_read, quorum_read = reads[0], reads[1]
     if meta_read.status == "present" and meta_read.content is not None:
         try:
             meta = MetaProperties.parse(meta_read.content, f"{node.host}:{meta_path}")
@@ -280,42 +291,59 @@ def read_controller_disk(
             values.update(quorum_leader=quorum.leader_id, quorum_epoch=quorum.leader_epoch)
         except ValueError as exc:
             values["image_problem"] = str(exc)
-    if values.get("meta_cluster_id") is not None:
+    listing = listed.get(partition_dir)
+    extra: list[str] = [log_file] if log_file else []
+    wanted: list[str] = []
+    if values.get("meta_cluster_id") is not None and listing is not None:
         try:
-            listing = hosts.list_dir(node.node_id, partition_dir)
-            if listing is not None:
-                files = [
-                    MetadataLogFile(e["name"], int(e["size"])) for e in listing if e.get("kind") == "file"
-                ]
-                wanted = metadata_log_reads(files, budget)
-                reads = hosts.read_files(
-                    node.node_id, [f"{partition_dir}/{n}" for n in wanted], max_bytes=budget
-                )
+            files = [MetadataLogFile(e["name"], int(e["size"])) for e in listing if e.get("kind") == "file"]
+            wanted = metadata_log_reads(files, budget)
+        except ValueError as exc:
+            values["image_problem"] = f"{type(exc).__name__}: {exc}"
+    if wanted or extra:
+        try:
+            ops = [{"op": "read", "path": f"{partition_dir}/{n}", "max_bytes": budget} for n in wanted]
+            ops += [{"op": "read", "path": p, "max_bytes": LOG_TAIL_BYTES, "tail": True} for p in extra]
+            results = hosts.run(node.node_id, ops)
+            file_reads = [_file_read_of(r) for r in results]
+            logs = file_reads[len(wanted) :]
+            if wanted:
                 read_files = [
                     MetadataLogFile(n, int(r.size or 0), r.content)
-                    for n, r in zip(wanted, reads, strict=True)
+                    for n, r in zip(wanted, file_reads[: len(wanted)], strict=True)
                     if r.content is not None
                 ]
                 values["image"] = MetadataImage.replay(
                     read_metadata_files(read_files, f"{node.host}:{partition_dir}")
                 )
+            for tail in logs:
+                if tail.status == "present" and tail.content is not None:
+                    lines = tail.content.decode("utf-8", "replace").splitlines()
+                    values["log_lines"] = tuple(
+                        line
+                        for line in lines
+                        if "KRaftMigrationDriver" in line
+                        or PRE_MIGRATION_LINE in line
+                        or COMPLETED_LINE.search(line)
+                    )
         except (BrokerHostError, OSError, ValueError) as exc:
             values["image_problem"] = f"{type(exc).__name__}: {exc}"
-    if log_file:
-        try:
-            (tail,) = hosts.read_files(node.node_id, [log_file], max_bytes=LOG_TAIL_BYTES, tail=True)
-            if tail.status == "present" and tail.content is not None:
-                lines = tail.content.decode("utf-8", "replace").splitlines()
-                values["log_lines"] = tuple(
-                    line
-                    for line in lines
-                    if "KRaftMigrationDriver" in line
-                    or PRE_MIGRATION_LINE in line
-                    or COMPLETED_LINE.search(line)
-                )
-        except (BrokerHostError, OSError) as exc:
-            log.warning("Controller %d: its log %s could not be read: %s", node.node_id, log_file, exc)
-    return ControllerDisk(node.node_id, **values)
+    disk = ControllerDisk(node.node_id, **values)
+    if config:
+        return disk, reads[2], processes.get(node.config_path, [])
+    return disk
+
+
+def _file_read_of(record: Mapping[str, Any]) -> FileRead:
+    from airflow_provider_kafka_zk.hooks.kraft_migration_hosts import _file_read
+
+    return _file_read(str(record.get("path")), record)
+
+
+def _disk(hosts: NodeHosts, node: ControllerNode, log_file: str | None, budget: int) -> ControllerDisk:
+    disk = read_controller_disk(hosts, node, log_file, budget)
+    assert isinstance(disk, ControllerDisk)
+    return disk
 
 
 def read_signals(
@@ -331,18 +359,21 @@ def read_signals(
     controllers: dict[int, NodeFile] = {}
     for node_id, node in sorted(settings.controllers.items()):
         try:
-            (read,) = hosts.read_files(node_id, [node.config_path])
-            processes = hosts.processes(node_id, [node.config_path]).get(node.config_path, [])
+            result = read_controller_disk(
+                hosts, node, settings.controller_logs.get(node_id), settings.metadata_read_budget, config=True
+            )
+            assert isinstance(result, tuple)
+            disk, read, processes = result
+            disks[node_id] = disk
             controllers[node_id] = _node_file(
                 "controller", node_id, node.host, node.config_path, read, None, processes
             )
         except (BrokerHostError, OSError) as exc:
+            problem = f"{type(exc).__name__}: {exc}"
+            disks[node_id] = ControllerDisk(node_id, meta_problem=problem)
             controllers[node_id] = _node_file(
-                "controller", node_id, node.host, node.config_path, None, f"{type(exc).__name__}: {exc}", None
+                "controller", node_id, node.host, node.config_path, None, problem, None
             )
-        disks[node_id] = read_controller_disk(
-            hosts, node, settings.controller_logs.get(node_id), settings.metadata_read_budget
-        )
     images = [d.image for d in disks.values() if d.image is not None]
     image = max(images, key=lambda i: i.last_offset) if images else None
     registered_hosts = {
@@ -361,9 +392,8 @@ def read_signals(
             )
             continue
         try:
-            (read,) = hosts.read_files(broker, [path])
-            processes = hosts.processes(broker, [path]).get(path, [])
-            brokers[broker] = _node_file("broker", broker, host, path, read, None, processes)
+            (read,), processes, _ = hosts.read_with_processes(broker, [path], [path])
+            brokers[broker] = _node_file("broker", broker, host, path, read, None, processes.get(path, []))
         except (BrokerHostError, OSError) as exc:
             brokers[broker] = _node_file(
                 "broker", broker, host, path, None, f"{type(exc).__name__}: {exc}", None
@@ -457,7 +487,7 @@ class MigrationContext(StepContext):
         """The furthest-replayed metadata log of the controllers (read now)."""
         images = []
         for node in self.config.controllers.values():
-            disk = read_controller_disk(self.node_hosts, node, None, self.config.metadata_read_budget)
+            disk = _disk(self.node_hosts, node, None, self.config.metadata_read_budget)
             if disk.image is not None:
                 images.append(disk.image)
         return max(images, key=lambda i: i.last_offset) if images else None
@@ -598,7 +628,7 @@ def _pin(ctx: MigrationContext, role: str, node_id: int, host: str) -> None:
         if node_id in ctx.gate.pinned:
             return
         node = ctx.config.controllers[node_id]
-        disk = read_controller_disk(ctx.node_hosts, node, None, 1 << 20)
+        disk = _disk(ctx.node_hosts, node, None, 1 << 20)
         identity = ctx.session.identity
         assert identity is not None
         ctx.gate.pin_controller(node_id, host, disk, identity.cluster_id)
@@ -632,7 +662,7 @@ class ControllerStorageFormatHandler:
             "kraft_format_command", step.command, FORMAT_FIELDS, [(step.id, _format_values(step))]
         )
         node = ctx.config.controllers[step.node_id]
-        disk = read_controller_disk(ctx.node_hosts, node, None, 1 << 20)
+        disk = _disk(ctx.node_hosts, node, None, 1 << 20)
         if disk.meta_problem:
             return [
                 *refusals,
@@ -674,7 +704,7 @@ class ControllerStorageFormatHandler:
                 timeout=ctx.config.command_timeout,
                 what="kraft_format_command",
             )
-        disk = read_controller_disk(ctx.node_hosts, ctx.config.controllers[step.node_id], None, 1 << 20)
+        disk = _disk(ctx.node_hosts, ctx.config.controllers[step.node_id], None, 1 << 20)
         if (
             disk.meta_cluster_id != step.cluster_id
             or disk.meta_node_id != step.node_id
@@ -1165,7 +1195,7 @@ def migration_reasons(ctx: MigrationContext, until: str) -> list[str]:
                 f"the metadata log's ZkMigrationState is {kraft_state.name if kraft_state else 'none'}"
             )
         logs = [
-            read_controller_disk(ctx.node_hosts, node, path, 1 << 20).log_lines
+            _disk(ctx.node_hosts, node, path, 1 << 20).log_lines
             for node_id, path in ctx.config.controller_logs.items()
             if (node := ctx.config.controllers.get(node_id)) is not None
         ]
@@ -1204,7 +1234,7 @@ def _hang_hint(ctx: MigrationContext, until: str) -> str:
         line
         for node_id, path in ctx.config.controller_logs.items()
         if (node := ctx.config.controllers.get(node_id)) is not None
-        for line in (read_controller_disk(ctx.node_hosts, node, path, 1 << 20).log_lines or ())[-3:]
+        for line in (_disk(ctx.node_hosts, node, path, 1 << 20).log_lines or ())[-3:]
     ]
     states = [m.group(3) for line in lines if (m := DRIVER_STATE_LINE.search(line))]
     if states:
