@@ -449,3 +449,158 @@ def test_broker_modes_of_the_golden_files() -> None:
         "zk-mig": NodeMode.MIGRATION,
         "zk-final": NodeMode.ZOOKEEPER,
     }
+
+
+# --------------------------------------------------------------------------------------------- dual-write checks
+
+
+def _golden_state(name: str):
+    from airflow_provider_kafka_zk.kafka.model import ClusterState
+    from airflow_provider_kafka_zk.kafka.snapshot import ZnodeRow
+
+    dump = json.loads((GOLDEN / "zookeeper" / name).read_text())
+    rows = []
+    for z in dump["znodes"]:
+        st = z["stat"]
+        data = z["data"]
+        raw = (
+            None
+            if data is None
+            else (base64.b64decode(data) if z.get("encoding") == "base64" else data.encode())
+        )
+        rows.append(
+            ZnodeRow(
+                z["path"][len(dump["root"]) :] or "/",
+                raw,
+                st["czxid"],
+                st["mzxid"],
+                st["pzxid"],
+                st["ctime"],
+                st["mtime"],
+                st["version"],
+                st["cversion"],
+                st["aversion"],
+                st["ephemeralOwner"],
+                st["dataLength"],
+                st["numChildren"],
+            )
+        )
+    return ClusterState.from_snapshot(rows)
+
+
+def _kraft_image_of(
+    state, *, drop_topic: str | None = None, extra_config: dict | None = None
+) -> MetadataImage:
+    """What the KRaft controller's log holds when the dual-write kept ZooKeeper in step."""
+    records = []
+    for topic in state.topics.values():
+        if topic.name in state.pending_deletions or topic.name == drop_topic:
+            continue
+        records.append(("TopicRecord", 0, {"Name": topic.name, "TopicId": topic.topic_id}))
+        for p, info in topic.partitions.items():
+            records.append(
+                (
+                    "PartitionRecord",
+                    0,
+                    {
+                        "PartitionId": p,
+                        "TopicId": topic.topic_id,
+                        "Replicas": list(info.target_replicas or info.replicas),
+                        "Isr": list(info.isr),
+                        "Leader": info.leader,
+                        "LeaderEpoch": 0,
+                        "PartitionEpoch": 0,
+                    },
+                )
+            )
+        for key, value in {**topic.config, **((extra_config or {}) if topic.name == "mig-a" else {})}.items():
+            records.append(
+                (
+                    "ConfigRecord",
+                    0,
+                    {"ResourceType": 2, "ResourceName": topic.name, "Name": key, "Value": value},
+                )
+            )
+    for entity, config in state.configs.brokers.items():
+        for key, value in config.items():
+            records.append(
+                (
+                    "ConfigRecord",
+                    0,
+                    {
+                        "ResourceType": 4,
+                        "ResourceName": "" if entity == "<default>" else entity,
+                        "Name": key,
+                        "Value": value,
+                    },
+                )
+            )
+    for name, config in state.configs.clients.items():
+        for key, value in config.items():
+            records.append(
+                (
+                    "ClientQuotaRecord",
+                    0,
+                    {
+                        "Entity": [{"EntityType": "client-id", "EntityName": name}],
+                        "Key": key,
+                        "Value": float(value),
+                        "Remove": False,
+                    },
+                )
+            )
+    return MetadataImage.replay(
+        decode_metadata_record(encode_metadata_record(n, v, f), "t", i) for i, (n, v, f) in enumerate(records)
+    )
+
+
+def test_dual_write_checks_on_the_real_dual_write_tree() -> None:
+    from airflow_provider_kafka_zk.kafka.kraft_migration_checks import CheckStatus, ZooKeeperSecurity, compare
+
+    state = _golden_state("03-brokers-in-kraft-mode-dual-write.json")
+    assert "mig-kraft" in state.topics  # made in KRaft mode, dual-written
+    checks = compare(state, _kraft_image_of(state), ZooKeeperSecurity(), KafkaVersion.parse("3.9.0"))
+    assert {c.what: c.status for c in checks} == {
+        "topics and their ids": CheckStatus.SAME,
+        "partitions and their replicas": CheckStatus.SAME,
+        "topic configs": CheckStatus.SAME,
+        "broker configs": CheckStatus.SAME,
+        "client quotas": CheckStatus.SAME,
+        "ACLs": CheckStatus.SAME,
+        "SCRAM users": CheckStatus.SAME,
+        "delegation tokens": CheckStatus.SAME,
+    }
+    # a topic only ZooKeeper has (written beside the KRaft controller) and a config only KRaft has
+    checks = {
+        c.what: c
+        for c in compare(
+            state,
+            _kraft_image_of(state, drop_topic="mig-b", extra_config={"retention.ms": "1"}),
+            ZooKeeperSecurity(),
+            KafkaVersion.parse("3.9.0"),
+        )
+    }
+    assert checks["topics and their ids"].zookeeper_only == ("mig-b",)
+    assert "mig-b-0" in checks["partitions and their replicas"].zookeeper_only
+    assert checks["topic configs"].differing == ("mig-a",)
+
+
+def test_the_approval_page_of_a_migration_plan_shows_every_diff_and_the_way_back() -> None:
+    from airflow_provider_kafka_zk.kafka.kraft_migration_plan import approval_summary
+
+    plan = plan_migration(_inputs("01-controller-provisioned.json"), Direction.FORWARD)
+    record = {
+        **plan.to_dict(),
+        "signals": plan_migration(_inputs("01-controller-provisioned.json"), Direction.FORWARD).to_dict(),
+    }
+    summary = approval_summary(
+        record,
+        {"way_back": "trigger kafka_zk_kraft_migration with direction=back"},
+        plan_dir="/p",
+        gate_timeout_s=900,
+    )
+    text = summary.text()
+    assert summary.headline.startswith("KRaft migration of k39: roll the brokers into migration mode")
+    assert "+zookeeper.metadata.migration.enable=true" in text
+    assert "restart broker 0 on 127.0.0.1 (the active ZooKeeper-mode controller, last)" in text
+    assert "direction=back" in text and "900s" in text
