@@ -208,7 +208,7 @@ def _check_kraft(file: Path, name: str, settings: dict[str, Any]) -> None:
         if not isinstance(entry, dict):
             raise ClusterFileError(f"{at} must be a table (node_id, host, config_path, log_dir, port)")
         unknown = sorted(
-            set(entry) - {"node_id", "host", "config_path", "log_dir", "port", "advertised_host"}
+            set(entry) - {"node_id", "host", "config_path", "log_dir", "port", "advertised_host", "log_file"}
         )
         if unknown:
             raise ClusterFileError(f"{at}: unknown key(s) {unknown}")
