@@ -39,7 +39,7 @@ from airflow_provider_kafka_zk.testing.airflow_production import (
 from airflow_provider_kafka_zk.testing.alert_sinks import SmtpSink
 from airflow_provider_kafka_zk.testing.simulator import DeployedCluster, healthy_cluster, incident_cluster
 from airflow_provider_kafka_zk.testing.simulator.runtime import ClusterRuntime
-from airflow_provider_kafka_zk.testing.simulator.scenarios import maintenance_cluster
+from airflow_provider_kafka_zk.testing.simulator.scenarios import kraft_ready_cluster, maintenance_cluster
 from airflow_provider_kafka_zk.testing.sshd import SshServer
 from airflow_provider_kafka_zk.testing.zookeeper import ZooKeeperServer
 
@@ -86,6 +86,20 @@ def cluster_table(name: str, deployed: DeployedCluster, artefacts: Path, **extra
         *(f"{k} = {v}" for k, v in extra.items()),
     ]
     return "\n".join(lines) + "\n"
+
+
+def kraft_settings(work: Path) -> dict[str, str]:
+    """The KRaft migration's keys of the ``kraft`` cluster (its controller host under ``work``)."""
+    controller = work / "kraft-controller"
+    return {
+        "broker_restart_command": '"sudo systemctl restart kafka"',
+        "kraft_format_command": '"/opt/kafka/bin/kafka-storage.sh format --config {config} --cluster-id {cluster_id}"',
+        "kraft_controller_start_command": '"sudo systemctl start kafka-kraft"',
+        "kraft_controller_stop_command": '"sudo systemctl stop kafka-kraft"',
+        "kraft_controller_restart_command": '"sudo systemctl restart kafka-kraft"',
+        "kraft_controllers": f'[{{ node_id = 3000, host = "{HOSTS[4]}", config_path = "{controller}/config/controller.properties", '
+        f'log_dir = "{controller}/data" }}]',
+    }
 
 
 def assignment(deployed: DeployedCluster) -> dict[tuple[str, int], tuple[int, ...]]:
@@ -145,9 +159,18 @@ def deployment(tmp_path_factory) -> Iterator[Deployment]:
             "/kafka_approval",
             work / "approval-hosts",
         ) as approval,
+        DeployedCluster(
+            kraft_ready_cluster(name="kraft"), zookeeper.connect_string, "/kafka_kraft", work / "kraft-hosts"
+        ) as kraft,
         ClusterRuntime(prod, restart_dir=work / "prod-restarts", reassignments=True),
     ):
-        clusters = {"prod": prod, "incident": incident, "healthy": healthy, "approval": approval}
+        clusters = {
+            "prod": prod,
+            "incident": incident,
+            "healthy": healthy,
+            "approval": approval,
+            "kraft": kraft,
+        }
         clusters_file = work / "kafka_zk_clusters.toml"
         clusters_file.write_text(
             cluster_table("prod", prod, artefacts, engine='"spark"', schedule=f'"{NEVER}"')
@@ -177,6 +200,15 @@ def deployment(tmp_path_factory) -> Iterator[Deployment]:
                 engine='"in-process"',
                 schedule=f'"{NEVER}"',
                 approvers='["admin"]',
+            )
+            # the KRaft migration's runs (a 3.9 cluster ready to migrate; its controller on HOSTS[4])
+            + cluster_table(
+                "kraft",
+                kraft,
+                artefacts,
+                engine='"in-process"',
+                schedule=f'"{NEVER}"',
+                **kraft_settings(work),
             )
         )
         connections = {f"kafka_zk_{name}": _zookeeper_connection(d) for name, d in clusters.items()}

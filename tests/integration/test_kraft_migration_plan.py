@@ -207,3 +207,35 @@ def test_going_back_from_zookeeper_mode_has_nothing_to_do(deploy, tmp_path):
     deploy()
     with pytest.raises(KraftMigrationRefusedError, match="nothing to revert"):
         _plan(tmp_path, direction="back")
+
+
+def test_the_dag_plans_and_dry_runs_under_airflow_dags_test(deploy, zookeeper_server, tmp_path, airflow_home):
+    """The whole DAG as a user runs it first: snapshot, inventory, audit, readiness, plan, approve (a dry
+    run needs no decision), the dry run of every step, the report."""
+    import subprocess
+    import sys
+
+    _, chroot, _ = deploy()
+    before = _tree(zookeeper_server, chroot)
+    airflow = str(Path(sys.executable).parent / "airflow")
+    run = subprocess.run(
+        [
+            airflow,
+            "dags",
+            "test",
+            "kafka_zk_kraft_migration",
+            "-c",
+            json.dumps({"cluster": CLUSTER, "direction": "forward"}),
+        ],
+        env=os.environ.copy(),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    output = run.stdout + run.stderr
+    assert run.returncode == 0, output[-6000:]
+    assert "DRY RUN: would controller 3000 on 127.0.0.4: write" in output
+    assert "KRaft migration of kraftmig: provision the KRaft controllers" in output
+    assert _tree(zookeeper_server, chroot) == before
+    (folder,) = (tmp_path / "artefacts" / CLUSTER / "kraft-migration").iterdir()
+    assert {"plan.json", "rollback.json", "signals.json", "summary.txt"} <= {p.name for p in folder.iterdir()}

@@ -59,6 +59,7 @@ POST = "kafka_zk_post_maintenance"
 REPAIR = "kafka_zk_topic_id_repair"
 RESTART = "kafka_zk_pre_restart_check"
 TEST_ALERT = "kafka_zk_test_alert"
+MIGRATION = "kafka_zk_kraft_migration"
 DRAINED = 2  # prod's broker with RF=1 partitions
 REPAIR_TOPICS = ["clickstream", "inventory-updates"]  # the incident cluster's KAFKA-14190 topics
 RUN_TIMEOUT = 1500  # generous: two cores shared by 4 services, LocalExecutor workers, Spark and Chromium
@@ -141,6 +142,11 @@ REST_RUNS = [
     ("restart", RESTART, {"cluster": "prod", "broker": DRAINED}),
     ("kraft", KRAFT, {"cluster": "prod", "fail_on_blockers": False}),
     ("test alert", TEST_ALERT, {"cluster": "incident"}),  # the cluster that alerts by e-mail
+    (
+        "migration",
+        MIGRATION,
+        {"cluster": "kraft", "direction": "forward"},
+    ),  # a dry run: the plan to provision
 ]
 
 
@@ -159,6 +165,7 @@ def campaign(deployment, alert_scenarios, browser_session) -> Campaign:
         RESTART,
         KRAFT,
         TEST_ALERT,
+        MIGRATION,
     }:
         airflow.unpause(dag_id)
     runs: dict[str, Run] = {}
@@ -187,6 +194,7 @@ def campaign(deployment, alert_scenarios, browser_session) -> Campaign:
         ("restart", RESTART, {"cluster": "healthy", "broker": 1}),
         ("kraft", KRAFT, {"cluster": "healthy", "fail_on_blockers": False}),
         ("test alert", TEST_ALERT, {"cluster": "incident"}),
+        ("migration", MIGRATION, {"cluster": "kraft", "direction": "forward", "dry_run": True}),
     ]:
         trigger(f"cli {name}", Run("cli", dag_id, conf))
     printed = repair_commands({"cluster": "incident", "topics": REPAIR_TOPICS, "strategy": "auto"})["dry_run"]
@@ -214,6 +222,7 @@ def campaign(deployment, alert_scenarios, browser_session) -> Campaign:
         ("daily", DAILY.format("healthy"), {}),  # in-process (prod's audit on Spark runs once, over REST)
         ("kraft", KRAFT, {"cluster": "healthy", "fail_on_blockers": False}),
         ("test alert", TEST_ALERT, {"cluster": "incident"}),
+        ("migration", MIGRATION, {"cluster": "kraft", "direction": "forward"}),
     ]:
         trigger(f"browser {name}", Run("browser", dag_id, conf))
 
@@ -243,7 +252,7 @@ def _report(campaign: Campaign, path: str) -> str:
     )
 
 
-ALL_DAGS = {DAILY.format("prod"), DRAIN, POST, REPAIR, RESTART, KRAFT, TEST_ALERT}
+ALL_DAGS = {DAILY.format("prod"), DRAIN, POST, REPAIR, RESTART, KRAFT, TEST_ALERT, MIGRATION}
 """Every DAG the provider ships (a daily one per cluster: prod's)."""
 
 
