@@ -30,7 +30,7 @@ from .deletion import (
 from .errors import KafkaFormatError
 from .findings import APPROVAL_STEP, TOPIC_ID_ROOT_CHECKS, Finding, Severity, brokers_text, trigger_command
 from .inventory import age_reference_ms
-from .kraft_migration import MigrationPhase, migration_state
+from .kraft_migration import BrokerMode, MigrationPhase, migration_state
 from .leadership import AutoRebalance, auto_rebalance, blocked_reasons, imbalance_advice, leader_imbalance
 from .logdir import DirKind
 from .model import ClusterState, TopicState
@@ -202,6 +202,9 @@ class ClusterFacts:
     brokers: Mapping[int, BrokerInfo] = field(default_factory=dict)  # host, last seen (broker_infos)
     broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # /config/brokers/<entity>
     delete_margin_ms: int = DEFAULT_DELETE_MARGIN_MS  # deletion.deletion_verdict's margin
+    # each inventoried broker's mode during a KRaft migration (kraft_migration.broker_mode): a broker in
+    # KRaft mode serves without a /brokers/ids registration while a KRaft controller acts
+    broker_modes: Mapping[int, BrokerMode] = field(default_factory=dict)
 
     @property
     def uses_topic_ids(self) -> bool:
@@ -1267,6 +1270,8 @@ def broker_down_root_causes(
         for b in info.replicas:
             replicas[b] += 1
     down = sorted((set(replicas) | set(facts.brokers)) - set(facts.live_brokers))
+    migration = migration_state(state, facts.broker_modes) if down else None
+    kraft_active = migration is not None and migration.kraft_controller_active
     out = []
     for b in down:
         info = facts.brokers.get(b, BrokerInfo(b))
@@ -1326,6 +1331,12 @@ def broker_down_root_causes(
             + f"; it holds {replicas.get(b, 0)} replica(s)"
             + (": " + "; ".join(consequences) if consequences else "")
         )
+        if kraft_active and b not in facts.broker_modes:
+            # a migration's KRaft broker is not in /brokers/ids either: only its server.properties tells
+            summary += (
+                "; a KRaft migration is in dual-write, where a broker in KRaft mode is not in /brokers/ids either, "
+                "and this broker's server.properties was not read (not inventoried): ZooKeeper cannot tell which"
+            )
         where = f" on {info.host}" if info.host else ""
         check_first = trigger_command("kafka_zk_pre_restart_check", {"cluster": facts.cluster, "broker": b})
         if info.clean_shutdown is True:
@@ -1477,17 +1488,22 @@ def _leader_imbalance(state: ClusterState, facts: ClusterFacts) -> list[Finding]
     rule = controller_rebalance_rule(state, facts)
     reassigning = bool(state.reassign_partitions or state.reassigning_partitions)
     out = []
+    migration = migration_state(state, facts.broker_modes)
+    kraft_controller = (
+        migration.kraft_controller_id if migration is not None and migration.kraft_controller_active else None
+    )
     for broker_id, imbalance in leader_imbalance(state, threshold_percent=rule.imbalance_percent).items():
         if broker_id not in facts.live_brokers or not imbalance.over_threshold:
             continue  # a stopped broker's partitions are reported as offline / under-replicated
-        blocked = blocked_reasons(state, imbalance.not_leading)
+        blocked = blocked_reasons(state, imbalance.not_leading, facts.live_brokers)
         shown = ", ".join(f"{t}-{p}" for t, p in imbalance.not_leading[:10])
         more = len(imbalance.not_leading) - 10
         out.append(
             _finding(
                 facts,
                 "preferred-leader-imbalance",
-                Severity.WARNING,
+                # during a migration's dual-write the KRaft controller rebalances: no ZooKeeper write fixes it
+                Severity.WARNING if kraft_controller is None else Severity.INFO,
                 f"broker {broker_id} leads {imbalance.preferred - len(imbalance.not_leading)} of the "
                 f"{imbalance.preferred} partitions it is preferred leader for ({100 * imbalance.ratio:.0f}% "
                 f"imbalance > leader.imbalance.per.broker.percentage={imbalance.threshold_percent}): "
@@ -1499,6 +1515,7 @@ def _leader_imbalance(state: ClusterState, facts: ClusterFacts) -> list[Finding]
                     reassigning=reassigning,
                     check_interval_s=rule.check_interval_s,
                     cluster=facts.cluster,
+                    kraft_controller=kraft_controller,
                 ),
                 broker_id=broker_id,
                 evidence={
@@ -1763,15 +1780,18 @@ KRAFT_READINESS_DAG = "kafka_zk_kraft_migration_readiness"
 
 
 def kraft_migration_findings(state: ClusterState, facts: ClusterFacts) -> list[Finding]:
-    """While a KRaft controller migrates the cluster, one finding saying where it stands.
+    """While a KRaft controller migrates the cluster, one finding saying where it stands and what is next.
 
     During the migration the persistent ``/controller`` held by a KRaft controller, the bumped
-    ``/controller_epoch`` and the KRaft epoch in partition states are how Kafka migrates (see
-    :mod:`.kraft_migration`): reported as the migration's state, not as incidents. The same signs
-    without a migration -- a persistent ``/controller`` and no ``/migration`` -- are an error: no
-    ZooKeeper-mode broker can become controller while it stays.
+    ``/controller_epoch``, the KRaft epoch in partition states and -- once brokers run in KRaft mode --
+    their absence from ``/brokers/ids`` are how Kafka migrates (see :mod:`.kraft_migration`): reported as
+    the migration's state, not as incidents. The same signs without a migration -- a persistent
+    ``/controller`` and no ``/migration`` -- are an error: no ZooKeeper-mode broker can become controller
+    while it stays. After a rollback that left ``/migration`` behind (Kafka's documented revert does) the
+    finding says to delete it: until then every writer of this provider refuses, and a later migration
+    would skip its initial load (KAFKA-17146).
     """
-    found = migration_state(state)
+    found = migration_state(state, facts.broker_modes)
     if found is None:
         return []
     readiness = trigger_command(KRAFT_READINESS_DAG, {"cluster": facts.cluster})
@@ -1786,21 +1806,31 @@ def kraft_migration_findings(state: ClusterState, facts: ClusterFacts) -> list[F
                 f"(id {found.kraft_controller_id}, kraftControllerEpoch {found.kraft_controller_epoch})",
                 "If a KRaft quorum still runs with zookeeper.metadata.migration.enable, it owns /controller: "
                 "look at its controllers first. If the migration was reverted, the documented revert deletes "
-                "/controller and /migration (docs/ops.html, 'Reverting to ZooKeeper mode During the Migration'), "
-                "so a broker is elected again. Before that deletion every topic must have its topic_id in "
+                "/controller and /migration (docs/ops.html, 'Reverting to ZooKeeper mode During the Migration'; "
+                "with deleteall: ZooKeeper 3.5+ has no rmr), so a broker is elected again. Before that deletion "
+                "every topic must have its topic_id in "
                 "ZooKeeper (see the topicId findings): a new ZooKeeper-mode controller mints a NEW id for a "
                 "topic without one, and its replicas then reject it (KAFKA-14190)",
                 path="/controller",
                 evidence=evidence,
             )
         ]
-    severity = Severity.WARNING if found.problem else Severity.INFO
+    severity = Severity.WARNING if found.problem or found.unknown_mode else Severity.INFO
+    registered = list(found.zk_brokers)
+    brokers = (
+        f"brokers registered in /brokers/ids (ZooKeeper mode): {registered if registered else 'none'}"
+        + (
+            f"; in KRaft mode (registered with the quorum only, serving): {list(found.kraft_brokers)}"
+            if found.kraft_brokers
+            else ""
+        )
+    )
     summary = (
-        f"KRaft migration in progress, phase {found.phase.value}: {found.description}; KRaft controller "
+        f"KRaft migration, phase {found.phase.value} ({found.stage}): {found.description}; KRaft controller "
         f"{found.kraft_controller_id} (KRaft epoch {found.kraft_controller_epoch}), /migration metadata offset "
         f"{found.metadata_offset} (epoch {found.metadata_epoch}), ZooKeeper controller epoch "
-        f"{found.zk_controller_epoch}; brokers still in ZooKeeper mode: {list(found.zk_brokers)}"
-        + (f". {found.problem}" if found.problem else "")
+        f"{found.zk_controller_epoch}; {brokers}"
+        + (f". {found.problem}" if found.problem and found.phase is not MigrationPhase.REVERTING else "")
         + (
             f". Marked for deletion before the takeover, not migrated (the brokers reconcile their logs, "
             f"ZkTopicMigrationClient.iterateTopics): {', '.join(sorted(state.pending_deletions))}"
@@ -1808,11 +1838,18 @@ def kraft_migration_findings(state: ClusterState, facts: ClusterFacts) -> list[F
             else ""
         )
     )
+    if found.kraft_controller_active:
+        not_incidents = (
+            "Not incidents: a persistent /controller held by the KRaft controller, its epoch in /controller_epoch "
+            "and in partition states, its writes to topic znodes"
+            + (", brokers in KRaft mode missing from /brokers/ids" if found.kraft_brokers else "")
+            + " are how Kafka migrates. "
+        )
+    else:
+        not_incidents = ""
     action = (
-        "Nothing to repair: a persistent /controller held by the KRaft controller, its epoch in "
-        "/controller_epoch and in partition states, and its writes to topic znodes are how Kafka migrates. "
-        "This provider's ZooKeeper writes (drain, topicId repair, deletion cleanup, elections) refuse until "
-        f"the migration is finalized or reverted. Its state and blockers: {readiness}"
+        f"{not_incidents}Next: {found.next_step}. This provider's ZooKeeper writes (drain, topicId repair, deletion "
+        f"cleanup, elections) refuse while /migration exists. Its state and blockers: {readiness}"
     )
     return [
         _finding(facts, "kraft-migration", severity, summary, action, path="/migration", evidence=evidence)

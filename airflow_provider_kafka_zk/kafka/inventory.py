@@ -319,9 +319,18 @@ class BrokerFacts:
         problems: list[str] = []
         defaulted: list[str] = []
         broker_id: int | None = None
-        if "broker.id" in merged:
+        # node.id stands for an absent broker.id (KafkaConfig.populateSynonyms, 3.1.0+): a migration's
+        # KRaft broker names itself by node.id only
+        id_key = (
+            "node.id"
+            if "broker.id" not in merged
+            and "node.id" in merged
+            and (release is None or release >= KafkaVersion(3, 1))
+            else "broker.id"
+        )
+        if id_key in merged:
             try:
-                broker_id = _convert(merged["broker.id"], "int", path, "broker.id")
+                broker_id = _convert(merged[id_key], "int", path, id_key)
             except ValueError as exc:
                 problems.append(str(exc))
             if broker_id is not None and broker_id < 0:

@@ -32,7 +32,7 @@ from typing import Any
 from .audit import TOPIC_ID_REPAIR_DAG, repair_commands, trigger_command
 from .errors import KafkaFormatError
 from .findings import Finding, brokers_text
-from .kraft_migration import MigrationState, migration_state
+from .kraft_migration import BrokerMode, MigrationState, broker_mode, migration_state
 from .model import ClusterState
 from .safety import LEASE_PATH, LeaseHolder
 from .snapshot import ZnodeRow
@@ -189,11 +189,13 @@ class ReadinessReport:
         if self.migration is not None:
             m = self.migration
             lines += [
-                f"Migration in progress, phase {m.phase.value}: {m.description}.",
+                f"Migration in progress, phase {m.phase.value} ({m.stage}): {m.description}.",
                 f"  KRaft controller {m.kraft_controller_id} (epoch {m.kraft_controller_epoch}); /migration "
                 f"metadata offset {m.metadata_offset} (epoch {m.metadata_epoch}); ZooKeeper controller epoch "
-                f"{m.zk_controller_epoch}; brokers in ZooKeeper mode {list(m.zk_brokers)}",
+                f"{m.zk_controller_epoch}; brokers registered in /brokers/ids (ZooKeeper mode) {list(m.zk_brokers)}"
+                + (f"; in KRaft mode {list(m.kraft_brokers)}" if m.kraft_brokers else ""),
                 *([f"  {m.problem}"] if m.problem else []),
+                f"  Next: {m.next_step}.",
                 "",
             ]
         for check in self.checks:
@@ -256,6 +258,12 @@ class BrokerConfig:
     @property
     def migration_enabled(self) -> bool:
         return self.settings.get("zookeeper.metadata.migration.enable", "false").strip().lower() == "true"
+
+    @property
+    def mode(self) -> BrokerMode:
+        """How the broker runs (:func:`.kraft_migration.broker_mode`): a migration's KRaft broker has no IBP
+        and no ZooKeeper settings to check."""
+        return broker_mode(self.settings)
 
     @property
     def where(self) -> str:
@@ -365,7 +373,17 @@ def assess(inputs: ReadinessInputs) -> ReadinessReport:
         _metadata_copy_check(inputs, release),
         _zookeeper_writers_check(inputs),
     ]
-    return ReadinessReport(inputs.cluster, _ordered(checks), migration_state(inputs.state))
+    return ReadinessReport(inputs.cluster, _ordered(checks), _migration(inputs))
+
+
+def _migration(inputs: ReadinessInputs) -> MigrationState | None:
+    """The migration's state with each inventoried broker's mode (names the stage and the next step)."""
+    return migration_state(inputs.state, {b: c.mode for b, c in inputs.brokers.items()})
+
+
+def _kraft_mode(inputs: ReadinessInputs) -> list[int]:
+    """Brokers whose server.properties makes them a migration's KRaft brokers."""
+    return sorted(b for b, c in inputs.brokers.items() if c.mode is BrokerMode.KRAFT)
 
 
 def _check(
@@ -545,7 +563,10 @@ def _ibp_check(inputs: ReadinessInputs, releases: Mapping[int, _Release]) -> Che
         '(changing it during the migration is not supported: "you may break the cluster")'
     )
     ibps: dict[int, str | None] = {}
+    kraft = _kraft_mode(inputs)
     for b in _known_brokers(inputs):
+        if b in kraft:
+            continue  # a KRaft broker has no IBP: the quorum's metadata.version governs it
         config = inputs.brokers.get(b)
         ibps[b] = config.inter_broker_protocol_version if config is not None else None
         known = releases.get(b)
@@ -555,8 +576,20 @@ def _ibp_check(inputs: ReadinessInputs, releases: Mapping[int, _Release]) -> Che
     for b, ibp in sorted(ibps.items()):
         by_ibp[ibp or "unknown"].append(b)
     listing = "; ".join(f"{ibp} on {brokers_text(bs)}" for ibp, bs in sorted(by_ibp.items()))
-    details = {"ibp": {str(b): v for b, v in ibps.items()}}
+    details = {"ibp": {str(b): v for b, v in ibps.items()}, "kraft_mode": kraft}
     migrating = migration_state(inputs.state) is not None
+    if kraft and not ibps:
+        return _check(
+            "inter-broker-protocol",
+            title,
+            Status.PASS,
+            f"{brokers_text(kraft)} in KRaft mode: no IBP (the KRaft quorum's metadata.version governs)",
+            "",
+            source,
+            **details,
+        )
+    if kraft:
+        listing += f"; {brokers_text(kraft)} in KRaft mode (no IBP)"
     unknown = by_ibp.get("unknown", [])
     if unknown:
         return _check(
@@ -1176,6 +1209,35 @@ def _broker_config_problems(config: BrokerConfig) -> list[str]:
     return problems
 
 
+def _kraft_broker_config_problems(config: BrokerConfig) -> list[str]:
+    """What ``KafkaConfig.validateValues`` (3.9.0-rc3, KRaft branch) refuses for a migration's KRaft broker:
+    ``node.id`` (a synonym of ``broker.id``, ``populateSynonyms``) must be set and be this broker's id, the
+    quorum named (voters or bootstrap servers), a controller listener name given; docs/ops.html (3.9)
+    'Migrating brokers to KRaft': ``process.roles=broker`` only (combined mode cannot be migrated to)."""
+    settings = config.settings
+    problems = []
+    roles = {r.strip() for r in settings.get("process.roles", "").split(",") if r.strip()}
+    if roles != {"broker"}:
+        problems.append(
+            f"process.roles={settings.get('process.roles')}: a migrated broker runs with broker only"
+        )
+    node = settings.get("node.id", "").strip()
+    if config.configured_broker_id is None and not node:
+        problems.append("no node.id (nor broker.id): KafkaConfig needs it in KRaft mode")
+    elif node and node != str(config.broker_id):
+        problems.append(
+            f"node.id={node}, but the broker's id is {config.broker_id} (its meta.properties, its replicas)"
+        )
+    if (
+        not settings.get("controller.quorum.voters", "").strip()
+        and not settings.get("controller.quorum.bootstrap.servers", "").strip()
+    ):
+        problems.append("neither controller.quorum.voters nor controller.quorum.bootstrap.servers is set")
+    if not [n for n in settings.get("controller.listener.names", "").split(",") if n.strip()]:
+        problems.append("controller.listener.names is empty")
+    return problems
+
+
 def _config_check(inputs: ReadinessInputs) -> Check:
     title = "configuration the migration needs on every broker"
     source = (
@@ -1187,8 +1249,12 @@ def _config_check(inputs: ReadinessInputs) -> Check:
     blockers: list[str] = []
     todo: list[str] = []
     enabled = sorted(b for b, c in inputs.brokers.items() if c.migration_enabled)
+    kraft = _kraft_mode(inputs)
     for b, config in sorted(inputs.brokers.items()):
         settings = config.settings
+        if b in kraft:  # rolled to KRaft mode during the migration: its own rules
+            blockers += [f"{config.where} (KRaft mode): {p}" for p in _kraft_broker_config_problems(config)]
+            continue
         reserved_text = settings.get("reserved.broker.max.id", str(DEFAULT_RESERVED_BROKER_MAX_ID))
         generation = settings.get("broker.id.generation.enable", "true").strip().lower() == "true"
         try:
@@ -1215,18 +1281,21 @@ def _config_check(inputs: ReadinessInputs) -> Check:
             )
         if config.migration_enabled:
             blockers += [f"{config.where}: {p}" for p in _broker_config_problems(config)]
-    if not enabled:
+    if kraft:
+        todo.append(f"{brokers_text(kraft)} in KRaft mode (process.roles=broker)")
+    if not enabled and not kraft:
         todo.append(
             "no broker is in migration mode yet; at 'Enter Migration Mode on the Brokers' each gets "
             "zookeeper.metadata.migration.enable=true, controller.quorum.bootstrap.servers (or .voters), "
             "controller.listener.names and that listener in listener.security.protocol.map"
         )
-    elif len(enabled) < len(inputs.brokers):
+    elif len(enabled) + len(kraft) < len(inputs.brokers) and enabled:
         todo.append(
             f"{brokers_text(enabled)} in migration mode, "
-            f"{brokers_text(sorted(set(inputs.brokers) - set(enabled)))} not yet (the migration starts when every broker is)"
+            f"{brokers_text(sorted(set(inputs.brokers) - set(enabled) - set(kraft)))} not yet (the migration starts when "
+            "every broker is)"
         )
-    details = {"migration_mode": enabled, "brokers": sorted(inputs.brokers)}
+    details = {"migration_mode": enabled, "kraft_mode": kraft, "brokers": sorted(inputs.brokers)}
     if blockers:
         return _check(
             "migration-config",

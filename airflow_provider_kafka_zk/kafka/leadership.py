@@ -247,8 +247,13 @@ def imbalance_advice(
     reassigning: bool,
     check_interval_s: int = DEFAULT_CHECK_INTERVAL_S,
     cluster: str | None = None,
+    kraft_controller: int | None = None,
 ) -> str:
-    """What fixes one broker's imbalance: Kafka itself (auto rebalance), an election, or the cause first."""
+    """What fixes one broker's imbalance: Kafka itself (auto rebalance), an election, or the cause first.
+
+    :param kraft_controller: a migrating KRaft controller acts as controller: it elects (its own
+        ``auto.leader.rebalance.enable``, or the Admin API's election); a ZooKeeper-written election
+        request is read by no KRaft controller, and this provider's election refuses meanwhile."""
     electable = [tp for tp in imbalance.not_leading if tp not in blocked]
     broker = imbalance.broker_id
     conf = {"cluster": cluster or "<cluster>", "brokers": [broker]}
@@ -257,9 +262,23 @@ def imbalance_advice(
         f"then {trigger_command('kafka_zk_post_maintenance', {**conf, 'dry_run': False})} ({APPROVAL_STEP}; or "
         "kafka-leader-election.sh --election-type PREFERRED --all-topic-partitions)"
     )
+    if kraft_controller is not None:
+        trigger = (
+            "run kafka-leader-election.sh --bootstrap-server <a broker> --election-type PREFERRED "
+            f"--all-topic-partitions (the Admin API: KRaft controller {kraft_controller} carries it out; during the "
+            "migration no KRaft controller reads /admin/preferred_replica_election, and kafka_zk_post_maintenance's "
+            "election, which writes it, refuses)"
+        )
     if not electable:
         reasons = sorted(set(blocked.values()))
         return f"No election can move them now: {'; '.join(reasons[:3])}. Fix that first"
+    if kraft_controller is not None and not reassigning:
+        return (
+            f"Expected after the migration's rolling restarts: KRaft controller {kraft_controller} elects preferred "
+            "leaders itself while its own auto.leader.rebalance.enable is on (Kafka's default), at its next check "
+            f"(its leader.imbalance.check.interval.seconds, {DEFAULT_CHECK_INTERVAL_S} s by default); if this "
+            f"persists, {trigger}"
+        )
     if auto_rebalance and not reassigning:
         return (
             f"auto.leader.rebalance.enable is on: the controller elects them at its next check (every "
@@ -273,9 +292,14 @@ def imbalance_advice(
     return f"{why}; {trigger}"
 
 
-def blocked_reasons(state: ClusterState, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, str]:
-    """For each given partition an election could not move, why (absent: it could)."""
-    live = state.live_broker_ids
+def blocked_reasons(
+    state: ClusterState, partitions: Iterable[TopicPartition], live: Iterable[int] | None = None
+) -> dict[TopicPartition, str]:
+    """For each given partition an election could not move, why (absent: it could).
+
+    :param live: the brokers that serve (default: those registered in ``/brokers/ids``; during a
+        migration KRaft-mode brokers serve without a registration there)."""
+    live = state.live_broker_ids if live is None else frozenset(live)
     out = {}
     for tp in partitions:
         topic = state.topic(tp[0])

@@ -613,17 +613,8 @@ class KraftMigrationEvidence:
     controller_ephemeral_owner: int | None
 
 
-def kraft_migration_in_progress(evidence: KraftMigrationEvidence) -> str | None:
-    """Why ZooKeeper is (or may be) under a KRaft controller, or None when it is not.
-
-    Kafka 3.4+ (``KafkaZkClient.tryRegisterKRaftControllerAsActiveController``, ``ZkData
-    MigrationZNode``/``ControllerZNode`` at 3.4.0 and 3.9.0-rc3): a migrating KRaft controller creates
-    ``/migration`` and holds ``/controller`` as a *persistent* znode whose ``kraftControllerEpoch`` is
-    its epoch (a ZooKeeper controller writes -1 into an ephemeral one). Every ZooKeeper write it makes
-    is a multi-op conditional on ``/controller_epoch`` and ``/migration``; a tool writing beside it
-    changes metadata the KRaft log does not know. The documented rollback deletes both znodes
-    (``docs/ops.html``, 3.9). Any of the three signs, or a ``/migration`` that cannot be read, counts.
-    """
+def kraft_migration_signs(evidence: KraftMigrationEvidence) -> list[str]:
+    """The signs of a migration ZooKeeper shows (see :func:`kraft_migration_in_progress`), each as text."""
     reasons: list[str] = []
     if evidence.migration_data is not None:
         try:
@@ -647,11 +638,27 @@ def kraft_migration_in_progress(evidence: KraftMigrationEvidence) -> str | None:
             )
         if evidence.controller_ephemeral_owner == 0:
             reasons.append("/controller is a persistent znode (a ZooKeeper-mode controller's is ephemeral)")
+    return reasons
+
+
+def kraft_migration_in_progress(evidence: KraftMigrationEvidence) -> str | None:
+    """Why ZooKeeper is (or may be) under a KRaft controller, or None when it is not.
+
+    Kafka 3.4+ (``KafkaZkClient.tryRegisterKRaftControllerAsActiveController``, ``ZkData
+    MigrationZNode``/``ControllerZNode`` at 3.4.0 and 3.9.0-rc3): a migrating KRaft controller creates
+    ``/migration`` and holds ``/controller`` as a *persistent* znode whose ``kraftControllerEpoch`` is
+    its epoch (a ZooKeeper controller writes -1 into an ephemeral one). Every ZooKeeper write it makes
+    is a multi-op conditional on ``/controller_epoch`` and ``/migration``; a tool writing beside it
+    changes metadata the KRaft log does not know. The documented rollback deletes both znodes
+    (``docs/ops.html``, 3.9; it leaves ``/migration``, which a real 3.9.0 rollback showed). Any of the
+    three signs, or a ``/migration`` that cannot be read, counts.
+    """
+    reasons = kraft_migration_signs(evidence)
     if not reasons:
         return None
     return (
         "a ZooKeeper-to-KRaft migration is in progress: "
         + "; ".join(reasons)
-        + ". Its KRaft controller owns the metadata and writes ZooKeeper itself; this tool does not write "
-        "beside it. Finish the migration (or roll it back as Kafka's docs describe) first"
+        + ". A KRaft controller owns the metadata from its claim until the migration is finalized or rolled back, "
+        "and /migration stays until someone deletes it; this tool does not write ZooKeeper meanwhile"
     )

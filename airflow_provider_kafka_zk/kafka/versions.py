@@ -180,6 +180,13 @@ def supports_kraft_migration(release: KafkaVersion) -> bool:
     return release >= KafkaVersion(3, 4)
 
 
+def supports_directory_ids(release: KafkaVersion) -> bool:
+    """3.7+ give each log dir a ``directory.id`` in meta.properties (KIP-858); a ZooKeeper-mode broker
+    only when it starts with the migration on (``KafkaServer.startup``: ``generateValidDirectoryId``
+    under ``config.migrationEnabled``, absent at 3.6.2, present at 3.7.0 and 3.9.0-rc3)."""
+    return release >= KafkaVersion(3, 7)
+
+
 def config_entity_types(release: KafkaVersion) -> tuple[str, ...]:
     """``/config/<type>`` paths every broker creates at startup.
 

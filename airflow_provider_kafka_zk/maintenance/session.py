@@ -64,6 +64,7 @@ from airflow_provider_kafka_zk.hooks.zookeeper import (
     ZnodeVersionConflictError,
 )
 from airflow_provider_kafka_zk.kafka import znodes
+from airflow_provider_kafka_zk.kafka.kraft_migration import classify, refusal
 from airflow_provider_kafka_zk.kafka.safety import (
     LEASE_PATH,
     LEASE_ROOT,
@@ -144,7 +145,8 @@ class RollbackArtefactError(MaintenanceRefusedError):
 
 
 class KraftMigrationInProgressError(MaintenanceRefusedError):
-    """A ZooKeeper-to-KRaft migration is in progress: its KRaft controller owns the metadata."""
+    """A ZooKeeper-to-KRaft migration is in progress (or its rollback left ``/migration``): the message names
+    the phase and what to do next."""
 
 
 def parse_safety_flags(**flags: Any) -> dict[str, bool]:
@@ -531,10 +533,13 @@ class MaintenanceSession:
         """
         if self.kraft_migration:
             return  # the migration's own run: it is the migration's writer
-        why = kraft_migration_in_progress(read_migration_evidence(self.hook))
+        evidence = read_migration_evidence(self.hook)
+        why = kraft_migration_in_progress(evidence)
         if why:
+            found = classify(evidence, zk_brokers=_registered_brokers(self.hook))
+            text = refusal(found, evidence) if found is not None else why
             raise KraftMigrationInProgressError(
-                f"cluster {self.cluster} ({self.hook.describe_path('/')}): {why}. Nothing was changed"
+                f"cluster {self.cluster} ({self.hook.describe_path('/')}): {text}. Nothing was changed"
             )
 
     # ------------------------------------------------------------------ the lease
@@ -807,6 +812,14 @@ def read_lease(hook: KafkaZooKeeperHook) -> tuple[LeaseHolder | None, ZnodeStat 
     except ZnodeNotFoundError:
         return None, None
     return LeaseHolder.decode(data), stat
+
+
+def _registered_brokers(hook: KafkaZooKeeperHook) -> list[int]:
+    """Brokers registered in ``/brokers/ids`` (ZooKeeper mode): names a migration's phase in a refusal."""
+    try:
+        return [int(c) for c in hook.get_children(znodes.BROKER_IDS) if c.isdigit()]
+    except ZnodeNotFoundError:
+        return []
 
 
 def read_migration_evidence(hook: KafkaZooKeeperHook) -> KraftMigrationEvidence:

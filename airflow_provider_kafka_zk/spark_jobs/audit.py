@@ -47,7 +47,7 @@ from airflow_provider_kafka_zk.kafka.audit import BrokerSettings, ClusterFacts, 
 from airflow_provider_kafka_zk.kafka.errors import KafkaFormatError
 from airflow_provider_kafka_zk.kafka.findings import Finding, triage_order
 from airflow_provider_kafka_zk.kafka.inventory import age_reference_ms
-from airflow_provider_kafka_zk.kafka.kraft_migration import kraft_controller_active
+from airflow_provider_kafka_zk.kafka.kraft_migration import broker_modes_from_settings, migration_state
 from airflow_provider_kafka_zk.kafka.model import ClusterState, TopicState
 from airflow_provider_kafka_zk.kafka.snapshot import gc_paused
 from airflow_provider_kafka_zk.kafka.uuid import KafkaUuid
@@ -282,23 +282,35 @@ def cluster_facts(
     settings = {b: broker_settings(b, s) for b, s in sorted(summaries.items())}
     controller = state.controller
     reassign = state.reassign_partitions
+    # each inventoried broker's migration mode (its server.properties): during a migration's dual-write a
+    # broker in KRaft mode serves, registered with the quorum only (kafka.kraft_migration)
+    modes = broker_modes_from_settings(
+        {
+            b: (s.get("facts") or {}).get("migration_settings") or {}
+            for b, s in summaries.items()
+            if s.get("facts")
+        }
+    )
+    migration = migration_state(state, modes)
     return ClusterFacts(
         cluster=cluster,
         now_ms=now_ms,
-        live_brokers=state.live_broker_ids,
+        live_brokers=state.live_broker_ids
+        | (migration.serving_outside_zookeeper if migration is not None else frozenset()),
         inventoried=frozenset(int(b) for b in inventoried),
         settings=settings,
         # a registered controller on a broker that is not registered cannot act; none at all is its own
         # finding; a migrating KRaft controller is no broker and does act (kafka.kraft_migration)
         controller_live=controller is None
         or controller.broker_id in state.live_broker_ids
-        or kraft_controller_active(state),
+        or (migration is not None and migration.kraft_controller_active),
         reassign_znode_partitions=frozenset((e.topic, e.partition) for e in reassign.partitions)
         if reassign is not None
         else frozenset(),
         ibp=lowest_ibp(settings.values()),
         brokers=rules.broker_infos(state, previous, summaries, expected),
         broker_configs={e: dict(c) for e, c in state.configs.brokers.items()},
+        broker_modes=modes,
     )
 
 

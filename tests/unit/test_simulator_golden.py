@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+from znode_shapes import kind_of, shape, shapes, znode_shape
 
 from airflow_provider_kafka_zk.kafka import znodes as zk
 from airflow_provider_kafka_zk.testing.simulator import BrokerSpec, ClusterSpec, SimulatedCluster, TopicSpec
@@ -106,3 +107,88 @@ def test_partition_dirs_hold_the_real_small_files(tmp_path, golden_like_cluster)
                     real_partition.name,
                     name,
                 )
+
+
+# ---------------------------------------------------------------------------------------------
+# the incidents' znodes: every znode an incident scenario leaves has a layout the real cluster wrote
+# ---------------------------------------------------------------------------------------------
+
+
+def test_the_incidents_znodes_have_the_layouts_the_real_cluster_wrote(golden_tree):
+    """The incident scenarios (KAFKA-14190 and its precursor, offline RF=1 partitions, stuck and
+    disabled deletions, a restart, the topicId repair's and the rolling reset's clusters) at 3.3.1:
+    every znode they leave is a kind the real 3.3.1 cluster had, in its layout, or a shape it showed
+    when the incidents were reproduced on it (KAFKA_FORMATS §8): the old client's topic znode
+    ``{"version":1,"partitions":{...}}`` without ``topic_id``, an offline partition's state with leader
+    -1 keeping the dead broker in its ISR, a deletion marker without data."""
+    from airflow_provider_kafka_zk.testing.simulator.scenarios import (
+        deletion_disabled_cluster,
+        incident_cluster,
+        rolling_reset_cluster,
+        topic_id_repair_cluster,
+    )
+
+    real = {
+        p: (z["data"].encode() if z["data"] is not None else None, z["stat"]["ephemeralOwner"] != 0)
+        for p, z in golden_tree.items()
+        if p not in ("/", "/zookeeper", "/zookeeper/config", "/zookeeper/quota")
+    }
+    allowed = shapes(real)
+    # a registration with broker.rack set: the recorded 3.9.0 cluster's (same v5 format as 3.3.1's)
+    recorded = json.loads(
+        (GOLDEN.parent / "real-kafka-3.9-migration" / "zookeeper" / "00-zk-mode.json").read_text()
+    )
+    allowed |= shapes(
+        {
+            z["path"][4:]: (z["data"].encode(), True)
+            for z in recorded["znodes"]
+            if z["path"].startswith("/k39/brokers/ids/")
+        }
+    )
+    state = json.loads(golden_tree["/brokers/topics/golden-rf1/partitions/0/state"]["data"])
+    allowed |= {
+        ("topic", False, shape({"version": 1, "partitions": {"0": [1, 2]}})),
+        # a 2.4-2.7 client's rewrite (AdminZkClient/TopicZNode.encode, 2.7.0: v2, never a topic_id): from the
+        # source, the reproduction used a 1.0-style tool
+        (
+            "topic",
+            False,
+            shape(
+                {"version": 2, "partitions": {"0": [1, 2]}, "adding_replicas": {}, "removing_replicas": {}}
+            ),
+        ),
+        # a reassignment in flight: adding/removing replicas in the topic znode (observed, §8)
+        (
+            "topic",
+            False,
+            shape(
+                {
+                    **json.loads(golden_tree["/brokers/topics/golden-rf1"]["data"]),
+                    "adding_replicas": {"0": [2]},
+                    "removing_replicas": {"0": [1]},
+                }
+            ),
+        ),
+        ("state", False, shape({**state, "leader": -1})),
+        ("delete-marker", False, None),
+    }
+    seen: dict[tuple[str, bool, object], str] = {}
+    for build in (
+        incident_cluster,
+        topic_id_repair_cluster,
+        deletion_disabled_cluster,
+        rolling_reset_cluster,
+    ):
+        cluster = build()
+        assert cluster.spec.kafka_version == "3.3.1"
+        for record in render_zookeeper(cluster):
+            if record.path == "/admin/reassign_partitions":
+                continue  # not on the real cluster's tree; its codec is source-checked (test_znodes)
+            key = (kind_of(record.path), record.owner_broker is not None, znode_shape(record.data))
+            seen.setdefault(key, f"{build.__name__}: {record.path}")
+    unknown = {where: key for key, where in seen.items() if key not in allowed}
+    assert not unknown, unknown
+    # and the incidents' own shapes were all met (the test would pass vacuously otherwise)
+    assert ("topic", False, shape({"version": 1, "partitions": {"0": [1, 2]}})) in seen
+    assert ("state", False, shape({**state, "leader": -1})) in seen
+    assert ("delete-marker", False, None) in seen

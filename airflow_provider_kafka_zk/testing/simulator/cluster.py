@@ -21,6 +21,7 @@ from airflow_provider_kafka_zk.kafka.versions import (
     has_stray_dirs,
     ibp_sends_topic_ids,
     ibp_uses_topic_ids,
+    supports_directory_ids,
     supports_kraft_migration,
     topic_znode_version,
     writes_partition_metadata_on_create,
@@ -29,6 +30,15 @@ from airflow_provider_kafka_zk.kafka.znodes import MigrationZNode, validate_topi
 
 from .assignment import assign_replicas
 from .spec import BrokerSpec, ClusterSpec, TopicSpec
+
+KRAFT_CONTROLLER_PORT = 9093
+"""The KRaft controllers' listener port (docs/ops.html's samples)."""
+
+METADATA_MAX_IDLE_INTERVAL_MS = 500
+"""``metadata.max.idle.interval.ms``' default (``KRaftConfigs``, 3.9.0-rc3): a KRaft controller's NoOpRecord period."""
+
+PRODUCER_ID_BLOCK_SIZE = 1000
+"""``ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE`` (3.9.0-rc3; 1000 in every release with the znode)."""
 
 
 class SimulationError(ValueError):
@@ -59,6 +69,11 @@ class TopicModel:
     controller_topic_id: KafkaUuid | None  # what the active controller holds in memory
     znode_format: int  # format version of the last write of the topic znode (1, 2 or 3)
     znode_version: int = 0  # zkVersion of the topic znode
+    # brokers whose replicas of this topic carry DirectoryId.MIGRATING in the KRaft metadata (every
+    # replica of a topic migrated from ZooKeeper, until its broker starts in KRaft mode)
+    migrating_directories: set[int] = field(default_factory=set)
+    # /config/topics/<t> exists (a KRaft controller deletes it when the topic's last override goes)
+    config_znode: bool = True
 
     @property
     def name(self) -> str:
@@ -105,6 +120,12 @@ class BrokerModel:
     registered_at_ms: int = 0
     # server.properties keys set (or, with None, removed) on top of the spec's: what an operator changed
     properties: dict[str, str | None] = field(default_factory=dict)
+    # runs as ``process.roles=broker`` (a migration's KRaft broker): registers with the KRaft quorum
+    # only, never in /brokers/ids (``BrokerServer``, 3.9.0-rc3)
+    kraft_mode: bool = False
+    # meta.properties' directory.id per log dir: given at the first start with the migration on, kept
+    # from then on, also in KRaft mode and after a rollback (``KafkaServer.startup``, 3.9.0-rc3)
+    directory_ids: tuple[KafkaUuid, ...] = ()
 
     @property
     def broker_id(self) -> int:
@@ -128,6 +149,8 @@ class KraftMigration:
     zk_version: int = 0  # each migration write is a conditional SetData on /migration
     claimed: bool = True
     controller_node_ids: tuple[int, ...] = ()
+    # the KRaft controllers run (False once stopped for a rollback: /controller may still name one)
+    controllers_running: bool = True
 
     @property
     def metadata_migrated(self) -> bool:
@@ -180,6 +203,12 @@ class SimulatedCluster:
         self.reassignment: list[tuple[str, int, tuple[int, ...]]] = []
         self.broker_configs: dict[str, dict[str, str]] = {}
         self.config_changes: list[str] = []  # entity paths, in notification order
+        self.config_versions: dict[str, int] = {}  # entity path ("topics/t") -> its znode's zkVersion
+        # /latest_producer_id_block: (allocating broker, or -1 for a KRaft controller's write; first id)
+        # and its zkVersion; None: one block per broker at start (the render's default)
+        self.producer_id_block: tuple[int, int] | None = None
+        self.producer_id_block_version = 0
+        self._kraft_next_producer_id = 0  # the KRaft controller's next id (ProducerIdControlManager)
         self.incidents: list[Incident] = []
         self.controller_log: list[str] = []  # lines the controller's controller.log shows (some steps)
         self.kraft_migration: KraftMigration | None = None
@@ -211,6 +240,11 @@ class SimulatedCluster:
 
     def online_broker_ids(self) -> list[int]:
         return sorted(b for b, m in self.brokers.items() if m.online)
+
+    def zookeeper_broker_ids(self) -> list[int]:
+        """Running brokers in ZooKeeper mode: registered in ``/brokers/ids``, candidates in an election
+        (a migration's KRaft brokers run but register with the KRaft quorum only)."""
+        return sorted(b for b, m in self.brokers.items() if m.online and not m.kraft_mode)
 
     def topic(self, name: str) -> TopicModel:
         try:
@@ -410,7 +444,7 @@ class SimulatedCluster:
         disagree with ZooKeeper (INCONSISTENT_TOPIC_ID, KAFKA-14190); replicas without the file
         adopt the new id from the LeaderAndIsr.
         """
-        online = self.online_broker_ids()
+        online = self.zookeeper_broker_ids()
         if new_controller is None:
             new_controller = next(b for b in online if b != self.controller_id)
         self._become_controller(new_controller)
@@ -419,7 +453,7 @@ class SimulatedCluster:
         """What follows a deletion of ``/controller``: every live broker races to create it
         (``KafkaController.elect``, 3.3.1); the simulator lets the lowest online id win (it may be
         the previous controller). The winner initialises its context like any new controller."""
-        online = self.online_broker_ids()
+        online = self.zookeeper_broker_ids()
         if not online:
             raise SimulationError("no broker online to become controller")
         winner = broker_id if broker_id is not None else online[0]
@@ -427,7 +461,7 @@ class SimulatedCluster:
         return winner
 
     def _become_controller(self, new_controller: int) -> None:
-        online = self.online_broker_ids()
+        online = self.zookeeper_broker_ids()
         if new_controller not in online:
             raise SimulationError(f"broker {new_controller} is not online and cannot become controller")
         previous = self.controller_id
@@ -646,6 +680,8 @@ class SimulatedCluster:
         self.incidents = [
             i for i in self.incidents if not (i.broker_id == broker_id and i.kind == "unclean_shutdown")
         ]
+        if self.no_controller_acts:
+            return  # nobody sends it LeaderAndIsr: it serves nothing until a controller acts
         self._send_leader_and_isr([broker_id])
         self.incidents = [
             i for i in self.incidents if not (i.kind == "offline_partitions" and i.broker_id == broker_id)
@@ -703,6 +739,15 @@ class SimulatedCluster:
         broker.online = False
         broker.clean_shutdown = clean
         self.tick()
+        if self.no_controller_acts:
+            # /controller names a stopped KRaft controller: nobody elects, ZooKeeper keeps this broker as
+            # leader of partitions it no longer serves
+            self.history.append(
+                f"broker {broker_id} stopped; no controller acts (/controller names a stopped KRaft controller)"
+            )
+            if not clean:
+                self.incidents.append(Incident("unclean_shutdown", broker_id=broker_id))
+            return
         offline: dict[str, list[int]] = {}
         for topic in self.topics.values():
             for p, part in topic.partitions.items():
@@ -1000,8 +1045,14 @@ class SimulatedCluster:
         self.history.append(f"{topic_name}: {kind.name.lower()} directories left on broker {broker_id}")
 
     # ------------------------------------------------------------------ reassignment
-    def start_reassignment(self, moves: dict[tuple[str, int], tuple[int, ...]]) -> None:
-        """Create /admin/reassign_partitions; the 2.4+ controller writes adding/removing replicas first (U1)."""
+    def start_reassignment(
+        self, moves: dict[tuple[str, int], tuple[int, ...]], *, through_admin_api: bool = False
+    ) -> None:
+        """Create /admin/reassign_partitions; the 2.4+ controller writes adding/removing replicas first (U1).
+
+        ``through_admin_api``: ``kafka-reassign-partitions`` of 2.4+ (``alterPartitionReassignments``;
+        the only way through a KRaft controller) writes no ``/admin/reassign_partitions``: the topic
+        znode's adding/removing replicas are all ZooKeeper shows."""
         for (topic_name, p), target in moves.items():
             part = self.topic(topic_name).partitions[p]
             origin = list(part.replicas)
@@ -1016,7 +1067,8 @@ class SimulatedCluster:
                 replica = self._new_replica_dir(topic, p, b, 0)
                 replica.topic_id = topic.controller_topic_id if self.uses_topic_ids else None
                 self.dirs.append(replica)
-            self.reassignment.append((topic_name, p, tuple(target)))
+            if not through_admin_api:
+                self.reassignment.append((topic_name, p, tuple(target)))
         self.history.append(f"reassignment started for {len(moves)} partition(s)")
         self.tick()
 
@@ -1110,6 +1162,13 @@ class SimulatedCluster:
         """A KRaft controller holds ``/controller``: it, not a ZooKeeper-mode broker, writes the metadata."""
         return self.kraft_migration is not None and self.kraft_migration.claimed
 
+    @property
+    def no_controller_acts(self) -> bool:
+        """``/controller`` names a KRaft controller that is stopped (a rollback between "Deprovision the
+        KRaft controller quorum" and the deletion of ``/controller``): nothing elects or writes."""
+        migration = self.kraft_migration
+        return migration is not None and migration.claimed and not migration.controllers_running
+
     def _writing_controller_epoch(self) -> int:
         """The ``controller_epoch`` a partition state write carries: the ZooKeeper controller's epoch,
         or while a KRaft controller migrates, its KRaft epoch (``ZkTopicMigrationClient.
@@ -1132,6 +1191,26 @@ class SimulatedCluster:
             zk_version=migration.zk_version + 2,
         )
 
+    def kraft_controller_idles(self, seconds: float) -> int:
+        """Time passes with nothing to migrate: the active KRaft controller still appends a NoOpRecord every
+        ``metadata.max.idle.interval.ms`` (500 ms, ``QuorumController.maybeScheduleNextWriteNoOpRecord``),
+        and in dual-write every metadata delta it loads ends with "Updated ZK migration state after delta"
+        (``KRaftMigrationDriver``, 3.9.0-rc3): ``/migration``'s offset and zkVersion grow about twice a
+        second while nothing else in ZooKeeper changes (the recording: +7 in the ~4 s between the last
+        rollback roll's snapshot and the controller's stop). Returns the number of deltas."""
+        migration = self.kraft_migration
+        if migration is None or not migration.claimed or not migration.controllers_running:
+            return 0
+        deltas = int(seconds * 1000) // METADATA_MAX_IDLE_INTERVAL_MS
+        if migration.metadata_migrated and deltas:
+            self.kraft_migration = replace(
+                migration,
+                kraft_metadata_offset=migration.kraft_metadata_offset + deltas,
+                zk_version=migration.zk_version + deltas,
+            )
+        self.tick(int(seconds * 1000))
+        return deltas
+
     def _require_migration_support(self) -> None:
         if not supports_kraft_migration(self.spec.release):
             raise SimulationError(f"Kafka {self.spec.release} cannot migrate to KRaft (3.4+)")
@@ -1146,24 +1225,57 @@ class SimulatedCluster:
         self.broker(broker_id).properties.update(changes)
         self.history.append(f"broker {broker_id}: server.properties {sorted(changes)} changed")
 
-    def migration_properties(self, controller_node_ids: Iterable[int], port: int = 9093) -> dict[str, str]:
-        """What docs/ops.html (3.9, "Enter Migration Mode on the Brokers") adds to a ZK broker's
-        server.properties: the migration flag, the KRaft quorum and its listener (also in the
-        listener security protocol map)."""
-        voters = ",".join(f"{n}@127.0.1.{i + 1}:{port}" for i, n in enumerate(controller_node_ids))
+    def kraft_controller_address(self, node_id: int, port: int = KRAFT_CONTROLLER_PORT) -> str:
+        """Where KRaft controller ``node_id`` listens: the i-th of the quorum on loopback host
+        127.0.1.<i+1> (one host each, as the brokers' 127.0.0.x)."""
+        migration = self.kraft_migration
+        nodes = (
+            migration.controller_node_ids if migration is not None and migration.controller_node_ids else ()
+        )
+        index = nodes.index(node_id) if node_id in nodes else 0
+        return f"127.0.1.{index + 1}:{port}"
+
+    def migration_properties(
+        self, controller_node_ids: Iterable[int], port: int = KRAFT_CONTROLLER_PORT
+    ) -> dict[str, str]:
+        """What "Enter Migration Mode on the Brokers" (docs/ops.html, 3.9) adds to a ZK broker's
+        server.properties, as the recorded 3.9.0 migration wrote it (tests/fixtures/real-kafka-3.9-migration/
+        config/broker-0.mig.properties): the controller listener in the security protocol map, the
+        quorum's bootstrap servers (3.9's dynamic quorum, ``kafka-storage format --standalone``), the
+        controller listener name and the migration flag."""
+        bootstrap = ",".join(f"127.0.1.{i + 1}:{port}" for i, _ in enumerate(controller_node_ids))
         return {
-            "zookeeper.metadata.migration.enable": "true",
-            "controller.quorum.voters": voters,
-            "controller.listener.names": "CONTROLLER",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "controller.quorum.bootstrap.servers": bootstrap,
+            "controller.listener.names": "CONTROLLER",
+            "zookeeper.metadata.migration.enable": "true",
+        }
+
+    @staticmethod
+    def kraft_broker_properties(broker_id: int) -> dict[str, str | None]:
+        """What "Migrating brokers to KRaft" (docs/ops.html, 3.9) changes on top of the migration-mode
+        file, as the recorded migration did (config/broker-0.kraft.properties): ``process.roles=broker``
+        and ``node.id`` in, ``broker.id``, the IBP and every ``zookeeper.*`` setting out (None removes);
+        the quorum settings stay."""
+        return {
+            "process.roles": "broker",
+            "node.id": str(broker_id),
+            "broker.id": None,
+            "inter.broker.protocol.version": None,
+            "zookeeper.connect": None,
+            "zookeeper.connection.timeout.ms": None,
+            "zookeeper.metadata.migration.enable": None,
         }
 
     def provision_kraft_controllers(self, controller_node_ids: Iterable[int] = (3000, 3001, 3002)) -> None:
-        """A KRaft quorum started with ``zookeeper.metadata.migration.enable=true`` (docs/ops.html,
-        "Provisioning the KRaft controller quorum"): its migration driver creates ``/migration`` holding
-        ``ZkMigrationLeadershipState.EMPTY`` -- -1 everywhere -- (``RecoverMigrationStateFromZKEvent``
-        -> ``getOrCreateMigrationState``) and then waits for every broker to register in migration
-        mode; the ZooKeeper-mode controller keeps ``/controller`` meanwhile."""
+        """Phase "controllers provisioned": a KRaft quorum formatted with ZooKeeper's cluster id and
+        started with ``zookeeper.metadata.migration.enable=true`` (docs/ops.html, "Provisioning the KRaft
+        controller quorum"). Its migration driver creates ``/migration`` holding
+        ``ZkMigrationLeadershipState.EMPTY`` -- -1 everywhere, zkVersion 0 -- (``RecoverMigrationStateFromZKEvent``
+        -> ``getOrCreateMigrationState``; the driver's own "Became active migration driver" state is not
+        written) and then waits for every broker to register in migration mode (``WAIT_FOR_BROKERS``); the
+        ZooKeeper-mode controller keeps ``/controller`` meanwhile. As the recorded 3.9.0 migration showed
+        (zookeeper/01-controller-provisioned.json: one new znode)."""
         self._require_migration_support()
         if self.kraft_migration is not None:
             raise SimulationError("a KRaft quorum already migrates this cluster")
@@ -1177,22 +1289,84 @@ class SimulatedCluster:
         self.history.append(f"KRaft controllers {list(ids)} provisioned for migration: /migration created")
         self.tick()
 
-    def enter_migration_mode(self, broker_ids: Iterable[int] | None = None) -> None:
-        """The rolling restart of "Enter Migration Mode on the Brokers": each broker's server.properties
-        gains :meth:`migration_properties`. (Leadership after the roll is as before: the simulator does
-        not replay each restart; ``auto.leader.rebalance.enable`` restores it on a real cluster.)"""
+    def _directory_ids(self, broker: BrokerModel) -> tuple[KafkaUuid, ...]:
+        """Fresh ``directory.id`` values for a broker's log dirs (``MetaPropertiesEnsemble.Copier.
+        generateValidDirectoryId``: random, never a reserved one), drawn from a stream of their own so
+        the cluster's other random values stay what they were."""
+        rng = random.Random(f"{self.spec.seed}/directory/{broker.broker_id}")
+        out: list[KafkaUuid] = []
+        while len(out) < broker.spec.log_dir_count:
+            candidate = KafkaUuid(rng.randbytes(16))
+            if not candidate.is_reserved:
+                out.append(candidate)
+        return tuple(out)
+
+    def roll_broker_into_migration_mode(self, broker_id: int, *, claim: bool = True) -> None:
+        """One broker of "Enter Migration Mode on the Brokers": a controlled shutdown, server.properties
+        gains :meth:`migration_properties`, then a start in ZooKeeper mode with the migration on.
+
+        At that start ``KafkaServer.startup`` (3.9.0-rc3) gives each log dir's meta.properties a
+        ``directory.id`` (kept ``version=0``; kept from then on) and runs a ``KafkaRaftManager`` whose log
+        is ``__cluster_metadata-0`` in the first log dir. The broker registers in ``/brokers/ids`` as
+        before (same registration format). With ``claim`` and a provisioned quorum waiting, the last
+        broker's registration lets the KRaft controller take over (:meth:`begin_kraft_migration`, about
+        a second later on the recorded cluster)."""
+        broker = self.broker(broker_id)
         migration = self.kraft_migration
-        nodes = migration.controller_node_ids if migration is not None else (3000,)
-        for broker_id in sorted(self.brokers) if broker_ids is None else broker_ids:
+        nodes = (
+            migration.controller_node_ids
+            if migration is not None and migration.controller_node_ids
+            else (3000,)
+        )
+        if broker.kraft_mode:
+            raise SimulationError(f"broker {broker_id} runs in KRaft mode: use roll_broker_back_to_zookeeper")
+        if broker.online:
+            self.stop_broker(broker_id, clean=True)
+        broker.properties.update(self.migration_properties(nodes))
+        if not broker.directory_ids and supports_directory_ids(self.spec.release):
+            broker.directory_ids = self._directory_ids(broker)
+        self.start_broker(broker_id)
+        if broker.online:
+            self.metadata_log_brokers.add(broker_id)
+        self.history.append(f"broker {broker_id} restarted in migration mode")
+        if claim:
+            self._kraft_controller_claims_when_ready()
+
+    def enter_migration_mode(self, broker_ids: Iterable[int] | None = None, *, claim: bool = True) -> None:
+        """Phase "brokers in migration mode": the rolling restart of "Enter Migration Mode on the
+        Brokers", one broker at a time (:meth:`roll_broker_into_migration_mode`); leadership moves as
+        each broker restarts (no rebalance is simulated afterwards). A broker that is stopped only gets
+        the new settings, for its next start. With ``claim`` and a provisioned quorum, the KRaft
+        controller takes over once every running broker is in migration mode (the recorded migration's
+        zookeeper/02-brokers-in-migration-mode-dual-write.json)."""
+        for broker_id in sorted(self.brokers) if broker_ids is None else list(broker_ids):
             broker = self.broker(broker_id)
-            broker.properties.update(self.migration_properties(nodes or (3000,)))
             if broker.online:
-                # a ZK broker in migration mode runs a KafkaRaftManager (an observer of the quorum), whose
-                # log is __cluster_metadata-0 in metadata.log.dir, by default the first of log.dirs
-                # (``KafkaServer.startup``, ``KafkaConfig.metadataLogDir``, 3.9.0-rc3)
-                self.metadata_log_brokers.add(broker_id)
-        self.history.append("brokers restarted in migration mode")
+                self.roll_broker_into_migration_mode(broker_id, claim=claim)
+            else:
+                migration = self.kraft_migration
+                nodes = (
+                    migration.controller_node_ids
+                    if migration is not None and migration.controller_node_ids
+                    else (3000,)
+                )
+                broker.properties.update(self.migration_properties(nodes))
         self.tick()
+
+    def _kraft_controller_claims_when_ready(self) -> None:
+        """``KRaftMigrationDriver`` in ``WAIT_FOR_BROKERS`` goes on once every broker registered in
+        ZooKeeper is registered with the quorum in migration mode (``areZkBrokersReadyForMigration``,
+        3.9.0-rc3): then it claims ``/controller`` and migrates the metadata."""
+        migration = self.kraft_migration
+        if migration is None or migration.claimed or not migration.controllers_running:
+            return
+        registered = self.zookeeper_broker_ids()
+        if registered and all(
+            self.brokers[b].properties.get("zookeeper.metadata.migration.enable") == "true"
+            for b in registered
+        ):
+            nodes = migration.controller_node_ids or (3000,)
+            self.begin_kraft_migration(nodes[0], 1)
 
     def begin_kraft_migration(
         self,
@@ -1210,8 +1384,11 @@ class SimulatedCluster:
         ``/migration`` with its id and epoch. With ``metadata_migrated`` the initial load follows
         (``MigrateMetadataEvent``: every topic, its id included, broker configs, quotas, producer id,
         ACLs, tokens) and ``/migration`` gets the KRaft metadata offset and epoch, then once more after
-        the SYNC_KRAFT_TO_ZK snapshot; from then on the KRaft controller dual-writes its changes into
-        ZooKeeper (:meth:`_dual_write`). Controllers and brokers not prepared yet are prepared first.
+        the SYNC_KRAFT_TO_ZK snapshot, which also writes every client quota and SCRAM user back
+        (``KRaftMigrationZkWriter.handleClientQuotasSnapshot`` takes each entity of the image as changed:
+        same data, zkVersion +1, a change notification each); from then on the KRaft controller
+        dual-writes its changes into ZooKeeper (:meth:`_dual_write`). Controllers and brokers not
+        prepared yet are prepared first (without restarts).
         """
         self._require_migration_support()
         if self.kraft_migration is None:
@@ -1220,10 +1397,15 @@ class SimulatedCluster:
         assert migration is not None
         if migration.claimed:
             raise SimulationError("a KRaft controller already holds /controller")
-        if not all(
-            b.properties.get("zookeeper.metadata.migration.enable") == "true" for b in self.brokers.values()
-        ):
-            self.enter_migration_mode()
+        if not migration.controllers_running:
+            raise SimulationError("the KRaft controllers are stopped")
+        for broker in self.brokers.values():
+            if broker.properties.get("zookeeper.metadata.migration.enable") != "true":
+                broker.properties.update(self.migration_properties(migration.controller_node_ids or (3000,)))
+                if broker.online:
+                    self.metadata_log_brokers.add(broker.broker_id)
+                    if not broker.directory_ids and supports_directory_ids(self.spec.release):
+                        broker.directory_ids = self._directory_ids(broker)
         missing = [t.name for t in self.topics.values() if t.zk_topic_id is None]
         if metadata_migrated and missing:
             # ZkTopicMigrationClient.iterateTopics: visitor.visitTopic(topic, topicIdOpt.get, ...) throws
@@ -1252,13 +1434,26 @@ class SimulatedCluster:
                 kraft_metadata_epoch=kraft_controller_epoch,
                 zk_version=zk_version + 2,
             )
+            for topic in self.topics.values():
+                # migrated PartitionRecords carry no directories: DirectoryId.MIGRATING for every replica
+                # (PartitionRegistration.defaultToMigrating, 3.9.0-rc3)
+                topic.migrating_directories = {r for part in topic.partitions.values() for r in part.replicas}
+            _, start, _ = self.latest_producer_id_block()
+            self._kraft_next_producer_id = start + PRODUCER_ID_BLOCK_SIZE
             self.history.append(f"metadata migrated to KRaft: {records} records, dual-write on")
         self.kraft_migration = migration
+        if metadata_migrated:
+            for name in sorted(self.client_configs):
+                self._write_config_znode("clients", name, self.client_configs[name])
+            for name in sorted(self.user_configs):
+                self._write_config_znode("users", name, self.user_configs[name])
 
     def kraft_controller_creates_topic(self, spec: TopicSpec) -> TopicModel:
         """A topic created through the KRaft controller during the dual-write: ``ZkTopicMigrationClient.
         createTopic`` writes the topic znode (v3 with the KRaft topic id), an empty
-        ``/config/topics/<t>``, and state znodes carrying the KRaft controller epoch."""
+        ``/config/topics/<t>``, and state znodes carrying the KRaft controller epoch; the topic's
+        configs follow in the same delta (``handleConfigsDelta`` -> ``writeConfigs``: SetData, zkVersion
+        1, and a change notification), as ``mig-hybrid`` and ``mig-kraft`` of the recorded migration."""
         if not self.kraft_controller_active:
             raise SimulationError("no KRaft controller holds /controller")
         topic = self.create_topic(spec)
@@ -1270,7 +1465,151 @@ class SimulatedCluster:
         for d in self.replica_dirs(spec.name):
             d.topic_id = topic.zk_topic_id
         self._dual_write(1 + len(topic.partitions))
+        if topic.config:
+            self._write_config_znode("topics", spec.name, topic.config)
         return topic
+
+    def roll_broker_to_kraft(self, broker_id: int) -> None:
+        """One broker of "Migrating brokers to KRaft" (docs/ops.html, 3.9): a controlled shutdown through
+        the KRaft controller, server.properties changed by :meth:`kraft_broker_properties`, a start as a
+        KRaft broker. As the recorded migration showed (zookeeper/03-brokers-in-kraft-mode-dual-write.json):
+
+        * its ``/brokers/ids/<id>`` is gone for good: a KRaft broker registers with the quorum only, so
+          once every broker is rolled ``/brokers/ids`` is empty while all of them serve;
+        * leader and ISR changes of the roll are dual-written with the KRaft epoch;
+        * each topic migrated from ZooKeeper with a replica there has its topic znode written again, same
+          data: the broker assigns its log dir to replicas that carried ``DirectoryId.MIGRATING``, and
+          ``PartitionRegistration.hasSameAssignment`` compares directories, so
+          ``KRaftMigrationZkWriter.handleTopicsDelta`` updates the topic (3.9.0-rc3);
+        * meta.properties stays ``version=0`` with its ``directory.id``.
+        """
+        migration = self.kraft_migration
+        if migration is None or not migration.claimed or not migration.metadata_migrated:
+            raise SimulationError(
+                "brokers go to KRaft mode after the KRaft controller migrated the metadata (dual-write)"
+            )
+        if not migration.controllers_running:
+            raise SimulationError("the KRaft controllers are stopped")
+        broker = self.broker(broker_id)
+        if broker.kraft_mode:
+            raise SimulationError(f"broker {broker_id} already runs in KRaft mode")
+        if broker.online:
+            self.stop_broker(broker_id, clean=True)
+        broker.properties.update(self.kraft_broker_properties(broker_id))
+        broker.kraft_mode = True
+        if not broker.directory_ids and supports_directory_ids(self.spec.release):
+            broker.directory_ids = self._directory_ids(broker)
+        self.start_broker(broker_id)
+        self.metadata_log_brokers.add(broker_id)
+        for topic in self.topics.values():
+            if broker_id in topic.migrating_directories:
+                topic.migrating_directories.discard(broker_id)
+                topic.znode_version += 1
+                self._dual_write()
+        self.history.append(f"broker {broker_id} restarted in KRaft mode (process.roles=broker)")
+
+    def roll_brokers_to_kraft(self, broker_ids: Iterable[int] | None = None) -> None:
+        """Phase "dual-write with KRaft brokers": :meth:`roll_broker_to_kraft` for each broker in turn."""
+        for broker_id in sorted(self.brokers) if broker_ids is None else list(broker_ids):
+            self.roll_broker_to_kraft(broker_id)
+        self.tick()
+
+    def roll_broker_back_to_zookeeper(self, broker_id: int) -> None:
+        """Rollback, first roll (docs/ops.html 3.9, "Reverting to ZooKeeper mode During the Migration",
+        row "Migrating brokers to KRaft"): a KRaft broker restarted with its ZooKeeper-mode settings and
+        the migration flag still on (the recording's config/broker-0.zk-mig.properties equals the
+        migration-mode file). It registers in ``/brokers/ids`` again; the KRaft controller keeps
+        ``/controller`` and dual-writes (zookeeper/04a-rollback-brokers-zk-migration-mode.json)."""
+        broker = self.broker(broker_id)
+        if not broker.kraft_mode:
+            raise SimulationError(f"broker {broker_id} is not in KRaft mode")
+        if broker.online:
+            self.stop_broker(broker_id, clean=True)
+        for key in self.kraft_broker_properties(broker_id):
+            broker.properties.pop(key, None)
+        migration = self.kraft_migration
+        nodes = (
+            migration.controller_node_ids
+            if migration is not None and migration.controller_node_ids
+            else (3000,)
+        )
+        broker.properties.update(self.migration_properties(nodes))
+        broker.kraft_mode = False
+        self.start_broker(broker_id)
+        self.history.append(f"broker {broker_id} restarted in ZooKeeper mode (migration flag still on)")
+
+    def stop_kraft_controllers(self) -> None:
+        """Rollback, "Deprovision the KRaft controller quorum": the controllers stop. ``/controller``
+        keeps naming the KRaft controller until someone deletes it, so no ZooKeeper-mode broker becomes
+        controller and nothing acts as controller meanwhile: a broker stopping now leaves its leaderships
+        unserved (the recorded brokers kept following controller 3000, which was down)."""
+        migration = self.kraft_migration
+        if migration is None:
+            raise SimulationError("no KRaft quorum is provisioned")
+        self.kraft_migration = replace(migration, controllers_running=False)
+        self.history.append(f"KRaft controllers {list(migration.controller_node_ids)} stopped")
+        self.tick()
+
+    def delete_controller_znode(self, command: str = "deleteall") -> tuple[int, str]:
+        """The operator's ``zookeeper-shell.sh <connect>/<chroot> <command> /controller``; returns its exit
+        status and output as ZooKeeper 3.8's shell (Kafka 3.9's ``zookeeper-shell.sh``) gives them.
+
+        ``rmr`` -- what docs/ops.html (3.9) says -- no longer exists (ZooKeeper 3.5 renamed it
+        ``deleteall``): "Command not found rmr", exit 127, nothing deleted (recorded, logs/04-rollback.txt).
+        ``deleteall`` (or ``delete``) removes it; every running ZooKeeper-mode broker races to create an
+        ephemeral one (``KafkaController.elect``): the winner's epoch is ``/controller_epoch`` + 1, and
+        five seconds later its automatic leader rebalance runs (``onControllerFailover`` ->
+        ``scheduleAutoLeaderRebalanceTask``, 3.9.0-rc3; the recording's zookeeper/04b-... shows broker 0
+        elected with epoch 5, preferred leaders back). ``/migration`` is left as it was.
+        """
+        verb = command.strip().split()[0] if command.strip() else ""
+        if verb not in ("deleteall", "delete", "rmr"):
+            raise SimulationError(f"unsupported zookeeper-shell command {command!r}")
+        if verb == "rmr":
+            return 127, "Command not found: Command not found rmr"
+        migration = self.kraft_migration
+        if migration is not None and migration.claimed and migration.controllers_running:
+            raise SimulationError(
+                "deleting /controller while the KRaft controller runs is not simulated (it would claim it again); "
+                "stop the KRaft controllers first (stop_kraft_controllers)"
+            )
+        if migration is not None:
+            self.kraft_migration = replace(migration, claimed=False)
+        self.elect_controller()
+        self.tick(5_000)
+        self.auto_leader_rebalance()
+        return 0, ""
+
+    def roll_broker_out_of_migration_mode(self, broker_id: int) -> None:
+        """Rollback, last roll (docs/ops.html 3.9, "Enter Migration Mode on the Brokers" reverted): the
+        migration flag and the controller settings removed (the recording's config/broker-0.zk-final.properties
+        equals its ZooKeeper-mode file), a restart in plain ZooKeeper mode; meta.properties keeps its
+        ``directory.id``. ``/migration`` stays: the documented revert never deletes it
+        (zookeeper/04c-rollback-complete-zk-mode.json; a later migration would skip its initial load,
+        KAFKA-17146): :meth:`delete_migration_znode`."""
+        broker = self.broker(broker_id)
+        if broker.kraft_mode:
+            raise SimulationError(f"broker {broker_id} runs in KRaft mode: roll it back to ZooKeeper first")
+        if broker.online:
+            self.stop_broker(broker_id, clean=True)
+        for key in self.migration_properties(()):
+            broker.properties.pop(key, None)
+        self.metadata_log_brokers.discard(broker_id)
+        self.start_broker(broker_id)
+        self.history.append(f"broker {broker_id} restarted in ZooKeeper mode, migration off")
+
+    def delete_migration_znode(self) -> None:
+        """``deleteall /migration``: what the documented revert leaves out. Only once no KRaft controller
+        holds ``/controller`` (a stale ``/migration`` makes a later migration skip its initial load and
+        delete the topics created meanwhile, KAFKA-17146)."""
+        migration = self.kraft_migration
+        if migration is None:
+            raise SimulationError("there is no /migration")
+        if migration.claimed:
+            raise SimulationError("a KRaft controller still holds /controller")
+        self.kraft_migration = None
+        self.history.append("/migration deleted")
+        self.tick()
 
     def end_kraft_migration_rollback(self) -> None:
         """The documented rollback: delete ``/controller`` and ``/migration``; a ZK broker is elected."""
@@ -1278,6 +1617,112 @@ class SimulatedCluster:
             raise SimulationError("no KRaft migration in progress")
         self.kraft_migration = None
         self.elect_controller()
+
+    # ------------------------------------------------------------------ configs and producer ids
+    def alter_config(self, entity_type: str, name: str, changes: Mapping[str, str | None]) -> None:
+        """``kafka-configs --alter`` (None deletes a key) on a ``topics``, ``brokers``, ``clients`` or
+        ``users`` entity (``brokers/<default>`` is ``"<default>"``).
+
+        In ZooKeeper mode ``AdminZkClient.changeEntityConfig`` writes the whole config (creating the znode
+        at the first change, ``{}`` when nothing is left) and a change notification. During the dual-write
+        the KRaft controller records the change -- for a broker even when nothing changes (KAFKA-14136,
+        ``ConfigurationControlManager.incrementalAlterConfigResource``, 3.9.0-rc3), for other entities
+        only when something does -- and writes it into ZooKeeper (:meth:`_write_config_znode`: a broker
+        left with no setting loses its znode). ``kafka-reassign-partitions --verify`` clearing throttles
+        is such a change: on the recorded cluster it created empty ``/config/brokers/0`` and ``/2`` in
+        ZooKeeper mode and deleted them in KRaft mode."""
+        store = self._config_store(entity_type, name)
+        existed = entity_type == "topics" or name in store
+        before = dict(store.get(name, {})) if entity_type != "topics" else dict(self.topic(name).config)
+        config = dict(before)
+        for key, value in changes.items():
+            if value is None:
+                config.pop(key, None)
+            else:
+                config[key] = value
+        if entity_type == "topics":
+            self.topic(name).config = config
+        else:
+            store[name] = config
+        migration = self.kraft_migration
+        if self.kraft_controller_active and migration is not None and migration.metadata_migrated:
+            if config != before or entity_type == "brokers":
+                self._write_config_znode(entity_type, name, config, existed=existed)
+        else:
+            path = f"{entity_type}/{name}"
+            if path in self.config_versions or (entity_type == "topics"):
+                self.config_versions[path] = self.config_versions.get(path, 0) + 1
+            else:
+                self.config_versions[path] = 0
+            self.config_changes.append(path)
+        self.tick()
+
+    def _config_store(self, entity_type: str, name: str) -> dict[str, dict[str, str]]:
+        stores = {
+            "brokers": self.broker_configs,
+            "clients": self.client_configs,
+            "users": self.user_configs,
+            "topics": {},
+        }
+        if entity_type not in stores:
+            raise SimulationError(f"unknown config entity type {entity_type!r}")
+        if entity_type == "topics":
+            self.topic(name)
+        return stores[entity_type]
+
+    def _write_config_znode(
+        self, entity_type: str, name: str, config: Mapping[str, str], *, existed: bool = True
+    ) -> None:
+        """The KRaft controller writes a config entity into ZooKeeper: SetData (a Create when absent) and a
+        change notification; a broker or topic entity left with no setting is deleted instead, with its
+        notification, or nothing when there was no znode (``ZkConfigMigrationClient.writeConfigs``/
+        ``writeClientQuotas``/``deleteConfigs``, ``tryWriteEntityConfig``, 3.9.0-rc3). Each is one dual-write."""
+        path = f"{entity_type}/{name}"
+        if not config and entity_type in ("brokers", "topics"):
+            if entity_type == "brokers":
+                self.broker_configs.pop(name, None)
+            else:
+                existed = existed and self.topics[name].config_znode
+                self.topics[name].config_znode = False
+            self.config_versions.pop(path, None)
+            if not existed:
+                return  # deleteConfigs: NONODE, no notification
+        else:
+            if entity_type == "topics":
+                existed = self.topics[name].config_znode
+                self.topics[name].config_znode = True
+            # SetData on an existing znode, else a Create (zkVersion 0)
+            self.config_versions[path] = self.config_versions.get(path, 0) + 1 if existed else 0
+        self.config_changes.append(path)
+        self._dual_write()
+
+    def latest_producer_id_block(self) -> tuple[int, int, int]:
+        """``/latest_producer_id_block`` as (broker, first id, zkVersion). By default every broker took one
+        block at its start, the highest id last (the golden 3.3.1 cluster's)."""
+        if self.producer_id_block is None:
+            count = len(self.brokers)
+            return max(self.brokers), PRODUCER_ID_BLOCK_SIZE * (count - 1), count
+        broker, start = self.producer_id_block
+        return broker, start, self.producer_id_block_version
+
+    def allocate_producer_ids(self, broker_id: int) -> None:
+        """Broker ``broker_id`` takes a block of 1000 producer ids (an idempotent or transactional
+        producer needs one). In ZooKeeper mode the block follows the one in ``/latest_producer_id_block``,
+        which then names the broker (``ZkProducerIdManager.getNewProducerIdBlock``); during the
+        dual-write the KRaft controller hands it out and writes ``ProducerIdsBlock(-1, <its next id>,
+        1000)`` there (``ZkMigrationClient.writeProducerId``, 3.9.0-rc3): broker -1, first id = the next
+        block's."""
+        self.broker(broker_id)
+        _, start, version = self.latest_producer_id_block()
+        migration = self.kraft_migration
+        if self.kraft_controller_active and migration is not None and migration.metadata_migrated:
+            self._kraft_next_producer_id += PRODUCER_ID_BLOCK_SIZE
+            self.producer_id_block = (-1, self._kraft_next_producer_id)
+            self._dual_write()
+        else:
+            self.producer_id_block = (broker_id, start + PRODUCER_ID_BLOCK_SIZE)
+        self.producer_id_block_version = version + 1
+        self.tick()
 
     # ------------------------------------------------------------------ what a readiness check must find
     def request_topic_deletion(self, topic_name: str) -> None:

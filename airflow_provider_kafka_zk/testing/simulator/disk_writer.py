@@ -171,8 +171,10 @@ def server_properties(
     settings = {
         "broker.id": str(broker.broker_id),
         "listeners": f"PLAINTEXT://{broker.spec.host}:{broker.spec.listener_port}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT",
         "log.dirs": ",".join(str(d) for d in host.log_dirs),
         "zookeeper.connect": zookeeper_connect,
+        "zookeeper.connection.timeout.ms": "18000",
         "inter.broker.protocol.version": str(spec.ibp),
         "delete.topic.enable": str(spec.delete_topic_enable).lower(),
         "auto.leader.rebalance.enable": "true",
@@ -193,14 +195,24 @@ def server_properties(
     return "\n".join([header, *(f"{k}={v}" for k, v in settings.items())]) + "\n"
 
 
-def _write_log_dir(cluster: SimulatedCluster, broker: BrokerModel, log_dir: Path, index: int) -> None:
-    log_dir.mkdir(parents=True)
-    (log_dir / ".lock").touch()
+def meta_properties(cluster: SimulatedCluster, broker: BrokerModel, index: int) -> bytes:
+    """Log dir ``index``'s meta.properties: ``version=0`` with ``broker.id`` and (2.4+) ``cluster.id``;
+    once the broker started with the migration on (3.7+) a ``directory.id`` too, kept in KRaft mode and
+    after a rollback (the recorded 3.9.0 migration's broker 0)."""
     started = dt.datetime.fromtimestamp(cluster.spec.start_time_ms / 1000, dt.UTC)
     # cluster.id is in meta.properties from 2.4 (``BrokerMetadataCheckpoint.write``, 2.3.0 vs 2.4.0)
     cluster_id = cluster.cluster_id if meta_properties_has_cluster_id(cluster.spec.release) else None
-    meta = MetaProperties(version=0, cluster_id=cluster_id, broker_id=broker.broker_id)
-    (log_dir / "meta.properties").write_bytes(meta.encode(date_line=java_date_string(started)))
+    directory_id = broker.directory_ids[index] if index < len(broker.directory_ids) else None
+    meta = MetaProperties(
+        version=0, cluster_id=cluster_id, broker_id=broker.broker_id, directory_id=directory_id
+    )
+    return meta.encode(date_line=java_date_string(started))
+
+
+def _write_log_dir(cluster: SimulatedCluster, broker: BrokerModel, log_dir: Path, index: int) -> None:
+    log_dir.mkdir(parents=True)
+    (log_dir / ".lock").touch()
+    (log_dir / "meta.properties").write_bytes(meta_properties(cluster, broker, index))
     replicas = [
         d for d in cluster.replica_dirs(broker_id=broker.broker_id, kind=None) if d.log_dir_index == index
     ]

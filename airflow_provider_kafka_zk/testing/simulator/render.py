@@ -15,7 +15,7 @@ from airflow_provider_kafka_zk.kafka.versions import (
     writes_feature_znode,
 )
 
-from .cluster import SimulatedCluster
+from .cluster import PRODUCER_ID_BLOCK_SIZE, SimulatedCluster
 from .zk_writer import ZnodeRecord
 
 _CONTAINERS = (zk.ADMIN, zk.BROKERS, zk.CLUSTER, zk.CONFIG)
@@ -70,11 +70,11 @@ def render_zookeeper(cluster: SimulatedCluster) -> list[ZnodeRecord]:
     ]
     records.append(ZnodeRecord(zk.CLUSTER_ID, zk.ClusterId(cluster.cluster_id).encode()))
 
-    broker_count = len(cluster.brokers)
-    block = zk.ProducerIdBlock(max(cluster.brokers), 1000 * (broker_count - 1), 1000 * broker_count - 1)
-    records.append(ZnodeRecord(zk.LATEST_PRODUCER_ID_BLOCK, block.encode(), version=broker_count))
+    block_broker, block_start, block_version = cluster.latest_producer_id_block()
+    block = zk.ProducerIdBlock(block_broker, block_start, block_start + PRODUCER_ID_BLOCK_SIZE - 1)
+    records.append(ZnodeRecord(zk.LATEST_PRODUCER_ID_BLOCK, block.encode(), version=block_version))
 
-    for broker_id in cluster.online_broker_ids():
+    for broker_id in cluster.zookeeper_broker_ids():  # a migration's KRaft brokers are not registered here
         records.append(
             ZnodeRecord(
                 zk.broker_path(broker_id),
@@ -137,15 +137,20 @@ def render_zookeeper(cluster: SimulatedCluster) -> list[ZnodeRecord]:
             records.append(
                 ZnodeRecord(zk.partition_state_path(name, p), state.encode(), version=part.state_version)
             )
-        records.append(
-            ZnodeRecord(
-                zk.config_entity_path("topics", name), zk.ConfigEntity("topics", name, topic.config).encode()
+        if topic.config_znode:
+            records.append(
+                ZnodeRecord(
+                    zk.config_entity_path("topics", name),
+                    zk.ConfigEntity("topics", name, topic.config).encode(),
+                    version=cluster.config_versions.get(f"topics/{name}", 0),
+                )
             )
-        )
     for entity, config in sorted(cluster.broker_configs.items()):
         records.append(
             ZnodeRecord(
-                zk.config_entity_path("brokers", entity), zk.ConfigEntity("brokers", entity, config).encode()
+                zk.config_entity_path("brokers", entity),
+                zk.ConfigEntity("brokers", entity, config).encode(),
+                version=cluster.config_versions.get(f"brokers/{entity}", 0),
             )
         )
     for sequence, entity_path in enumerate(cluster.config_changes):
@@ -210,6 +215,7 @@ def security_metadata(cluster: SimulatedCluster) -> list[ZnodeRecord]:
                 ZnodeRecord(
                     zk.config_entity_path(entity_type, name),
                     zk.ConfigEntity(entity_type, name, config).encode(),
+                    version=cluster.config_versions.get(f"{entity_type}/{name}", 0),
                 )
             )
     if cluster.delegation_tokens:

@@ -194,10 +194,20 @@ class ClusterRuntime:
 
     def _elect_if_needed(self) -> bool:
         cluster = self.deployed.cluster
-        if not cluster.online_broker_ids() or self._client.exists(zk.CONTROLLER) is not None:
+        if not cluster.zookeeper_broker_ids() or self._client.exists(zk.CONTROLLER) is not None:
+            return False
+        migration = cluster.kraft_migration
+        if migration is not None and migration.claimed and migration.controllers_running:
+            log.warning("/controller deleted while the KRaft controller runs: not simulated, left as it is")
             return False
         self.deployed.writer.forget_ephemeral(zk.CONTROLLER)
-        winner = cluster.elect_controller()
+        if migration is not None and migration.claimed:
+            # the rollback's deletion of the stopped KRaft controller's /controller: the brokers elect,
+            # the winner rebalances 5 s later (SimulatedCluster.delete_controller_znode)
+            cluster.delete_controller_znode("deleteall")
+            winner = cluster.controller_id
+        else:
+            winner = cluster.elect_controller()
         self.elections.append(winner)
         log.info("simulated controller election after /controller vanished: broker %d", winner)
         return True

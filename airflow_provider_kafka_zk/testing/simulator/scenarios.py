@@ -358,7 +358,11 @@ def mid_migration_cluster(name: str = "kraft", seed: int = 31) -> SimulatedClust
     restart whose leader and ISR changes the KRaft controller wrote into ZooKeeper."""
     cluster = kraft_ready_cluster(name=name, seed=seed)
     cluster.provision_kraft_controllers((3000, 3001, 3002))
-    cluster.enter_migration_mode()
+    cluster.enter_migration_mode(claim=False)
+    # the ZooKeeper controller's automatic rebalance after the roll: preferred leaders back
+    cluster.preferred_replica_election(
+        [(t, p) for t, topic in cluster.topics.items() for p in topic.partitions]
+    )
     cluster.begin_kraft_migration(3000, 5)
     cluster.kraft_controller_creates_topic(
         TopicSpec("events", partitions=3, replication_factor=3, records_per_partition=30)
