@@ -330,8 +330,51 @@ def _limit(timeout: float) -> int:
     return max(1, math.ceil(value))
 
 
+class _KeptOpen:
+    """An SSH client the commands of one task share: ``close()`` by a command leaves it open."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    def close(self) -> None:
+        return None
+
+
+class ReusingHostHook:
+    """A :class:`BrokerHostHook` whose connection to each host is opened once and reused by every
+    command of the task (strict host keys checked at that one connect); :meth:`close` ends them. A
+    connection that broke is opened again at the next command."""
+
+    def __init__(self, hook: BrokerHostHook) -> None:
+        self._hook = hook
+        self._clients: dict[tuple[str, int], Any] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._hook, name)
+
+    def connect(self, address: BrokerAddress) -> Any:
+        key = (address.host, address.port)
+        client = self._clients.get(key)
+        transport = client.get_transport() if client is not None else None
+        if transport is None or not transport.is_active():
+            if client is not None:
+                client.close()
+            client = self._hook.connect(address)
+            self._clients[key] = client
+        return _KeptOpen(client)
+
+    def close(self) -> None:
+        for client in self._clients.values():
+            client.close()
+        self._clients.clear()
+
+
 class NodeHosts:
-    """The migration's operations on node hosts through one :class:`BrokerHostHook`.
+    """The migration's operations on node hosts through one :class:`BrokerHostHook`, one SSH
+    connection per host for the whole task (:class:`ReusingHostHook`).
 
     :param hook: the cluster's broker host hook; controllers are reached through it too (their node
         ids, distinct from broker ids, map to their hosts in ``broker_hosts``).
@@ -339,11 +382,24 @@ class NodeHosts:
     """
 
     def __init__(
-        self, hook: BrokerHostHook, session: BrokerGate | None = None, timeout: float = DEFAULT_TIMEOUT_S
+        self,
+        hook: BrokerHostHook | ReusingHostHook,
+        session: BrokerGate | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
     ) -> None:
-        self.hook = hook
+        self.hook = hook if isinstance(hook, ReusingHostHook) else ReusingHostHook(hook)
         self.session = session
         self.timeout = timeout
+
+    def close(self) -> None:
+        """End the task's SSH connections."""
+        self.hook.close()
+
+    def __enter__(self) -> NodeHosts:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def address(self, node_id: int) -> BrokerAddress:
         return self.hook.resolve(node_id)

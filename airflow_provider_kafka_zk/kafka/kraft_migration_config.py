@@ -77,21 +77,24 @@ class NodeMode(enum.StrEnum):
     """Combined mode or roles Kafka refuses: not something the migration plans for."""
 
 
-def _flag(props: Mapping[str, str], key: str) -> bool:
-    return props.get(key, "false").strip().lower() == "true"
-
-
 def node_mode(props: Mapping[str, str]) -> NodeMode:
-    """The mode ``props`` (a parsed server.properties) starts the node in."""
+    """The mode ``props`` (a parsed server.properties) starts the node in: a controller's from
+    ``process.roles``, a broker's by :func:`.kraft_migration.broker_mode` (the one broker rule)."""
+    from .kraft_migration import BrokerMode, broker_mode
+
     roles = {r.strip() for r in props.get(PROCESS_ROLES, "").split(",") if r.strip()}
-    migrating = _flag(props, MIGRATION_FLAG)
-    if not roles:
-        return NodeMode.MIGRATION if migrating else NodeMode.ZOOKEEPER
-    if roles == {"broker"}:
-        return NodeMode.KRAFT_BROKER
-    if roles == {"controller"}:
+    if "controller" in roles:
+        if roles != {"controller"}:
+            return NodeMode.OTHER  # combined mode: not a migration's node
+        migrating = props.get(MIGRATION_FLAG, "").strip().lower() == "true"
         return NodeMode.CONTROLLER_MIGRATING if migrating else NodeMode.CONTROLLER
-    return NodeMode.OTHER
+    if roles - {"broker"}:
+        return NodeMode.OTHER
+    return {
+        BrokerMode.ZOOKEEPER: NodeMode.ZOOKEEPER,
+        BrokerMode.MIGRATION: NodeMode.MIGRATION,
+        BrokerMode.KRAFT: NodeMode.KRAFT_BROKER,
+    }[broker_mode(props)]
 
 
 # ---------------------------------------------------------------------------------------------

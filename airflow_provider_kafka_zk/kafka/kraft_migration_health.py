@@ -42,8 +42,9 @@ def _int(text: str | None) -> int | None:
 
 
 def live_brokers(state: ClusterState, image: MetadataImage | None) -> frozenset[int]:
-    """ZooKeeper's registered brokers plus the KRaft quorum's unfenced ones (KRaft-mode brokers)."""
-    kraft = {b for b, r in image.brokers.items() if not r.fenced and r.kraft_broker} if image else set()
+    """ZooKeeper's registered brokers plus every broker the KRaft quorum holds unfenced (a KRaft-mode
+    broker is registered there only; the quorum fences one that stops heartbeating)."""
+    kraft = {b for b, r in image.brokers.items() if not r.fenced} if image else set()
     return frozenset(state.live_broker_ids) | frozenset(kraft)
 
 

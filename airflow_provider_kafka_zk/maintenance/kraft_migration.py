@@ -37,6 +37,7 @@ from airflow_provider_kafka_zk.hooks.kraft_migration_hosts import (
     METADATA_READ_LIMIT,
     FileRead,
     NodeHosts,
+    ReusingHostHook,
 )
 from airflow_provider_kafka_zk.hooks.zookeeper import (
     DeleteOp,
@@ -56,7 +57,7 @@ from airflow_provider_kafka_zk.kafka.kraft_metadata import (
     metadata_log_reads,
     read_metadata_files,
 )
-from airflow_provider_kafka_zk.kafka.kraft_migration_config import ControllerNode, Quorum
+from airflow_provider_kafka_zk.kafka.kraft_migration_config import ControllerNode, NodeMode, Quorum
 from airflow_provider_kafka_zk.kafka.kraft_migration_health import (
     Health,
     health,
@@ -121,9 +122,15 @@ ZK_INCLUDE = (
     znodes.CONTROLLER,
     znodes.CONTROLLER_EPOCH,
     znodes.MIGRATION,
+    "/admin",
     "/config/topics",
     "/config/brokers",
+    "/config/clients",
+    "/config/users",
+    "/config/ips",
 )
+"""What the migration reads of ZooKeeper: the migration's znodes, partitions and their states, pending
+admin requests, and the config entities the dual-write checks compare."""
 LOG_TAIL_BYTES = 4 << 20
 
 
@@ -460,7 +467,7 @@ class MigrationContext(StepContext):
 
     settings: MigrationSettings | None = None
     hosts: NodeHosts | None = None
-    host_hook: BrokerHostHook | None = None
+    host_hook: Any = None  # the task's ReusingHostHook (one SSH connection per host)
     gate: NodeGate | None = None
     location: str = ""
     plan: Mapping[str, Any] = field(default_factory=dict)
@@ -854,28 +861,28 @@ class BrokerRollHandler:
         broker = step.broker_id
         baseline = Health.from_dict((ctx.progress.baseline or {}).get("health") or {})
         pending = ctx.progress.pending(step.id)
+        need_image = step.expect == "kraft" or any(
+            f.mode is NodeMode.KRAFT_BROKER for f in ctx.signals().brokers.values()
+        )
         if pending is None:
-            signals = ctx.signals(fresh=True)
-            partitions = {(p.topic, p.partition): p for p in signals.state.partitions()}
-            live = live_brokers(signals.state, signals.image())
-            risks = stop_risks(broker, partitions, live, min_isr(signals.state))
-            if risks:  # wait for the ISR to heal after the previous restart before stopping this one
+
+            def risks_now() -> list[str]:
+                state, _, image = _health_now(ctx, need_image)
+                partitions = {(p.topic, p.partition): p for p in state.partitions()}
+                return stop_risks(broker, partitions, live_brokers(state, image), min_isr(state))
+
+            if risks_now():  # wait for the ISR to heal after the previous restart before stopping this one
                 ctx.wait(
                     f"broker {broker} safe to stop",
-                    lambda: stop_risks(
-                        broker,
-                        {(p.topic, p.partition): p for p in ctx.signals(fresh=True).state.partitions()},
-                        live_brokers(ctx.signals().state, ctx.signals().image()),
-                        min_isr(ctx.signals().state),
-                    ),
+                    risks_now,
                     ctx.config.gate_timeout,
                     lambda why: MigrationGateError(
                         f"broker {broker} cannot be restarted safely: {'; '.join(why)}"
                     ),
                 )
-            image = signals.image()
+            _, epochs, image = _health_now(ctx, True)
             record = {
-                "epoch_before": signals.zk_epochs.get(broker),
+                "epoch_before": epochs.get(broker),
                 "kraft_offset_before": image.last_offset if image else -1,
             }
             ctx.progress.set_pending(step.id, record)
@@ -907,15 +914,14 @@ class BrokerRollHandler:
         ]
 
         def gate() -> list[str]:
-            signals = ctx.signals(fresh=True)
-            image = ctx.image() if step.expect == "kraft" else signals.image()
-            live = live_brokers(signals.state, image)
-            partitions = {(p.topic, p.partition): p for p in signals.state.partitions()}
-            now = health(partitions, live, min_isr(signals.state))
+            state, epochs, image = _health_now(ctx, need_image)
+            live = live_brokers(state, image)
+            partitions = {(p.topic, p.partition): p for p in state.partitions()}
+            now = health(partitions, live, min_isr(state))
             return roll_gate(
                 broker,
                 step.expect,
-                zk_epochs=signals.zk_epochs,
+                zk_epochs=epochs,
                 epoch_before=record.get("epoch_before"),
                 kraft_offset_before=int(record.get("kraft_offset_before", -1)),
                 image=image,
@@ -934,6 +940,15 @@ class BrokerRollHandler:
             ),
         )
         return {step.id: {"expect": step.expect, "gate_s": round(waited, 1)}}
+
+
+def _health_now(
+    ctx: MigrationContext, need_image: bool
+) -> tuple[ClusterState, dict[int, int], MetadataImage | None]:
+    """What a gate polls: ZooKeeper (one walk, no SSH) and, once brokers run in KRaft mode, the
+    controllers' metadata log (the only place a KRaft broker is registered)."""
+    _, state, epochs = read_zookeeper(ctx.hook)
+    return state, epochs, ctx.image() if need_image else None
 
 
 def _save_znode(ctx: MigrationContext, name: str, paths: Sequence[str]) -> dict[str, Any]:
@@ -1367,7 +1382,7 @@ def execute_migration_plan(
     progress = ProgressLog(location)
     hook = KafkaZooKeeperHook(settings.kafka_zookeeper_conn_id)
     broker_hosts = {int(b): h for b, h in (plan.get("broker_hosts") or {}).items()}
-    ssh = host_hook(settings, broker_hosts, hook)
+    ssh = ReusingHostHook(host_hook(settings, broker_hosts, hook))
     try:
         with MaintenanceSession(
             hook,
@@ -1414,6 +1429,7 @@ def execute_migration_plan(
             )
             return executor.run(steps)
     finally:
+        ssh.close()
         hook.close()
 
 

@@ -305,10 +305,11 @@ class KraftMigrationPlanOperator(BaseOperator):
         settings = migration_settings(str(self.cluster))
         base = artefacts_url(self.base_path or default_artefacts_base(), self.artefacts_conn_id)
         location = migration_location(base, str(self.cluster), _resolve_ts(self.plan_ts, context))
-        with KafkaZooKeeperHook(settings.kafka_zookeeper_conn_id) as hook:
+        with (
+            KafkaZooKeeperHook(settings.kafka_zookeeper_conn_id) as hook,
+            NodeHosts(host_hook(settings, settings.broker_hosts, hook)) as hosts,
+        ):
             identity = pin_zookeeper_identity(hook)
-            ssh = host_hook(settings, settings.broker_hosts, hook)
-            hosts = NodeHosts(ssh)
             signals = read_signals(hook, hosts, settings, settings.broker_hosts)
             reading = detect_phase(
                 signals.view,
@@ -591,9 +592,8 @@ class KraftMigrationVerifyOperator(BaseOperator):
         settings = migration_settings(str(self.cluster))
         hosts_by_broker = {int(b): h for b, h in (plan.get("broker_hosts") or {}).items()}
         with KafkaZooKeeperHook(settings.kafka_zookeeper_conn_id) as hook:
-            signals = read_signals(
-                hook, NodeHosts(host_hook(settings, hosts_by_broker, hook)), settings, hosts_by_broker
-            )
+            with NodeHosts(host_hook(settings, hosts_by_broker, hook)) as hosts:
+                signals = read_signals(hook, hosts, settings, hosts_by_broker)
             security = _security(hook)
         reading = detect_phase(
             signals.view, list(signals.brokers.values()), list(signals.controllers.values()), signals.disks

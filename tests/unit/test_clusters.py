@@ -15,6 +15,7 @@ MANUAL_DAGS = {
     "kafka_zk_topic_id_repair",
     "kafka_zk_pre_restart_check",
     "kafka_zk_kraft_migration_readiness",
+    "kafka_zk_kraft_migration",
     "kafka_zk_test_alert",
 }
 
