@@ -31,15 +31,17 @@ from airflow_provider_kafka_zk.dags._manual import (
     READ_RETRIES,
     RUN_TS,
     approval_step,
+    artefact_url,
     brokers_inventory_and_coverage,
+    cluster_audit,
     cluster_choices,
     cluster_snapshot,
     final_report,
     inventory_settings,
     manual_dag,
     setting,
+    snapshot_path,
 )
-from airflow_provider_kafka_zk.operators.audit import ClusterAuditOperator
 from airflow_provider_kafka_zk.operators.inventory import BrokerInventoryOperator
 from airflow_provider_kafka_zk.operators.kraft_migration import (
     MIGRATION_DIR,
@@ -54,14 +56,6 @@ from airflow_provider_kafka_zk.plugins.wiring import add_links_and_assets
 
 DAG_ID = "kafka_zk_kraft_migration"
 _TS = "{{ " + RUN_TS + " }}"
-_BASE = "cluster_setting(params, 'base_path').rstrip('/') ~ '/' ~ params.cluster"
-
-
-def _url(*parts: str) -> str:
-    """A run folder of the cluster's artefact store, as a template (``RUN_TS`` for the run's key)."""
-    return (
-        "{{ " + _BASE + "".join(f" ~ '/{p}'" if p != RUN_TS else f" ~ '/' ~ {RUN_TS}" for p in parts) + " }}"
-    )
 
 
 def build_dag() -> DAG:
@@ -122,26 +116,16 @@ def build_dag() -> DAG:
     ) as dag:
         snapshot = cluster_snapshot("safety_snapshot")
         brokers, inventory, coverage = brokers_inventory_and_coverage(inventory_ts=_TS)
-        findings = _url(MIGRATION_DIR, RUN_TS, "audit")
-        audit = ClusterAuditOperator(
-            task_id="audit",
-            cluster=CLUSTER,
-            base_path=setting("base_path"),
-            artefacts_conn_id=setting("artefacts_conn_id"),
-            snapshot="{{ ti.xcom_pull(task_ids='safety_snapshot')['path'] }}",
-            previous="",
-            inventory=_url("inventory", RUN_TS),
-            out=findings,
-            **READ_RETRIES,
-        )
+        findings = artefact_url(MIGRATION_DIR, RUN_TS, "audit")
+        audit = cluster_audit("audit", "safety_snapshot", artefact_url("inventory", RUN_TS), findings)
         readiness = KraftReadinessOperator(
             task_id="readiness",
             cluster=CLUSTER,
             base_path=setting("base_path"),
             artefacts_conn_id=setting("artefacts_conn_id"),
             kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"),
-            snapshot="{{ ti.xcom_pull(task_ids='safety_snapshot')['path'] }}",
-            inventory=_url("inventory", RUN_TS),
+            snapshot=snapshot_path("safety_snapshot"),
+            inventory=artefact_url("inventory", RUN_TS),
             findings=findings,
             controller_node_ids=setting("kraft_controller_node_ids"),
             fail_on_blockers=False,  # the plan refuses a forward run from ZooKeeper mode on a blocker
@@ -154,7 +138,7 @@ def build_dag() -> DAG:
             base_path=setting("base_path"),
             artefacts_conn_id=setting("artefacts_conn_id"),
             readiness="{{ ti.xcom_pull(task_ids='readiness') }}",
-            inventory_path=_url("inventory", RUN_TS),
+            inventory_path=artefact_url("inventory", RUN_TS),
             plan_ts=_TS,
         )
         approve = approval_step("KRaft migration")
@@ -181,18 +165,9 @@ def build_dag() -> DAG:
         inventory_after = BrokerInventoryOperator.partial(
             task_id="inventory_after", inventory_ts=after_ts, **inventory_settings()
         ).expand(broker_id=brokers.output)
-        findings_after = _url(MIGRATION_DIR, RUN_TS, "audit-after")
-        audit_after = ClusterAuditOperator(
-            task_id="audit_after",
-            cluster=CLUSTER,
-            base_path=setting("base_path"),
-            artefacts_conn_id=setting("artefacts_conn_id"),
-            snapshot="{{ ti.xcom_pull(task_ids='snapshot_after')['path'] }}",
-            previous="",
-            inventory="{{ " + _BASE + " ~ '/inventory/' ~ " + RUN_TS + " ~ '-after' }}",
-            out=findings_after,
-            **READ_RETRIES,
-        )
+        findings_after = artefact_url(MIGRATION_DIR, RUN_TS, "audit-after")
+        after_inventory = artefact_url("inventory", RUN_TS, suffix="-after")
+        audit_after = cluster_audit("audit_after", "snapshot_after", after_inventory, findings_after)
         verify = KraftMigrationVerifyOperator(
             task_id="verify",
             plan_dir=PLAN_DIR,

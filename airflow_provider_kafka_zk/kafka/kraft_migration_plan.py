@@ -472,27 +472,55 @@ def _provision(inputs: MigrationInputs) -> MigrationPlan:
     )
 
 
-def _enter_migration_mode(inputs: MigrationInputs) -> MigrationPlan:
-    traps = release_traps(inputs.traps)
-    refusals = _broker_problems(inputs)
+def _roll(
+    inputs: MigrationInputs,
+    order: Sequence[int],
+    *,
+    source: NodeMode,
+    target: NodeMode,
+    edit: Any,
+    purpose: str,
+    keep: str,
+    expect: str,
+    zk_controller: int | None,
+    refusals: list[str],
+) -> list[Step]:
+    """Each broker in ``source`` mode gets its file edited (``edit(node)``) and a gated restart; one
+    already in ``target`` mode is restarted only when its file changed after its process started;
+    any other mode is refused."""
     steps: list[Step] = []
-    zk_controller = _zk_controller(inputs.zookeeper)
-    for broker in _roll_order(list(inputs.brokers), zk_controller):
+    for broker in order:
         node = inputs.brokers[broker]
         if node.properties is None:
             continue
-        if node.mode is NodeMode.ZOOKEEPER:
-            new = apply_edit(node.text or "", to_migration_mode(node.properties, inputs.quorum))
-            write = _config_write(
-                node, new, "enter migration mode", f"before-migration-mode-{inputs.run_key}"
-            )
+        if node.mode is source:
+            new = apply_edit(node.text or "", edit(node))
+            write = _config_write(node, new, purpose, f"{keep}-{inputs.run_key}")
             if write is not None:
                 steps.append(write)
-            steps.append(_broker_roll(inputs, broker, "zookeeper", zk_controller))
-        elif node.mode is NodeMode.MIGRATION and node.restart_pending:
-            steps.append(_broker_roll(inputs, broker, "zookeeper", zk_controller))
-        elif node.mode is not NodeMode.MIGRATION:
-            refusals.append(f"{node.where} is in {node.mode} mode: not a step of entering migration mode")
+            steps.append(_broker_roll(inputs, broker, expect, zk_controller))
+        elif node.mode is target and node.restart_pending:
+            steps.append(_broker_roll(inputs, broker, expect, zk_controller))
+        elif node.mode is not target:
+            refusals.append(f"{node.where} is in {node.mode} mode: not a step of '{purpose}'")
+    return steps
+
+
+def _enter_migration_mode(inputs: MigrationInputs) -> MigrationPlan:
+    refusals = _broker_problems(inputs)
+    zk_controller = _zk_controller(inputs.zookeeper)
+    steps = _roll(
+        inputs,
+        _roll_order(list(inputs.brokers), zk_controller),
+        source=NodeMode.ZOOKEEPER,
+        target=NodeMode.MIGRATION,
+        edit=lambda node: to_migration_mode(node.properties, inputs.quorum),
+        purpose="enter migration mode",
+        keep="before-migration-mode",
+        expect="zookeeper",
+        zk_controller=zk_controller,
+        refusals=refusals,
+    )
     steps.append(with_id(MigrationWait(id="", until="migrated"), "wait-migrated"))
     return _finish(
         inputs,
@@ -500,36 +528,33 @@ def _enter_migration_mode(inputs: MigrationInputs) -> MigrationPlan:
         Phase.DUAL_WRITE_ZK_BROKERS,
         "roll the brokers into migration mode (the migration of the metadata follows)",
         steps,
-        traps,
+        release_traps(inputs.traps),
         refusals,
     )
 
 
 def _to_kraft(inputs: MigrationInputs) -> MigrationPlan:
-    traps = release_traps(inputs.traps)
     refusals = _broker_problems(inputs)
     steps: list[Step] = [with_id(MigrationWait(id="", until="migrated"), "wait-migrated")]
-    for broker in sorted(inputs.brokers):
-        node = inputs.brokers[broker]
-        if node.properties is None:
-            continue
-        if node.mode is NodeMode.MIGRATION:
-            new = apply_edit(node.text or "", to_kraft_broker(node.properties, broker))
-            write = _config_write(node, new, "run as a KRaft broker", f"before-kraft-{inputs.run_key}")
-            if write is not None:
-                steps.append(write)
-            steps.append(_broker_roll(inputs, broker, "kraft", None))
-        elif node.mode is NodeMode.KRAFT_BROKER and node.restart_pending:
-            steps.append(_broker_roll(inputs, broker, "kraft", None))
-        elif node.mode is not NodeMode.KRAFT_BROKER:
-            refusals.append(f"{node.where} is in {node.mode} mode: roll it into migration mode first")
+    steps += _roll(
+        inputs,
+        sorted(inputs.brokers),
+        source=NodeMode.MIGRATION,
+        target=NodeMode.KRAFT_BROKER,
+        edit=lambda node: to_kraft_broker(node.properties, node.node_id),
+        purpose="run as a KRaft broker",
+        keep="before-kraft",
+        expect="kraft",
+        zk_controller=None,
+        refusals=refusals,
+    )
     return _finish(
         inputs,
         Direction.FORWARD,
         Phase.DUAL_WRITE_KRAFT_BROKERS,
         "restart the brokers as KRaft brokers",
         steps,
-        traps,
+        release_traps(inputs.traps),
         refusals,
     )
 

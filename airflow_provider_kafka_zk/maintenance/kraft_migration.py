@@ -523,6 +523,24 @@ def _controllers_running(ctx: MigrationContext) -> list[int]:
     return [n for n, c in sorted(ctx.config.controllers.items()) if _running(ctx, n, c.config_path)]
 
 
+def _running_refusals(ctx: MigrationContext, step: Step, nodes: Sequence[int] | None = None) -> list[Refusal]:
+    """A refusal when a KRaft controller (of ``nodes``, default all) still runs at this step, counting
+    the ones earlier steps of the plan stop."""
+    stopped = _stopped_by_earlier_steps(ctx, step)
+    candidates = [n for n in _controllers_running(ctx) if nodes is None or n in nodes]
+    running = [n for n in candidates if n not in stopped]
+    if not running:
+        return []
+    return [
+        _refusal(
+            step,
+            "kraft-controller-running",
+            f"KRaft controller(s) {running} run at this step and the plan does not stop them before it",
+            "Stop them first (this DAG's back run does); nothing was changed",
+        )
+    ]
+
+
 # ---------------------------------------------------------------------------------------------
 # Handlers
 # ---------------------------------------------------------------------------------------------
@@ -975,18 +993,7 @@ class MigrationZnodeDeleteHandler:
         assert isinstance(ctx, MigrationContext) and isinstance(step, MigrationZnodeDelete)
         if ctx.hook.exists(znodes.MIGRATION) is None:
             return StepState.DONE
-        stopped = _stopped_by_earlier_steps(ctx, step)
-        running = [n for n in _controllers_running(ctx) if n not in stopped]
-        if running:
-            return [
-                _refusal(
-                    step,
-                    "kraft-controller-running",
-                    f"KRaft controller(s) {running} run: /migration is theirs while they do",
-                    "Stop them first (this DAG's back run does); nothing was changed",
-                )
-            ]
-        return StepState.PENDING
+        return _running_refusals(ctx, step) or StepState.PENDING
 
     def apply(self, steps: Sequence[Step], ctx: StepContext) -> Mapping[str, Mapping[str, Any]]:
         assert isinstance(ctx, MigrationContext)
@@ -1044,17 +1051,9 @@ class ControllerHandbackHandler:
                     "Nothing was changed; plan again",
                 )
             ]
-        stopped = _stopped_by_earlier_steps(ctx, step)
-        running = [n for n in _controllers_running(ctx) if n not in stopped]
-        if running:
-            return [
-                _refusal(
-                    step,
-                    "kraft-controller-running",
-                    f"KRaft controller(s) {running} run and the plan does not stop them first",
-                    "Nothing was changed; plan again",
-                )
-            ]
+        refusals = _running_refusals(ctx, step)
+        if refusals:
+            return refusals
         highest, above, zk_epoch, _ = _partition_epochs(ctx)
         if zk_epoch is None:
             return [
@@ -1295,18 +1294,7 @@ class FinalizeGuardHandler:
 class ControllerStorageRetireHandler:
     def preflight(self, step: Step, ctx: StepContext) -> Sequence[Refusal] | StepState:
         assert isinstance(ctx, MigrationContext) and isinstance(step, ControllerStorageRetire)
-        node = ctx.config.controllers[step.node_id]
-        stopped = _stopped_by_earlier_steps(ctx, step)
-        if step.node_id not in stopped and _running(ctx, step.node_id, node.config_path):
-            return [
-                _refusal(
-                    step,
-                    "kraft-controller-running",
-                    f"controller {step.node_id} runs",
-                    "Stop it first; nothing was changed",
-                )
-            ]
-        return StepState.PENDING
+        return _running_refusals(ctx, step, [step.node_id]) or StepState.PENDING
 
     def apply(self, steps: Sequence[Step], ctx: StepContext) -> Mapping[str, Mapping[str, Any]]:
         assert isinstance(ctx, MigrationContext)

@@ -607,7 +607,7 @@ class KraftMigrationVerifyOperator(BaseOperator):
         ):
             release = KafkaVersion.parse(plan["release"]) if plan.get("release") else None
             checks = compare(signals.state, image, security, release)
-        stray = _stray_findings(self.findings)
+        stray, findings_unread = _stray_findings(self.findings)
         progress = location.read_json(PROGRESS_FILE) if location.exists(PROGRESS_FILE) else {}
         expected = plan.get("to_phase")
         result = {
@@ -617,6 +617,7 @@ class KraftMigrationVerifyOperator(BaseOperator):
             "signals": reading.to_dict(),
             "dual_write_checks": [c.to_dict() for c in checks],
             "stray_directories": stray,
+            "findings_unread": findings_unread,
             "steps_completed": list(progress.get("completed") or {}),
             "migration_znode": None
             if signals.view.migration is None
@@ -642,22 +643,34 @@ class KraftMigrationVerifyOperator(BaseOperator):
         return {"plan_dir": location.url, "report": location.path(REPORT_FILE), "phase": result["phase"]}
 
 
-def _stray_findings(findings: str | None) -> list[dict[str, Any]]:
+STRAY_CHECKS = ("stray-dirs", "orphan-partition-dirs", "replica-dir-not-assigned")
+"""The audit's checks whose findings the verify step names as stray partition directories."""
+
+
+def _stray_findings(findings: str | None) -> tuple[list[dict[str, Any]], str | None]:
+    """The audit's stray-directory findings in ``findings`` (a findings folder) and, when the folder
+    could not be read, why (the report says so rather than "none")."""
     if not findings:
-        return []
+        return [], None
     try:
         from airflow_provider_kafka_zk.spark_jobs import audit as audit_job
 
         rows = audit_job.read_findings(findings)
-    except Exception as exc:
+    except Exception as exc:  # the verify step still reports the phase and the dual-write checks
         log.warning("Findings %s not read: %s", findings, exc)
-        return []
-    wanted = ("stray-dirs", "orphan-partition-dirs", "replica-dir-not-assigned")
+        return [], f"{findings} not read: {exc}"
     return [
-        {"check": f.check, "brokers": list(f.brokers or ()), "summary": f.summary}
+        {
+            "check": f.check,
+            "broker_id": f.broker_id,
+            "topic": f.topic,
+            "partition": f.partition,
+            "path": f.path,
+            "summary": f.summary,
+        }
         for f in rows
-        if f.check in wanted
-    ]
+        if f.check in STRAY_CHECKS
+    ], None
 
 
 def _report(plan: Mapping[str, Any], result: Mapping[str, Any], location: DrainLocation) -> str:
@@ -672,6 +685,10 @@ def _report(plan: Mapping[str, Any], result: Mapping[str, Any], location: DrainL
         lines.append(f"ZooKeeper vs KRaft, {check['what']}: {check['status']}: {check['evidence']}")
     for finding in result["stray_directories"]:
         lines.append(f"stray partition directories ({finding['check']}): {finding['summary']}")
+    if result.get("findings_unread"):
+        lines.append(
+            f"stray partition directories: unknown, the audit's findings {result['findings_unread']}"
+        )
     if result["expected_phase"] == Phase.ZOOKEEPER.value:
         lines.append(
             "/migration: "

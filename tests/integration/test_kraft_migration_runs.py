@@ -23,7 +23,7 @@ from kazoo.client import KazooClient
 
 from airflow_provider_kafka_zk.kafka import znodes as zk
 from airflow_provider_kafka_zk.kafka.kraft_migration_config import ControllerNode
-from airflow_provider_kafka_zk.kafka.logdir import parse_java_properties
+from airflow_provider_kafka_zk.kafka.logdir import DirKind, parse_java_properties
 from airflow_provider_kafka_zk.operators.kraft_migration import (
     KraftMigrationExecuteOperator,
     KraftMigrationPlanOperator,
@@ -80,6 +80,49 @@ class Migration:
                 task_id="verify", plan_dir=plan["plan_dir"], cluster=CLUSTER
             ).execute({})
         return result
+
+    def verify_with_audit(self, folder: Path) -> dict[str, Any]:
+        """The DAG's after-run reads in this process -- snapshot, every broker's inventory over SSH,
+        the audit -- and the verify step given the audit's findings (stray directories)."""
+        from airflow_provider_kafka_zk.artefacts.snapshots import write_snapshot
+        from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook
+        from airflow_provider_kafka_zk.operators.audit import ClusterAuditOperator
+        from airflow_provider_kafka_zk.operators.inventory import BrokerInventoryOperator
+
+        ts = f"audit{self.runs:02d}"
+        with KafkaZooKeeperHook(ZK_CONN) as hook:
+            ref, _ = write_snapshot(
+                str(self.base), CLUSTER, hook.snapshot(), source=hook.target_description()
+            )
+        for broker in BROKERS:
+            BrokerInventoryOperator(
+                task_id=f"inventory_{broker}",
+                broker_id=broker,
+                cluster=CLUSTER,
+                base_path=str(self.base),
+                ssh_conn_id=SSH_CONN,
+                kafka_zookeeper_conn_id=ZK_CONN,
+                broker_hosts={b: f"127.0.0.{b + 1}" for b in BROKERS},
+                server_properties_path=str(
+                    self.deployed.root / "broker-{broker_id}" / "config" / "server.properties"
+                ),
+                inventory_ts=ts,
+                connect_timeout=5,
+            ).execute({})
+        findings = str(folder / "audit-after")
+        ClusterAuditOperator(
+            task_id="audit",
+            cluster=CLUSTER,
+            base_path=str(self.base),
+            snapshot=ref.path,
+            previous="",
+            inventory=str(self.base / CLUSTER / "inventory" / ts),
+            out=findings,
+        ).execute({})
+        KraftMigrationVerifyOperator(
+            task_id="verify", plan_dir=str(folder), cluster=CLUSTER, findings=findings
+        ).execute({})
+        return json.loads((folder / "verify.json").read_text())
 
     def zookeeper(self) -> KazooClient:
         client = KazooClient(hosts=self.connect + self.chroot)
@@ -240,6 +283,15 @@ def test_forward_to_kraft_brokers_verified_finalize_refused_then_rolled_back(mig
     assert m.offline_partitions() == []
     report = (third["folder"] / "report.txt").read_text()
     assert "expected after: dual-write-kraft-brokers; now: dual-write-kraft-brokers" in report
+    # a stray partition directory on broker 1 (a topic deleted while the brokers rolled: KAFKA-15605)
+    m.runtime.change(
+        lambda c: c.leave_leftover_dirs(
+            "deleted-while-migrating", 1, [0], kind=DirKind.NORMAL, age_ms=3_600_000
+        )
+    )
+    stray = m.verify_with_audit(third["folder"])["stray_directories"]
+    assert any(f["topic"] == "deleted-while-migrating" and f["broker_id"] == 1 for f in stray), stray
+    assert "stray partition directories" in (third["folder"] / "report.txt").read_text()
     # KAFKA-20960: broker 2 registered again, as a ZooKeeper-mode broker in migration mode
     m.runtime.register_broker(2, kraft=False)
     with pytest.raises(

@@ -342,3 +342,37 @@ def test_zookeeper_only_features() -> None:
         }
     )
     assert len(found) == 2 and "AclAuthorizer" in found[0] and "zookeeper.connect" in found[1]
+
+
+def test_verify_names_the_audits_stray_directories_and_says_when_it_could_not_read_them(
+    tmp_path: Path,
+) -> None:
+    from airflow_provider_kafka_zk.kafka.findings import Finding, Severity
+    from airflow_provider_kafka_zk.operators.kraft_migration import _stray_findings
+    from airflow_provider_kafka_zk.spark_jobs.audit import write_findings
+
+    out = str(tmp_path / "audit-after")
+    write_findings(
+        out,
+        [
+            Finding(
+                "stray-dirs",
+                Severity.WARNING,
+                "c",
+                "gone-0 on broker 1",
+                topic="gone",
+                partition=0,
+                broker_id=1,
+            ),
+            Finding("offline-partitions", Severity.CRITICAL, "c", "not a directory"),
+        ],
+        {},
+    )
+    rows, unread = _stray_findings(out)
+    assert unread is None
+    assert [(r["check"], r["topic"], r["partition"], r["broker_id"]) for r in rows] == [
+        ("stray-dirs", "gone", 0, 1)
+    ]
+    rows, unread = _stray_findings(str(tmp_path / "missing"))
+    assert rows == [] and unread and "missing" in unread
+    assert _stray_findings(None) == ([], None)

@@ -696,6 +696,12 @@ class MigrationRuntime(ClusterRuntime):
             )
         return out
 
+    def change(self, step: Any) -> None:
+        """Run ``step(cluster)`` -- an incident or a planted trap -- between two ticks, then sync."""
+        with self._lock:
+            step(self.deployed.cluster)
+            self._sync()
+
     def register_broker(self, broker_id: int, *, kraft: bool) -> None:
         """A registration of broker ``broker_id`` with the quorum, as a KRaft broker or (KAFKA-20960
         planted: a start that never re-registered as a KRaft broker) as a ZooKeeper-mode broker in
