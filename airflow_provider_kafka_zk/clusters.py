@@ -107,12 +107,16 @@ def _expand(value: Any) -> Any:
     return value
 
 
-def load_clusters(path: str | os.PathLike[str] | None = None) -> dict[str, dict[str, Any]]:
+def load_clusters(
+    path: str | os.PathLike[str] | None = None, *, include_disabled: bool = False
+) -> dict[str, dict[str, Any]]:
     """Enabled cluster name -> settings ([defaults] and DEFAULTS applied, ``${VAR}`` expanded).
 
     With no file, or a file listing no cluster, none: nothing is scheduled.
 
     :param path: the cluster file; default: :func:`clusters_file`.
+    :param include_disabled: also the ``enabled = false`` entries (the approval rule counts them:
+        a cluster is not opted out of approval by being left out of the schedule).
     """
     file = clusters_file(path)
     document: dict[str, Any] = {}
@@ -123,13 +127,15 @@ def load_clusters(path: str | os.PathLike[str] | None = None) -> dict[str, dict[
             raise ClusterFileError(f"{file}: {exc}") from None
     defaults = {**DEFAULTS, "fail_on": provider_option("default_fail_on") or DEFAULTS["fail_on"]}
     defaults.update(document.get("defaults", {}))
+    if "cluster_id" in defaults:
+        raise ClusterFileError(f"{file}: cluster_id names one cluster: put it in its [clusters.<name>] table")
     clusters = document.get("clusters") or {}
     out = {}
     for name, settings in clusters.items():
         if not isinstance(settings, dict):
             raise ClusterFileError(f"{file}: [clusters.{name}] must be a table")
         merged = _expand({_ALIASES.get(k, k): v for k, v in {**defaults, **settings}.items()})
-        if merged.get("enabled", True) is False:
+        if merged.get("enabled", True) is False and not include_disabled:
             continue
         merged.setdefault("kafka_zookeeper_conn_id", f"kafka_zk_{name}")
         merged.setdefault("ssh_conn_id", f"kafka_zk_{name}_ssh")
@@ -165,10 +171,17 @@ def load_clusters(path: str | os.PathLike[str] | None = None) -> dict[str, dict[
 
 
 def _check_approval(file: Path, name: str, settings: dict[str, Any]) -> None:
-    """``require_approval`` (a boolean), ``approvers`` (user ids or ``role:<name>``) and
-    ``approval_timeout_s`` (seconds > 0): what a real run of a mutating DAG waits for."""
+    """``require_approval`` (a boolean), ``cluster_id`` (optional: the ``/cluster/id`` the entry
+    is), ``approvers`` (user ids or ``role:<name>``) and ``approval_timeout_s`` (seconds > 0): what
+    a real write to the cluster waits for."""
     if not isinstance(settings["require_approval"], bool):
         raise ClusterFileError(f"{file}: clusters.{name}.require_approval must be true or false")
+    pinned = settings.get("cluster_id")
+    if pinned is not None and (not isinstance(pinned, str) or not pinned.strip()):
+        raise ClusterFileError(
+            f"{file}: clusters.{name}.cluster_id must be the cluster's /cluster/id text (e.g. from the "
+            "connection test or identity.json of a run)"
+        )
     approvers = settings["approvers"]
     if isinstance(approvers, str):
         approvers = [approvers]

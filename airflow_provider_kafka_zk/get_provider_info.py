@@ -256,6 +256,38 @@ def get_provider_info() -> dict[str, Any]:
                         "example": "4194304",
                         "default": "1048575",
                     },
+                    "metrics_pushgateway_url": {
+                        "description": (
+                            "A Prometheus Pushgateway the daily and maintenance runs push their metrics to "
+                            "(empty: none). A cluster file's metrics_pushgateway_url wins; metrics = false "
+                            "there turns a cluster's metrics off."
+                        ),
+                        "version_added": "0.3.0",
+                        "type": "string",
+                        "example": "http://pushgateway.example.com:9091",
+                        "default": "",
+                    },
+                    "metrics_airflow": {
+                        "description": (
+                            "Also record the metrics through Airflow's own metrics layer (StatsD or "
+                            "OpenTelemetry, as [metrics] statsd_on / otel_on say). A cluster file's "
+                            "metrics_airflow wins."
+                        ),
+                        "version_added": "0.3.0",
+                        "type": "boolean",
+                        "example": "True",
+                        "default": "False",
+                    },
+                    "metrics_timeout_s": {
+                        "description": (
+                            "Seconds one Pushgateway push may take; a receiver that is down is logged, "
+                            "counted and skipped for a minute, never failing or holding up the task."
+                        ),
+                        "version_added": "0.3.0",
+                        "type": "float",
+                        "example": "5",
+                        "default": "2",
+                    },
                 },
             }
         },

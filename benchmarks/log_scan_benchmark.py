@@ -1,25 +1,32 @@
-"""Pre-restart log scan throughput vs a per-record Python reader, on one simulated broker's segments.
+"""The pre-restart check's cost: the default now vs the default before (issue 32), over SSH, and the walk.
 
-    .venv/bin/python benchmarks/log_scan_benchmark.py [--gib 2] [--workdir DIR] [--baseline-mib 512]
+    .venv/bin/python benchmarks/log_scan_benchmark.py [--partitions 24] [--segments 6] [--segment-mib 16]
+        [--repeat 3] [--baseline-ref main] [--workdir DIR]
+    .venv/bin/python benchmarks/log_scan_benchmark.py --walk-throughput [--gib 2] [--baseline-mib 512]
 
-Builds a broker log dir with ``--gib`` GiB of Kafka segments (v2 batches of 100 records, 512 MiB
-segments, offset and time indexes by the 2.0+ index-interval rule; the active segment's indexes
-preallocated and sparse, as Kafka leaves them), then times in the same run, with the files in the
-page cache:
+**Default: what the default check costs on a broker with many segments, next to the default it
+replaces**, both run as the product runs them: the scanner sent over SSH to a real sshd on loopback
+(:class:`~airflow_provider_kafka_zk.testing.sshd.SshServer`, the hook's own ``run_remote``), on one
+broker log dir the benchmark builds: ``--partitions`` partitions of ``--segments`` segments of
+``--segment-mib`` MiB (v2 batches of 100 records, the 2.0+ index rule), every segment rolled but the
+active one (half full, its indexes preallocated and sparse), the recovery point at the active segment's
+base -- a broker killed with default flush settings (``LogManager`` flushes a segment when it rolls).
+Kafka's next start after a crash recovers exactly the active segments (``LogLoader.recoverLog``, 3.3.1).
 
-* plain read: every ``.log``/``.index``/``.timeindex`` byte read in 1 MiB chunks (the speed the
-  disk side allows);
-* index checks: ``log_scan.check_offset_index`` + ``check_time_index`` on every segment;
-* batch-header walk: ``log_scan.walk_log`` on every segment (what recovery would do, headers only),
-  without and with the time limits the operator passes (a per-file and a whole-scan deadline);
-* with ``--compare-ref REF`` (e.g. ``main``): the same walk by the scanner as it was at that git ref,
-  loaded from ``git show`` into the same process (before/after on the same files);
-* baseline: a plain per-record reader (the core's ``iter_log_entries`` + ``decode_records``, every
-  record decoded) over the first ``--baseline-mib`` MiB of segments, as MB/s.
+* ``before``: the scanner at ``--baseline-ref`` (default ``main``; its ``_SCAN_REMOTE`` built from
+  that tree): every segment's indexes, the recovered segments' batch headers, the last batch's CRC;
+* ``now``: this tree's scanner: every segment's indexes, the recovered segments read whole with every
+  batch's CRC (the CRC-32C the host offers: the ``crc32c`` package, libext2fs, else pure Python);
+* ``now, pure-Python CRC``: the same with the fallback forced (a host without either);
+* ``now, verify_crc``: every segment read whole (what reading the whole log costs, for scale).
 
-Then runs the broker-side scan script itself (``python3 -c``, as over SSH, ``walk_all``) on a
-quarter of the data and on all of it, printing its peak RSS each time (must stay flat). Prints
-MB/s and the ratios. Not a test: nothing here asserts.
+Each is run ``--repeat`` times with the files in the page cache (a warm-up read first); the best and
+the median seconds are printed with the bytes each read (the scanner's own count: ``.log`` and index
+bytes), and the ratios ``now / before``. Not a test: nothing here asserts.
+
+``--walk-throughput``: the earlier numbers of the batch-header walk in process (plain read, index
+checks, walk with and without time limits, vs a per-record Python reader, the broker-side script's
+peak RSS), on ``--gib`` GiB of 512 MiB segments.
 """
 
 from __future__ import annotations
@@ -41,11 +48,11 @@ VALUE_BYTES = 150
 MIB = 1024 * 1024
 
 
-def build(log_dir: Path, total_bytes: int) -> list[Path]:
-    """Partition directories ``bench-<n>`` of 512 MiB segments; returns them."""
-    from airflow_provider_kafka_zk.kafka.records import Record, encode_record_batch, segment_file_name
+def _template() -> bytearray:
+    """One v2 batch of ``RECORDS_PER_BATCH`` records; its base offset is stamped per copy."""
+    from airflow_provider_kafka_zk.kafka.records import Record, encode_record_batch
 
-    template = bytearray(
+    return bytearray(
         encode_record_batch(
             [
                 Record(o, 1_700_000_000_000 + o, b"key-%06d" % o, b"v" * VALUE_BYTES)
@@ -54,6 +61,44 @@ def build(log_dir: Path, total_bytes: int) -> list[Path]:
             partition_leader_epoch=0,
         )
     )
+
+
+def write_segment(directory: Path, template: bytearray, base: int, batches: int, *, active: bool) -> int:
+    """A segment of ``batches`` copies of ``template`` from offset ``base``, its offset index on the
+    2.0+ rule (the chunk's last offset every 4096 bytes) and its closing time-index entry; an active
+    segment's indexes preallocated (zero tail, sparse on disk). Returns the next offset."""
+    from airflow_provider_kafka_zk.kafka.records import segment_file_name
+
+    batch_size = len(template)
+    offset = base
+    index, last_entry_position = bytearray(), 0
+    with open(directory / segment_file_name(base, ".log"), "wb") as log:
+        chunk = bytearray()
+        for i in range(batches):
+            position = i * batch_size
+            if position - last_entry_position > 4096:
+                index += struct.pack(">ii", offset + RECORDS_PER_BATCH - 1 - base, position)
+                last_entry_position = position
+            struct.pack_into(">q", template, 0, offset)
+            chunk += template
+            offset += RECORDS_PER_BATCH
+            if len(chunk) >= 8 * MIB:
+                log.write(chunk)
+                chunk = bytearray()
+        log.write(chunk)
+    (directory / segment_file_name(base, ".index")).write_bytes(index)
+    (directory / segment_file_name(base, ".timeindex")).write_bytes(
+        struct.pack(">qi", 1_700_000_000_000 + RECORDS_PER_BATCH - 1, offset - 1 - base)
+    )
+    if active:
+        os.truncate(directory / segment_file_name(base, ".index"), 10485760)
+        os.truncate(directory / segment_file_name(base, ".timeindex"), 10485756)
+    return offset
+
+
+def build(log_dir: Path, total_bytes: int) -> list[Path]:
+    """Partition directories ``bench-<n>`` of 512 MiB segments; returns them."""
+    template = _template()
     batch_size = len(template)
     dirs = []
     written = 0
@@ -67,33 +112,9 @@ def build(log_dir: Path, total_bytes: int) -> list[Path]:
         for number in range(2):
             if written >= total_bytes:
                 break
-            base = offset
-            size = min(SEGMENT_BYTES, total_bytes - written)
-            batches = max(1, size // batch_size)
-            index, timeindex = bytearray(), bytearray()
-            last_entry_position = 0
-            with open(directory / segment_file_name(base, ".log"), "wb") as log:
-                chunk = bytearray()
-                for i in range(batches):
-                    position = i * batch_size
-                    if position - last_entry_position > 4096:
-                        # 2.0+: the appended chunk's last offset, at the chunk's position
-                        index += struct.pack(">ii", offset + RECORDS_PER_BATCH - 1 - base, position)
-                        last_entry_position = position
-                    struct.pack_into(">q", template, 0, offset)
-                    chunk += template
-                    offset += RECORDS_PER_BATCH
-                    if len(chunk) >= 8 * MIB:
-                        log.write(chunk)
-                        chunk = bytearray()
-                log.write(chunk)
-            timeindex += struct.pack(">qi", 1_700_000_000_000 + RECORDS_PER_BATCH - 1, offset - 1 - base)
+            batches = max(1, min(SEGMENT_BYTES, total_bytes - written) // batch_size)
             active = number == 1 or written + batches * batch_size >= total_bytes
-            (directory / segment_file_name(base, ".index")).write_bytes(index)
-            (directory / segment_file_name(base, ".timeindex")).write_bytes(timeindex)
-            if active:  # preallocated like Kafka's active index: zero tail, sparse on disk
-                os.truncate(directory / segment_file_name(base, ".index"), 10485760)
-                os.truncate(directory / segment_file_name(base, ".timeindex"), 10485756)
+            offset = write_segment(directory, template, offset, batches, active=active)
             written += batches * batch_size
         partition += 1
     return dirs
@@ -164,18 +185,8 @@ def remote_peak_rss(dirs: list[Path]) -> tuple[float, int, float]:
     return seconds, end["bytes_read"], peak
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--gib", type=float, default=2.0)
-    parser.add_argument("--baseline-mib", type=int, default=512)
-    parser.add_argument("--workdir", type=Path, default=None)
-    parser.add_argument(
-        "--compare-ref", default=None, help="time the walk of log_scan.py at this git ref too"
-    )
-    args = parser.parse_args()
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+def walk_throughput(args: argparse.Namespace) -> None:
+    """The batch-header walk in process (the benchmark's earlier numbers)."""
     from airflow_provider_kafka_zk.kafka.log_scan import (
         Budget,
         check_offset_index,
@@ -243,7 +254,7 @@ def main() -> None:
     batches = 0
     for stem, *_ in stems:
         walk = walk_log(str(stem.with_suffix(".log")), index_rule="last")
-        batches += walk["batches"]
+        batches += walk["batches"]  # headers only (no verify_crc): the walk's own speed
         problems += walk["stop"] is not None
     walk_s = time.perf_counter() - t
 
@@ -294,6 +305,176 @@ def main() -> None:
         )
     if args.workdir is None:
         shutil.rmtree(work, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# the default check over SSH: now vs before
+# ---------------------------------------------------------------------------------------------
+
+
+def build_crashed_broker(log_dir: Path, partitions: int, segments: int, segment_bytes: int) -> list[dict]:
+    """``partitions`` partition directories of ``segments`` segments each (the last half full and
+    active: indexes preallocated, sparse) and a recovery-point-offset-checkpoint at each active
+    segment's base, no clean-shutdown marker: a broker killed while producing. Returns the scan
+    request's partitions."""
+    from airflow_provider_kafka_zk.kafka.logdir import OffsetCheckpoint
+
+    template = _template()
+    log_dir.mkdir(parents=True)
+    points, request = {}, []
+    for partition in range(partitions):
+        directory = log_dir / f"bench-{partition}"
+        directory.mkdir()
+        offset = 0
+        for number in range(segments):
+            active = number == segments - 1
+            if active:
+                points[("bench", partition)] = offset
+            batches = max(1, (segment_bytes // (2 if active else 1)) // len(template))
+            offset = write_segment(directory, template, offset, batches, active=active)
+        request.append(
+            {
+                "log_dir": str(log_dir),
+                "dir_name": directory.name,
+                "recovery_point": points[("bench", partition)],
+            }
+        )
+    (log_dir / "recovery-point-offset-checkpoint").write_bytes(OffsetCheckpoint.from_offsets(points).encode())
+    return request
+
+
+def scanner_at(ref: str, work: Path) -> str:
+    """The broker-side scan script (``_SCAN_REMOTE``) as the tree at ``ref`` builds it."""
+    tree = work / f"tree-{ref.replace('/', '_')}"
+    shutil.rmtree(tree, ignore_errors=True)
+    tree.mkdir(parents=True)
+    root = Path(__file__).resolve().parents[1]
+    archive = subprocess.run(
+        ["git", "archive", ref, "airflow_provider_kafka_zk"], cwd=root, capture_output=True, check=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import airflow_provider_kafka_zk.hooks.broker_log_scan as m; "
+        "assert m.__file__.startswith(sys.argv[1]), m.__file__; sys.stdout.write(m._SCAN_REMOTE)"
+    )
+    env = {**os.environ, "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tree)], capture_output=True, text=True, check=True, env=env
+    )
+    return done.stdout
+
+
+def ssh_defaults(args: argparse.Namespace) -> None:
+    import logging
+    import statistics
+
+    from airflow_provider_kafka_zk.hooks.broker_host import BrokerHostHook
+    from airflow_provider_kafka_zk.hooks.broker_log_scan import _SCAN_REMOTE, read_totals
+    from airflow_provider_kafka_zk.hooks.broker_quarantine import run_remote
+    from airflow_provider_kafka_zk.testing.sshd import SshServer
+
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="kafka-zk-logscan-bench-"))
+    os.environ.setdefault("AIRFLOW_HOME", str(work / "airflow"))
+    log_dir = work / "host" / "kafka-logs-0"
+    shutil.rmtree(log_dir.parent, ignore_errors=True)
+    started = time.perf_counter()
+    partitions = build_crashed_broker(log_dir, args.partitions, args.segments, args.segment_mib * MIB)
+    logs = sorted(log_dir.glob("*/*.log"))
+    total = sum(p.stat().st_size for p in logs)
+    active = sum(sorted(d.glob("*.log"))[-1].stat().st_size for d in log_dir.iterdir() if d.is_dir())
+    print(
+        f"built a crashed broker's log dir: {args.partitions} partitions x {args.segments} segments, "
+        f"{len(logs)} segments, {total / MIB:,.0f} MiB of .log ({active / MIB:,.0f} MiB in the active segments "
+        f"Kafka recovers at the next start) in {time.perf_counter() - started:.1f}s under {log_dir}"
+    )
+    before_script = scanner_at(args.baseline_ref, work)
+    plain_read(sorted(log_dir.glob("*/*")))  # warm the page cache: every run reads from memory
+
+    base_request = {
+        "limit_s": 3600,
+        "scan_limit_s": 3000,
+        "file_limit_s": 600,
+        "nice": 0,
+        "budget_bytes": None,
+        "index_rule": "last",
+        "verify_crc": False,
+        "walk_all": False,
+        "partitions": [{**p, "clean_shutdown": False} for p in partitions],
+    }
+    runs = [
+        (f"before ({args.baseline_ref}'s default)", before_script, {}),
+        ("now (default)", _SCAN_REMOTE, {}),
+        ("now, pure-Python CRC", _SCAN_REMOTE, {"crc_impl": "python"}),
+        ("now, verify_crc (whole log)", _SCAN_REMOTE, {"verify_crc": True}),
+    ]
+    results = {}
+    with SshServer(("127.0.0.1",), work_dir=work / "sshd") as sshd:
+        os.environ.update(sshd.airflow_connection("127.0.0.1", "log_scan_bench_ssh", conn_timeout=30))
+        for name in ("paramiko", "airflow_provider_kafka_zk"):
+            logging.getLogger(name).setLevel(logging.WARNING)
+        hook = BrokerHostHook("log_scan_bench_ssh", broker_hosts={0: "127.0.0.1"})
+        address = hook.resolve(0)
+        for label, script, extra in runs:
+            times, end, records = [], {}, []
+            for _ in range(args.repeat):
+                t = time.perf_counter()
+                records = run_remote(
+                    hook,
+                    address,
+                    {**base_request, **extra},
+                    3600,
+                    script=script,
+                    what="log scan",
+                    done_status="",
+                )
+                times.append(time.perf_counter() - t)
+                end = records[-1]
+            read = read_totals([r for r in records if r.get("t") == "partition"])
+            results[label] = (min(times), statistics.median(times), end["bytes_read"], read)
+            crc = f"; CRC-32C by {read['crc_impl']}" if read.get("crc_impl") else ""
+            print(
+                f"{label:32} best {min(times):7.2f}s  median {statistics.median(times):7.2f}s  "
+                f"{end['bytes_read'] / MIB:9,.1f} MiB read{crc}"
+            )
+            if read.get("crc_segments") is not None and read.get("crc_impl"):
+                print(
+                    f"{'':32} read whole, every CRC: {read['crc_segments']} segments "
+                    f"({read['crc_segment_bytes'] / MIB:,.1f} MiB); not read: {read['not_read_segments']} segments "
+                    f"({read['not_read_bytes'] / MIB:,.1f} MiB)"
+                )
+    before = results[runs[0][0]]
+    for label, _, _ in runs[1:]:
+        now = results[label]
+        print(
+            f"{label} / before: {now[0] / before[0]:,.1f}x the seconds (best), "
+            f"{now[2] / max(before[2], 1):,.1f}x the bytes read"
+        )
+    if args.workdir is None:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--partitions", type=int, default=24)
+    parser.add_argument("--segments", type=int, default=6)
+    parser.add_argument("--segment-mib", type=int, default=16)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--baseline-ref", default="main", help="the git ref whose default is 'before'")
+    parser.add_argument("--walk-throughput", action="store_true", help="the in-process walk numbers instead")
+    parser.add_argument("--gib", type=float, default=2.0)
+    parser.add_argument("--baseline-mib", type=int, default=512)
+    parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument(
+        "--compare-ref", default=None, help="time the walk of log_scan.py at this git ref too"
+    )
+    args = parser.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    if args.walk_throughput:
+        walk_throughput(args)
+    else:
+        ssh_defaults(args)
 
 
 if __name__ == "__main__":

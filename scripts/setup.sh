@@ -8,8 +8,9 @@ ROOT=$PWD
 VENV=$ROOT/.venv
 # krb5-*: a real KDC for the Kerberos (GSSAPI) ZooKeeper tests; libkrb5-dev + gcc build the kerberos module.
 # postgresql: the production-shape test harness runs Airflow's metadata DB on a private cluster of it.
+# prometheus, prometheus-pushgateway: the metrics tests scrape and query real ones (private, free ports).
 APT_PACKAGES=(openjdk-17-jre-headless zookeeper libslf4j-java openssh-server openssh-client chromium chromium-driver
-  krb5-kdc krb5-admin-server krb5-user libkrb5-dev gcc postgresql)
+  krb5-kdc krb5-admin-server krb5-user libkrb5-dev gcc postgresql prometheus prometheus-pushgateway)
 
 log() { printf '[setup] %s\n' "$*" >&2; }
 
@@ -29,6 +30,12 @@ if ((${#missing[@]})); then
       $SUDO pg_ctlcluster "$version" "$name" stop || true
     done
   fi
+  # Likewise Prometheus (9090) and the Pushgateway (9091), where the install started their services.
+  for service in prometheus prometheus-pushgateway; do
+    if [[ " ${missing[*]} " == *" $service "* ]] && [ -x "/etc/init.d/$service" ]; then
+      $SUDO "/etc/init.d/$service" stop >/dev/null 2>&1 || true
+    fi
+  done
 fi
 
 PYTHON=${PYTHON:-python3}

@@ -41,6 +41,7 @@ _OUTCOME = {"success": DONE, "failed": FAILED, "skipped": SKIPPED}
 DRAIN = "kafka_zk_pre_maintenance_drain"
 POST_MAINTENANCE = "kafka_zk_post_maintenance"
 TOPIC_ID_REPAIR = "kafka_zk_topic_id_repair"
+DELETION_CLEANUP = "kafka_zk_deletion_cleanup"
 PRE_RESTART_CHECK = "kafka_zk_pre_restart_check"
 KRAFT_READINESS = "kafka_zk_kraft_migration_readiness"
 READ_ONLY = (PRE_RESTART_CHECK, KRAFT_READINESS)
@@ -49,6 +50,7 @@ ARTEFACT_KIND = {
     DRAIN: "drain",
     POST_MAINTENANCE: "post-maintenance",
     TOPIC_ID_REPAIR: "topic-id-repair",
+    DELETION_CLEANUP: "deletion-cleanup",
     PRE_RESTART_CHECK: "log-scan",
     KRAFT_READINESS: "kraft-readiness",
 }

@@ -35,6 +35,7 @@ from airflow_provider_kafka_zk.alerts.record import (
 )
 from airflow_provider_kafka_zk.alerts.render import alert_content, render_text
 from airflow_provider_kafka_zk.alerts.settings import NotifySettings, parse_notify
+from airflow_provider_kafka_zk.metrics.runs import publish_daily, publish_maintenance_run
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -281,6 +282,7 @@ class RunAlertOperator(BaseOperator):
         page_key = sorted(c.incident.fingerprint for c in pages)
         deliveries = deliver_once(settings, content, read_record(folder), page_key) if pages else {}
         delivered = all(d["ok"] for d in deliveries.values())
+        metrics = publish_daily(ti, dag_run, self.cluster, summary, failed=bool(failed), logger=self.log)
         now = datetime.now(UTC).isoformat()
         record = {
             "cluster": self.cluster,
@@ -299,6 +301,7 @@ class RunAlertOperator(BaseOperator):
             "failed_tasks": failed,
             "content": content,
             "known": inc.next_known(known, decision, observed, delivered=delivered, now=now),
+            "metrics": metrics,
         }
         path = write_record(folder, record)
         self.log.info("%s", render_text(content))
@@ -600,6 +603,16 @@ class MaintenanceRunAlertOperator(BaseOperator):
             )
         page = bool(failed) and declined is None
         deliveries = deliver_once(settings, content, read_record(record_folder), page_key) if page else {}
+        metrics = publish_maintenance_run(
+            cluster=self.cluster,
+            dag_id=ti.dag_id,
+            folder=folder,
+            conn_id=conn_id,
+            failed=list(failed),
+            writes=changes["writes"],
+            dry_run=dry_run,
+            logger=self.log,
+        )
         problems = [] if failed else notify_problems(settings)
         record = {
             "cluster": self.cluster,
@@ -614,6 +627,7 @@ class MaintenanceRunAlertOperator(BaseOperator):
             "failed_tasks": failed,
             "notify_problems": problems,
             "content": content,
+            "metrics": metrics,
         }
         path = write_record(record_folder, record)
         self.log.info("%s", render_text(content))

@@ -8,8 +8,8 @@ A DAG file in your DAGs folder only calls one (the files in this repository's ``
 
 :func:`create_all_dags` returns every one of them. The daily hygiene DAGs exist only for the
 clusters the cluster file names (:mod:`airflow_provider_kafka_zk.clusters`); the manual ones
-(drain, post-maintenance, topicId repair, pre-restart check, KRaft migration readiness, KRaft migration,
-test alert) always exist
+(drain, post-maintenance, topicId repair, deletion cleanup, pre-restart check, KRaft migration readiness,
+KRaft migration, test alert) always exist
 and offer those clusters.
 """
 
@@ -25,6 +25,7 @@ FACTORIES = (
     "pre_maintenance_drain",
     "post_maintenance",
     "topic_id_repair",
+    "deletion_cleanup",
     "pre_restart_check",
     "kraft_migration_readiness",
     "kraft_migration",

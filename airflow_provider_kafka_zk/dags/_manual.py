@@ -178,7 +178,8 @@ def snapshot_path(task_id: str) -> str:
 
 
 def cluster_snapshot(task_id: str, retries: dict[str, Any] = READ_RETRIES) -> Any:
-    """A snapshot of the run's cluster. No outlet Asset: the cluster is only known at run time.
+    """A snapshot of the run's cluster. No outlet Asset: the cluster is only known at run time. A
+    connection whose chroot holds no Kafka cluster fails it at once (no retry), before any slow step.
 
     :param task_id: the task id (``safety_snapshot``, ``snapshot_after`` ...).
     :param retries: the retry arguments (default :data:`READ_RETRIES`).
@@ -192,6 +193,7 @@ def cluster_snapshot(task_id: str, retries: dict[str, Any] = READ_RETRIES) -> An
         base_path=setting("base_path"),
         artefacts_conn_id=setting("artefacts_conn_id"),
         outlets=[],
+        require_kafka_cluster=True,
         **retries,
     )
 

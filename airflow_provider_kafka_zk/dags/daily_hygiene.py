@@ -87,6 +87,7 @@ def spark_conf(settings: Mapping[str, Any]) -> dict[str, str]:
 
 def build_dag(cluster: str, settings: Mapping[str, Any]) -> DAG:
     """One cluster's daily hygiene DAG."""
+    from airflow_provider_kafka_zk.alerts.deadline import deadline_alert, record_start
     from airflow_provider_kafka_zk.dags._engine import audit_engine
     from airflow_provider_kafka_zk.operators.audit import ClusterAuditOperator, FindingsGateOperator
     from airflow_provider_kafka_zk.operators.inventory import (
@@ -105,6 +106,7 @@ def build_dag(cluster: str, settings: Mapping[str, Any]) -> DAG:
         "retry_delay": timedelta(seconds=float(settings["retry_delay_s"])),
         "retry_exponential_backoff": float(settings["retry_exponential_backoff"]),
         "max_retry_delay": timedelta(seconds=float(settings["max_retry_delay_s"])),
+        "on_execute_callback": [record_start],  # since when each task runs: a late run's page says
     }
     run_ts = "{{ ti.xcom_pull(task_ids='coverage')['inventory_ts'] }}"
     inventory_dir = f"{base.rstrip('/')}/{cluster}/inventory/{run_ts}"
@@ -121,6 +123,7 @@ def build_dag(cluster: str, settings: Mapping[str, Any]) -> DAG:
         default_args=default_args,
         tags=["kafka", "zookeeper", "audit", cluster],
         doc_md=(f"**{engine_warning}**\n\n" if engine_warning else "") + (__doc__ or ""),
+        deadline=deadline_alert(cluster, settings),  # a run still going past it pages once
     ) as dag:
         snapshot = ZooKeeperSnapshotOperator(
             task_id="snapshot",

@@ -2,7 +2,8 @@
 
 Triggered by hand for one broker; reads only. A snapshot (ISR and leaders for the remedies), the
 broker's inventory (which partition directories, their recovery points, its Kafka release), then
-the log and index scan on the broker host (low priority, under a byte budget and a time limit) and
+the log and index scan on the broker host (low priority, under a byte budget and a time limit: every
+segment a start recovers read whole, every batch's CRC checked as Kafka does; the others' indexes) and
 the verdict: "restarts clean" / "will rebuild N indexes (slow start)" / "an unclean restart loses
 data at <segment>" / "will fail recovery at <segment>", with each finding's segment, offsets, byte
 positions and the remedy that loses least. The run fails when the verdict reaches ``fail_on``.
@@ -64,14 +65,16 @@ def build_dag() -> DAG:
             "walk_all": Param(
                 False,
                 type="boolean",
-                description="Walk every segment, not only those an unclean restart recovers (reads every batch header)",
+                description="Also walk the batch headers of every segment no start recovers (those a start "
+                "recovers are always read whole, every batch's CRC checked)",
                 title="Walk every segment",
             ),
             "verify_crc": Param(
                 False,
                 type="boolean",
-                description="Check every batch's CRC-32C too (slow, CPU-bound)",
-                title="Verify record batch CRCs",
+                description="Also read every segment no start recovers, every batch's CRC-32C checked: damage "
+                "Kafka would not notice (reads the whole log)",
+                title="Verify every segment's CRCs",
             ),
             "kafka_version": Param(
                 None,

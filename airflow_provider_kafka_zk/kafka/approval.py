@@ -169,7 +169,7 @@ def digest_differences(approved: PlanDigest, now: PlanDigest, task_id: str | Non
 class PlanSummary:
     """The approval's text: a headline (root cause first) and Markdown sections, in reading order.
 
-    :param kind: ``drain`` | ``post-maintenance`` | ``topic-id-repair``.
+    :param kind: ``drain`` | ``post-maintenance`` | ``topic-id-repair`` | ``deletion-cleanup``.
     :param headline: one line: what will change and why.
     :param sections: (title, lines) in order: what changes, ZooKeeper writes, broker files, broker
         restarts, throttles, expected duration, rollback and undo.

@@ -27,6 +27,7 @@ from .deletion import (
     deletion_verdict,
     running_for_ms,
 )
+from .deletion_cleanup import cleanup_advice
 from .errors import KafkaFormatError
 from .findings import APPROVAL_STEP, TOPIC_ID_ROOT_CHECKS, Finding, Severity, brokers_text, trigger_command
 from .inventory import age_reference_ms
@@ -35,6 +36,7 @@ from .leadership import AutoRebalance, auto_rebalance, blocked_reasons, imbalanc
 from .logdir import DirKind
 from .model import ClusterState, TopicState
 from .reassignment import BROKER_THROTTLE_KEYS
+from .topic_id_repair import write_back_effect
 from .uuid import ONE_UUID, KafkaUuid
 from .versions import KafkaVersion, has_stray_dirs, ibp_uses_topic_ids
 from .znodes import ReassignmentEntry
@@ -330,18 +332,19 @@ def _write_back_action(evidence: Mapping[str, Any], topic: str, path: str) -> st
     """
     wb, dry, run = evidence["write_back_id"], evidence["repair_dry_run"], evidence["repair_run"]
     topics = list(evidence["repair_conf"]["topics"])
+    moved = list(evidence.get("repair_moves_controller_for") or ())
     together = (
-        f" One run repairs {', '.join(topics[:-1])} and {topics[-1]}: it writes every id, then moves the controller once; a controller "
-        "move before a missing id is back would mint a new one (KAFKA-14190)."
+        f" One run repairs {', '.join(topics[:-1])} and {topics[-1]}: {write_back_effect(topics, moved)}"
+        + (
+            "; a controller move before a missing id is back would mint a new one (KAFKA-14190)."
+            if moved and len(moved) < len(topics)
+            else "."
+        )
         if len(topics) > 1
         else ""
     )
     if evidence.get("zookeeper_topic_id") is None:  # the precursor: nothing rejects anything yet
-        moves = (
-            " before the run's one controller move, so"
-            if len(topics) > 1
-            else "; no controller move, no restart:"
-        )
+        moves = " before the run's one controller move, so" if moved else "; no controller move, no restart:"
         return (
             f"Before any controller move, write {wb} back: dry run {dry}, then {run} ({APPROVAL_STEP}). "
             f"write_back puts {wb} into "
@@ -378,10 +381,13 @@ def combine_write_backs(findings: Sequence[Finding], facts: ClusterFacts) -> lis
         return list(findings)
     conf = {"cluster": facts.cluster, "topics": sorted(str(f.topic) for f in roots), "strategy": "write_back"}
     commands = repair_commands(conf)
+    # the run moves the controller only for topics whose ZooKeeper id was another (topic_id_repair.plan_repair)
+    moved = sorted(str(f.topic) for f in roots if f.evidence.get("zookeeper_topic_id") is not None)
     combined = {}
     for f in roots:
         evidence = {
             **f.evidence,
+            "repair_moves_controller_for": moved,
             "repair_conf": conf,
             "repair_dry_run": commands["dry_run"],
             "repair_run": commands["run"],
@@ -785,12 +791,14 @@ def check_deletion(evidence: TopicEvidence, facts: ClusterFacts) -> list[Finding
                 "deletion-half-done",
                 Severity.ERROR,
                 f"{evidence.topic} is gone from /brokers/topics but znodes remain",
-                "Remove the leftover znodes once no marker exists (a new topic of that name would inherit its config)",
+                "Remove the leftover znodes once no marker exists (a new topic of that name would inherit its config). "
+                + cleanup_advice(facts.cluster, [evidence.topic]),
                 topic=evidence.topic,
                 path=f"/config/topics/{evidence.topic}" if evidence.config_znode else None,
                 evidence={"detail": [e for e in verdict.evidence if "znode" in e]},
             )
         )
+    sizes = {d.path: d.size_bytes for d in evidence.dirs}
     for broker_id in sorted({d.broker_id for d in verdict.leftover_dirs if d.kind is DirKind.NORMAL}):
         dirs = [d for d in verdict.leftover_dirs if d.broker_id == broker_id and d.kind is DirKind.NORMAL]
         out.append(
@@ -805,14 +813,19 @@ def check_deletion(evidence: TopicEvidence, facts: ClusterFacts) -> list[Finding
                 + (
                     f"while broker {broker_id} is stopped: it loaded them as logs at its start and holds their "
                     "files open, so moving them under it takes the whole log dir offline "
-                    "(TopicDeletionVerifyOperator's cleanup refuses while it runs)"
+                    "(the cleanup leaves them while it runs)"
                     if broker_id in facts.live_brokers
                     else f"before broker {broker_id} starts again"
-                ),
+                )
+                + ". "
+                + cleanup_advice(facts.cluster, [evidence.topic]),
                 topic=evidence.topic,
                 broker_id=broker_id,
                 path=dirs[0].path,
-                evidence={"paths": [d.path for d in dirs]},
+                evidence={
+                    "paths": [d.path for d in dirs],
+                    "bytes": sum(sizes.get(d.path, 0) for d in dirs),  # .log bytes, as the inventory counts
+                },
             )
         )
     return out
@@ -869,6 +882,7 @@ def check_dir_kinds(evidence: TopicEvidence, facts: ClusterFacts) -> list[Findin
                         "paths": [d.path for d in old],
                         "delay_ms": delay,
                         "margin_ms": facts.delete_margin_ms,
+                        "bytes": sum(d.size_bytes for d in old),
                         "dirs": [
                             {
                                 "path": d.path,
@@ -903,7 +917,7 @@ def check_dir_kinds(evidence: TopicEvidence, facts: ClusterFacts) -> list[Findin
                     topic=evidence.topic,
                     broker_id=broker_id,
                     path=stray[0].path,
-                    evidence={"paths": [d.path for d in stray]},
+                    evidence={"paths": [d.path for d in stray], "bytes": sum(d.size_bytes for d in stray)},
                 )
             )
     return out

@@ -82,11 +82,19 @@ class StartRules:
     :param offset_range_check: recovery throws ``LogSegmentOffsetOverflowException`` for an offset the
         index cannot hold (2.0+, ``ensureOffsetInRange``).
     :param marker_json: ``.kafka_cleanshutdown`` holds JSON (3.7+).
-    :param marker_needs_loaded_logs: a clean shutdown writes the marker only for a dir whose logs all
-        loaded (3.6+).
+    :param marker_needs_loaded_logs: a shutdown writes the marker only for a dir that had one or whose
+        logs all loaded (3.5.2+, KAFKA-15375); before, also after a start that failed while loading
+        logs, with ``recovery-point-offset-checkpoint`` rewritten for the loaded logs only.
     :param java_indexes: ``OffsetIndex``/``TimeIndex`` are the Java classes of ``storage/`` (3.5+),
         whose ``InvalidOffsetException`` texts differ (no parentheses round the offset, no final period).
     :param java_segment: ``LogSegment`` is Java (3.7+): "Found invalid messages ... at byte offset N."
+    :param missing_index_logged_below_recovery_point_only: after an unclean shutdown a missing
+        ``.index`` is logged only below the recovery point (3.2+: ``if (hadCleanShutdown ||
+        segment.baseOffset < recoveryPointCheckpoint) error(...)``, ``LogLoader.loadSegmentFiles``).
+    :param recovery_counts: "Recovering unflushed segment N. i/n recovered for t-p." (3.3+, KIP-831);
+        before: "Recovering unflushed segment N".
+    :param cause_in_invalid_messages: "Found invalid messages ... : <message>. <cause>" (2.4+; the
+        cause of a ``CorruptRecordException`` is null); before, ": <message>." alone.
     """
 
     release: KafkaVersion
@@ -99,6 +107,9 @@ class StartRules:
     source: str
     java_indexes: bool = False
     java_segment: bool = False
+    missing_index_logged_below_recovery_point_only: bool = False
+    recovery_counts: bool = False
+    cause_in_invalid_messages: bool = False
 
     @property
     def log_lines_of(self) -> str:
@@ -148,10 +159,15 @@ def start_rules(release: KafkaVersion) -> StartRules:
         load_sanity_check=check,
         offset_range_check=release.at_least("2.0"),
         marker_json=release.at_least("3.7"),
-        marker_needs_loaded_logs=release.at_least("3.6"),
+        # KAFKA-15375 (3.5.2, 3.6.0): LogManager.shutdown writes the marker only for a log dir that had
+        # one or whose logs all loaded (loadLogsCompletedFlags); 3.5.1 and earlier write it always
+        marker_needs_loaded_logs=release.at_least("3.5.2"),
         source=source,
         java_indexes=release.at_least("3.5"),
         java_segment=release.at_least("3.7"),
+        missing_index_logged_below_recovery_point_only=release.at_least("3.2"),
+        recovery_counts=release.at_least("3.3"),
+        cause_in_invalid_messages=release.at_least("2.4"),
     )
 
 
@@ -207,6 +223,9 @@ class SegmentOnDisk:
         walk = self.walk
         if walk is None or not walk.get("complete", True):
             return None
+        if "end_offset" in walk:  # readNextOffset: the last whole batch, CRC or not
+            end = walk["end_offset"]
+            return None if end is None else int(end)
         stop = walk.get("stop") or {}
         if stop.get("kind") == "corrupt_batch":
             # past a corrupt batch nothing can be read; only a failed last batch (a torn write) still
@@ -353,12 +372,15 @@ class PartitionStart:
 
     @property
     def rebuilt_indexes(self) -> int:
-        """Non-active segments whose indexes this start rebuilds (the active one always is: small)."""
+        """Segments whose indexes this start rebuilds from their whole log: every one rebuilt at load
+        (a missing ``.index``, the pre-2.3 startup check) and every recovered one but the active
+        segment (a crash always recovers that one: small)."""
         active = self.partition.segments[-1].base_offset if self.partition.segments else None
         return sum(
             1
             for s in self.segments
-            if s.base_offset != active and s.fate in (Fate.REBUILT_AT_LOAD, Fate.RECOVERED)
+            if (s.at_load and s.fate in (Fate.REBUILT_AT_LOAD, Fate.RECOVERED))
+            or (s.fate is Fate.RECOVERED and s.base_offset != active)
         )
 
     def fate_of(self, base_offset: int) -> SegmentStart:
@@ -373,13 +395,16 @@ class PartitionStart:
 @dataclass
 class _Recovery:
     """``LogSegment.recover`` on one segment: ``ok``, ``truncate`` (at ``position``),
-    ``invalid_offset`` (the exception's text), ``overflow`` or ``unknown``."""
+    ``invalid_offset`` (the exception's text), ``overflow`` or ``unknown``. ``message``: the
+    ``CorruptRecordException`` text a truncation logs ("Found invalid messages ..."); None when the
+    iteration just ended (a cut-off last batch: no exception, no line)."""
 
     kind: str
     position: int | None = None
     bytes: int = 0
     next_offset: int | None = None
     detail: str = ""
+    message: str | None = None
 
 
 def _recover(segment: SegmentOnDisk, partition: PartitionOnDisk, rules: StartRules) -> _Recovery:
@@ -389,11 +414,18 @@ def _recover(segment: SegmentOnDisk, partition: PartitionOnDisk, rules: StartRul
     if walk is None:
         return _Recovery("unknown", detail="its log was not walked")
     stop = walk.get("stop")
+    if stop and stop["kind"] in ("budget", "time"):
+        return _Recovery("unknown", detail=f"the scan stopped reading it ({stop.get('detail')})")
+    if walk.get("crc", "all") != "all":
+        # recover() calls batch.ensureValid() on every batch: a CRC not read is a truncation not seen
+        return _Recovery(
+            "unknown",
+            detail="only its batch headers were read, not every batch's CRC that recovery checks "
+            "(LogSegment.recover: batch.ensureValid())",
+        )
     if not stop:
         return _Recovery("ok", next_offset=segment.end_offset)
     kind = stop["kind"]
-    if kind in ("budget", "time"):
-        return _Recovery("unknown", detail=f"the scan stopped reading it ({stop.get('detail')})")
     if kind == "offset_overflow":
         if rules.offset_range_check:
             return _Recovery(
@@ -407,12 +439,16 @@ def _recover(segment: SegmentOnDisk, partition: PartitionOnDisk, rules: StartRul
         return _Recovery("invalid_offset", detail=_invalid_offset_text(rules, stop, path))
     position = int(stop["position"])
     next_offset = stop.get("next_offset")
+    message = stop.get("kafka_message") if kind == "corrupt_batch" else None
+    if kind == "corrupt_batch" and message is None:
+        message = str(stop.get("detail", ""))  # a scan row from before the exception texts were read
     return _Recovery(
         "truncate",
         position=position,
         bytes=int(segment.log_bytes or 0) - position,
         next_offset=segment.base_offset if next_offset is None else int(next_offset),
         detail=str(stop.get("detail", "")),
+        message=message,
     )
 
 
@@ -503,80 +539,127 @@ def _index_damaged(segment: SegmentOnDisk, trimmed: bool) -> bool:
 
 
 class _Log:
-    """The log lines a start prints, in the words of the release's source."""
+    """The log lines a start prints, in the words of the release's source, each as the broker's
+    ``server.log`` shows it after the level (``Logging.msgWithLogIdent``: the logger's ``logIdent``
+    first). ``LogLoader`` (3.0+) and ``Log`` (1.1-2.8) carry ``[LogLoader|Log partition=<t-p>,
+    dir=<log dir>] ``; ``LogSegment``, ``LogManager`` and ``Kafka`` carry none."""
 
     def __init__(self, partition: PartitionOnDisk, rules: StartRules) -> None:
         self.partition = partition
+        self.rules = rules
         self.style = rules.log_lines_of
         self.lines: list[str] = []
+        log_dir = partition.directory.rstrip("/").rpartition("/")[0]
+        if not rules.release.at_least("1.1"):
+            self.ident = ""
+        elif not rules.release.at_least("3.0"):
+            self.ident = f"[Log partition={partition.name}, dir={log_dir}] "
+        else:
+            self.ident = f"[LogLoader partition={partition.name}, dir={log_dir}] "
+
+    def _loader(self, level: str, text: str) -> None:
+        self.lines.append(f"{level} {self.ident}{text}")
 
     def missing_index(self, base: int) -> None:
         path = self.partition.path(base, ".log")
         if self.style == "0.11":
-            self.lines.append(
-                f"ERROR Could not find offset index file corresponding to log file {path}, rebuilding index..."
+            self._loader(
+                "ERROR",
+                f"Could not find offset index file corresponding to log file {path}, rebuilding index...",
             )
         else:
-            self.lines.append(
-                f"ERROR Could not find offset index file corresponding to log file {path}, "
-                "recovering segment and rebuilding index files..."
+            self._loader(
+                "ERROR",
+                f"Could not find offset index file corresponding to log file {path}, "
+                "recovering segment and rebuilding index files...",
             )
 
     def corrupt_index(self, base: int, why: str) -> None:
         path = self.partition.path(base, ".log")
         if self.style == "0.11":
-            self.lines.append(
-                f"WARN Found a corrupted index file due to {why}}}. deleting {self.partition.path(base, '.timeindex')}, "
-                f"{self.partition.path(base, '.index')}, and {self.partition.path(base, '.txnindex')} and rebuilding index..."
+            self._loader(
+                "WARN",
+                f"Found a corrupted index file due to {why}}}. deleting {self.partition.path(base, '.timeindex')}, "
+                f"{self.partition.path(base, '.index')}, and {self.partition.path(base, '.txnindex')} and rebuilding index...",
             )
         else:
-            self.lines.append(
-                f"WARN Found a corrupted index file corresponding to log file {path} due to {why}}}, "
-                "recovering segment and rebuilding index files..."
+            self._loader(
+                "WARN",
+                f"Found a corrupted index file corresponding to log file {path} due to {why}}}, "
+                "recovering segment and rebuilding index files...",
             )
 
     def recovering(self, base: int, done: int, total: int) -> None:
         if self.style == "0.11":
-            self.lines.append(f"INFO Recovering unflushed segment {base} in log {self.partition.name}.")
-        elif self.style == "2.0":
-            self.lines.append(f"INFO Recovering unflushed segment {base}")
+            self._loader("INFO", f"Recovering unflushed segment {base} in log {self.partition.name}.")
+        elif self.rules.recovery_counts:
+            self._loader(
+                "INFO",
+                f"Recovering unflushed segment {base}. {done}/{total} recovered for {self.partition.name}.",
+            )
+        else:
+            self._loader("INFO", f"Recovering unflushed segment {base}")
+
+    def invalid_messages(self, base: int, position: int, message: str) -> None:
+        """``LogSegment.recover``'s catch of ``CorruptRecordException``: the exception's message (and,
+        2.4+, its null cause); 3.7+ (Java) logs the exception itself on the next line."""
+        path = self.partition.path(base, ".log")
+        if self.rules.java_segment:
+            self.lines.append(f"WARN Found invalid messages in log segment {path} at byte offset {position}.")
+            self.lines.append(f"org.apache.kafka.common.errors.CorruptRecordException: {message}")
+        elif self.rules.cause_in_invalid_messages:
+            self.lines.append(
+                f"WARN Found invalid messages in log segment {path} at byte offset {position}: {message}. null"
+            )
         else:
             self.lines.append(
-                f"INFO Recovering unflushed segment {base}. {done}/{total} recovered for {self.partition.name}."
+                f"WARN Found invalid messages in log segment {path} at byte offset {position}: {message}."
             )
-
-    def invalid_messages(self, base: int, position: int, detail: str) -> None:
-        self.lines.append(
-            f"WARN Found invalid messages in log segment {self.partition.path(base, '.log')} at byte offset {position}: {detail}"
-        )
 
     def invalid_offset(self, base: int) -> None:
         if self.style == "0.11":
-            self.lines.append(
-                f"WARN Found invalid offset during recovery for log {self.partition.name}. Deleting the corrupt segment "
-                f"and creating an empty one with starting offset {base}"
+            self._loader(
+                "WARN",
+                f"Found invalid offset during recovery for log {self.partition.name}. Deleting the corrupt segment "
+                f"and creating an empty one with starting offset {base}",
             )
         else:
-            self.lines.append(
-                "WARN Found invalid offset during recovery. Deleting the corrupt segment and creating an empty one "
-                f"with starting offset {base}"
+            self._loader(
+                "WARN",
+                "Found invalid offset during recovery. Deleting the corrupt segment and creating an empty one "
+                f"with starting offset {base}",
             )
 
     def corruption(self, base: int, next_offset: int) -> None:
         if self.style == "0.11":
-            self.lines.append(
-                f"WARN Corruption found in segment {base} of log {self.partition.name}, truncating to offset {next_offset}."
+            self._loader(
+                "WARN",
+                f"Corruption found in segment {base} of log {self.partition.name}, truncating to offset {next_offset}.",
             )
         else:
-            self.lines.append(f"WARN Corruption found in segment {base}, truncating to offset {next_offset}")
+            self._loader("WARN", f"Corruption found in segment {base}, truncating to offset {next_offset}")
 
     def deleting(self, segments: Sequence[tuple[int, int]]) -> None:
         if self.style in ("3.3", "3.9") and segments:
             listed = ",".join(f"LogSegment(baseOffset={b}, size={s}, ...)" for b, s in segments)
-            self.lines.append(f"INFO Deleting segments as part of log recovery: {listed}")
+            self._loader("INFO", f"Deleting segments as part of log recovery: {listed}")
+
+    def log_start_above_end(self, end: int, start: int) -> None:
+        self._loader(
+            "WARN",
+            f"Deleting all segments because logEndOffset ({end}) is smaller than logStartOffset {start}. This "
+            "could happen if segment files were deleted from the file system.",
+        )
 
     def fatal(self, exception: str) -> None:
-        self.lines.append(f"ERROR {exception}")
+        """The log load threw: ``LogManager.loadLogs`` logs the cause (``e.getCause`` of the
+        ExecutionException: the exception's class and message), then ``Kafka.main`` exits."""
+        package = (
+            "kafka.common" if not self.rules.release.at_least("2.0") else "org.apache.kafka.common.errors"
+        )
+        self.lines.append(
+            f"ERROR There was an error in one of the threads during logs loading: {package}.{exception}"
+        )
         if self.style == "0.11":
             self.lines.append("FATAL Exiting Kafka.")
         else:
@@ -605,7 +688,12 @@ def predict_start(partition: PartitionOnDisk, rules: StartRules, scenario: Scena
         trimmed = clean and scenario.from_running and segment.base_offset == last_base
         if segment.index.get("missing"):
             why = "its .index is missing"
-            log.missing_index(segment.base_offset)
+            if (
+                clean
+                or not rules.missing_index_logged_below_recovery_point_only
+                or segment.base_offset < (recovery_point or 0)
+            ):
+                log.missing_index(segment.base_offset)
         else:
             why = _sanity_check_fails(segment, partition, rules, trimmed)
             if why is None:
@@ -621,8 +709,8 @@ def predict_start(partition: PartitionOnDisk, rules: StartRules, scenario: Scena
             )
             break
         if result.kind == "truncate":
-            if result.bytes > 0:
-                log.invalid_messages(segment.base_offset, int(result.position or 0), result.detail)
+            if result.bytes > 0 and result.message is not None:
+                log.invalid_messages(segment.base_offset, int(result.position or 0), result.message)
             fates[segment.base_offset] = SegmentStart(
                 segment.base_offset,
                 Fate.TRUNCATED if result.bytes > 0 else Fate.REBUILT_AT_LOAD,
@@ -712,8 +800,8 @@ def predict_start(partition: PartitionOnDisk, rules: StartRules, scenario: Scena
                 next_offset = segment.base_offset
             elif result.kind == "truncate":
                 truncated = result.bytes
-                if truncated > 0:
-                    log.invalid_messages(segment.base_offset, int(result.position or 0), result.detail)
+                if truncated > 0 and result.message is not None:
+                    log.invalid_messages(segment.base_offset, int(result.position or 0), result.message)
                 fates[segment.base_offset] = SegmentStart(
                     segment.base_offset,
                     Fate.TRUNCATED if truncated > 0 else Fate.RECOVERED,
@@ -799,10 +887,7 @@ def predict_start(partition: PartitionOnDisk, rules: StartRules, scenario: Scena
         and after < partition.log_start_offset
         and not unknown
     ):
-        log.lines.append(
-            f"WARN Deleting all segments because logEndOffset ({after}) is smaller than logStartOffset "
-            f"{partition.log_start_offset}. This could happen if segment files were deleted from the file system."
-        )
+        log.log_start_above_end(after, partition.log_start_offset)
         gone = [f.base_offset for f in out if f.fate is not Fate.DELETED]
         lost = [
             LostRange(

@@ -254,12 +254,21 @@ def deletion_verdict(
             )
         offline = [b for b in replica_brokers if not brokers.get(b, BrokerDeletionFacts(b, live=False)).live]
         if offline:
+            on_disk = _live_replicas_on_disk(
+                dirs,
+                [b for b in replica_brokers if b not in offline],
+                offline,
+                inventoried,
+                brokers,
+                margin_ms,
+            )
             return verdict(
                 Verdict.BLOCKED,
                 [Cause.REPLICA_BROKER_OFFLINE],
                 [
-                    f"marked for deletion, paused: replica broker(s) {offline} offline; replicas on live "
-                    "brokers are already gone, ZooKeeper keeps the topic until every replica confirms",
+                    f"marked for deletion, paused: replica broker(s) {offline} offline; ZooKeeper keeps the topic "
+                    "until every replica confirms",
+                    on_disk,
                     f"bring broker(s) {offline} back (or reassign their replicas away) and deletion completes",
                 ],
                 blocking_brokers=tuple(offline),
@@ -346,6 +355,60 @@ def deletion_verdict(
         [],
         [f"no znodes left and no directories on the {len(inventoried)} inventoried broker(s)"],
     )
+
+
+def _live_replicas_on_disk(
+    dirs: Iterable[TopicDirectory],
+    live: list[int],
+    offline: list[int],
+    inventoried: frozenset[int],
+    brokers: Mapping[int, BrokerDeletionFacts],
+    margin_ms: int,
+) -> str:
+    """What the disks that were read hold of a topic whose deletion an offline replica pauses: the
+    controller has the live replicas renamed ``-delete`` at once (StopReplica with delete,
+    ``TopicDeletionManager``, 3.3.1) and each broker's ``kafka-delete-logs`` task removes them after
+    the delay -- until then they are on disk (a real 3.3.1 cluster: renamed within ~110 ms, removed
+    60 s later)."""
+    dirs = [d for d in dirs if d.broker_id in inventoried]
+    parts, removed = [], []
+    for broker_id in live:
+        if broker_id not in inventoried:
+            parts.append(f"broker {broker_id}: its disk was not read")
+            continue
+        mine = [d for d in dirs if d.broker_id == broker_id]
+        renamed = [d for d in mine if d.kind is DirKind.DELETE]
+        others = [d for d in mine if d.kind is not DirKind.DELETE]
+        if not mine:
+            removed.append(broker_id)
+            continue
+        facts = brokers.get(broker_id, BrokerDeletionFacts(broker_id, live=True))
+        schedules = [(d, delete_dir_schedule(d.age_ms, facts, margin_ms)) for d in renamed]
+        texts = []
+        if schedules:
+            texts.append(_pending_text(schedules).split(": ", 1)[1])
+        if others:
+            count = len(others)
+            texts.append(
+                f"{count} partition director{'y' if count == 1 else 'ies'} not renamed yet "
+                f"({', '.join(sorted({d.kind.value for d in others}))})"
+            )
+        parts.append(f"broker {broker_id}: " + "; ".join(texts))
+    if removed and not parts:
+        parts.append(f"the live replica brokers {removed} hold no directory of it: removed")
+    elif removed:
+        parts.append(f"broker(s) {removed}: no directory of it: removed")
+    for broker_id in offline:
+        if broker_id in inventoried:
+            held = len([d for d in dirs if d.broker_id == broker_id])
+            parts.append(
+                f"broker {broker_id} (offline) holds {held} director{'y' if held == 1 else 'ies'} of it"
+            )
+        else:
+            parts.append(
+                f"broker {broker_id} (offline, its disk not read) keeps its replicas until it starts"
+            )
+    return "on disk: " + "; ".join(parts)
 
 
 def _pending_text(pending: Iterable[tuple[TopicDirectory, DeleteDirSchedule]]) -> str:

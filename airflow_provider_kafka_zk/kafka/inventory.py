@@ -418,14 +418,18 @@ class ServerPropertiesCandidate:
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> ServerPropertiesCandidate:
+        """A ``server_properties`` record. For the configured file the jars are those of the broker process
+        started with it (``running_kafka_jars``: the one whose command line names the same real path), the
+        evidence the identity pin reads too: its release is the broker's, for every rule."""
         path = _get(record, "path", str, "server_properties record")
+        jars = record.get("kafka_jars") or record.get("running_kafka_jars") or ()
         return cls(
             source=str(record.get("source", "configured")),
             path=path,
             file=FileRead.from_record(record.get("file"), f"server_properties {readable_name(path)}"),
             pid=record.get("pid") if isinstance(record.get("pid"), int) else None,
             overrides=tuple(str(o) for o in record.get("overrides") or ()),
-            kafka_jars=tuple(str(j) for j in record.get("kafka_jars") or ()),
+            kafka_jars=tuple(str(j) for j in jars if isinstance(j, str)),
         )
 
     @property

@@ -36,7 +36,7 @@ from .kraft_migration import BrokerMode, MigrationState, broker_mode, migration_
 from .model import ClusterState
 from .safety import LEASE_PATH, LeaseHolder
 from .snapshot import ZnodeRow
-from .topic_id_repair import TopicIdCase, TopicIdDiagnosis
+from .topic_id_repair import TopicIdCase, TopicIdDiagnosis, write_back_effect
 from .versions import KafkaVersion
 
 # ---------------------------------------------------------------------------------------------
@@ -554,6 +554,30 @@ def _release_check(inputs: ReadinessInputs, releases: Mapping[int, _Release]) ->
     return _check("release", title, status, evidence, upgrade, source, **details)
 
 
+def _ibp_fix(release: KafkaVersion | None) -> str:
+    """The IBP that unblocks, as the docs of the release the migration runs on ask: the brokers' own line
+    from 3.8 (the first release with the migration for production), else -- a release that cannot migrate,
+    or only as Early Access -- the bridge release's (docs/ops.html 3.9.0-rc3 'Preparing for migration': "the
+    Kafka brokers must be upgraded to software version 3.9.0 and have the inter.broker.protocol.version
+    configuration set to 3.9"). Never the value that blocks: a 3.3 cluster's own line is below 3.4."""
+    if release is not None and release >= PRODUCTION_SINCE:
+        return (
+            f"Set inter.broker.protocol.version={release.release_line} on every broker (rolling restart) before the "
+            "migration"
+        )
+    bridge = ".".join(str(n) for n in BRIDGE_LINE)
+    return (
+        f"Upgrade every broker to Kafka {bridge}.x (rolling restart, IBP unchanged), then set "
+        f"inter.broker.protocol.version={bridge} in a second roll (docs/ops.html {bridge}, 'Preparing for migration': "
+        f"brokers on {bridge}.0 with inter.broker.protocol.version={bridge})"
+        + (
+            f"; Kafka {release}'s own line {release.release_line} stays below 3.4-IV0"
+            if release is not None
+            else ""
+        )
+    )
+
+
 def _ibp_check(inputs: ReadinessInputs, releases: Mapping[int, _Release]) -> Check:
     title = "inter.broker.protocol.version of every broker"
     source = (
@@ -638,8 +662,7 @@ def _ibp_check(inputs: ReadinessInputs, releases: Mapping[int, _Release]) -> Che
             title,
             Status.BLOCKER,
             f"{listing}: below 3.4-IV0, a broker refuses to start with zookeeper.metadata.migration.enable=true",
-            f"Set inter.broker.protocol.version={release.release_line if release else '3.9'} on every broker (rolling "
-            "restart) before the migration",
+            _ibp_fix(release),
             source,
             **details,
         )
@@ -757,13 +780,11 @@ def _topic_id_checks(inputs: ReadinessInputs) -> list[Check]:
             )
     if write_back:
         runs.append(_repair_run({"cluster": inputs.cluster, "topics": write_back, "strategy": "write_back"}))
+        moved = [d.topic for d in by_case[TopicIdCase.DIVERGED] if d.zookeeper_id is not None]
         fixes.append(
-            f"{', '.join(write_back)}: every replica holds one id: write_back puts it into the topic znode"
-            + (
-                " in one run (it moves the controller once, after every id is written)"
-                if len(write_back) > 1
-                else ""
-            )
+            f"{', '.join(write_back)}: every replica holds one id"
+            + (" (one run for all)" if len(write_back) > 1 else "")
+            + f": {write_back_effect(write_back, moved)}"
         )
     for d in split:
         if d.zookeeper_id is not None:

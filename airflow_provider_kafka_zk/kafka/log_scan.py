@@ -1,9 +1,12 @@
 """What a broker restart would find in one partition's segments: index structure and the recovery walk.
 
 Standard library only, no package imports, Python 3.6+: the broker-side scan sends this very file
-over SSH (with a small driver), so the rules exist once and run where the bytes are. It reads
-batch *headers* (seek past the records), never whole segments; memory stays flat however large the
-segments are. What Kafka then does with these facts (per release) is :mod:`.broker_start`'s.
+over SSH (with a small driver), so the rules exist once and run where the bytes are. It reads what
+Kafka reads at the next start (:func:`scan_partition`): every segment's indexes, and every byte of
+each segment a start recovers, every batch's CRC checked -- in 1 MiB ``pread`` windows, so memory
+stays flat however large the segments are; other segments' batch headers only when asked
+(``walk_all``). The CRC-32C is the fastest the host offers (:func:`select_crc`). What Kafka then
+does with these facts (per release) is :mod:`.broker_start`'s.
 
 Safety on the broker host: every file is opened only if it is a regular file (``lstat``, then
 ``O_NOFOLLOW | O_NONBLOCK``, then ``fstat`` of the opened descriptor must be the same regular file),
@@ -17,9 +20,11 @@ The walk follows ``LogSegment.recover`` (``core/src/main/scala/kafka/log/LogSegm
 ``FileLogInputStream.nextBatch`` (``clients/.../record/FileLogInputStream.java``):
 
 * batches are read from position 0; iteration ends quietly when 17 or fewer bytes remain or the next
-  batch would run past the end (a torn tail: recovery truncates it); a size below 14 is a
-  ``CorruptRecordException``, a v2 batch under 61 bytes or with a bad CRC fails ``ensureValid``:
-  recovery truncates the segment at that batch;
+  batch would run past the end (a torn tail: recovery truncates it, no exception); a size below 14 is
+  a ``CorruptRecordException``, a v2 batch under 61 bytes or with a bad CRC (CRC-32C from the
+  attributes on; a legacy message's CRC-32 from its magic byte on) fails ``batch.ensureValid()``
+  (``DefaultRecordBatch``/``LegacyRecord``, 3.3.1): recovery truncates the segment at that batch and
+  logs the exception's message, which the walk records as Kafka builds it;
 * every ``index.interval.bytes`` (4096) recovery appends an offset-index entry for the batch at that
   position -- ``baseOffset`` up to 1.1, ``lastOffset`` from 2.0 -- and ``OffsetIndex.append`` throws
   ``InvalidOffsetException`` unless the offset is larger than the last one appended; with it
@@ -37,6 +42,7 @@ import os
 import stat
 import struct
 import time
+import zlib
 
 OFFSET_ENTRY = 8
 TIME_ENTRY = 12
@@ -72,13 +78,177 @@ def _crc32c_table():
 _CRC32C = _crc32c_table()
 
 
-def crc32c(data):
-    """CRC-32C (Castagnoli), as v2 batches carry it; pure Python, used on few batches."""
-    crc = 0xFFFFFFFF
+def _crc32c_register(state, data):
+    """The CRC-32C register after ``data`` from ``state`` (no final inversion), byte by byte."""
     table = _CRC32C
     for b in data:
-        crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
+        state = table[(state ^ b) & 0xFF] ^ (state >> 8)
+    return state
+
+
+# --- pure Python, vectorised: the register is linear in the data (GF(2)), so every 8-byte chunk's
+# contribution comes from byte-wise tables applied with ``bytes.translate`` (C speed), and pairs of
+# chunk contributions are folded with "feed N zero bytes" tables, halving the data each round.
+
+
+def _byte_planes(values):
+    """Four ``translate`` tables: byte q of each of 256 register values."""
+    return [bytes((v >> (8 * q)) & 0xFF for v in values) for q in range(4)]
+
+
+def _lane_table(images):
+    """The 256 register values of a byte lane whose 8 bits map to ``images`` (linear)."""
+    out = [0] * 256
+    for v in range(1, 256):
+        low = v & -v
+        out[v] = out[v ^ low] ^ images[low.bit_length() - 1]
+    return out
+
+
+def _apply(matrix, state):
+    out, i = 0, 0
+    while state:
+        if state & 1:
+            out ^= matrix[i]
+        state >>= 1
+        i += 1
+    return out
+
+
+_ZERO_BYTES = [[_crc32c_register(1 << i, b"\0") for i in range(32)]]  # [k]: feeding 2**k zero bytes
+
+
+def _feed_zeros(k):
+    """The register's linear map for 2**k zero bytes (its 32 column images)."""
+    while len(_ZERO_BYTES) <= k:
+        m = _ZERO_BYTES[-1]
+        _ZERO_BYTES.append([_apply(m, m[i]) for i in range(32)])
+    return _ZERO_BYTES[k]
+
+
+_CHUNK_TABLES = None  # [position in an 8-byte chunk][output byte] -> translate table
+_FOLD_TABLES = {}  # k -> [input byte][output byte]: the register after 2**k zero bytes
+
+
+def _chunk_tables():
+    global _CHUNK_TABLES
+    if _CHUNK_TABLES is None:
+        tables = []
+        for p in range(8):
+            # the register after the chunk (from 0) as a function of its byte p: linear, 8 images
+            images = [_crc32c_register(0, bytes(p) + bytes([1 << bit]) + bytes(7 - p)) for bit in range(8)]
+            tables.append(_byte_planes(_lane_table(images)))
+        _CHUNK_TABLES = tables
+    return _CHUNK_TABLES
+
+
+def _fold_tables(k):
+    tables = _FOLD_TABLES.get(k)
+    if tables is None:
+        matrix = _feed_zeros(k)
+        tables = [_byte_planes(_lane_table(matrix[8 * q : 8 * q + 8])) for q in range(4)]
+        _FOLD_TABLES[k] = tables
+    return tables
+
+
+def _register_of(data):
+    """The register after ``data`` from 0 (``len(data)`` a multiple of 8)."""
+    chunks = len(data) // 8
+    planes = []
+    cols = [data[p::8] for p in range(8)]
+    tables = _chunk_tables()
+    for q in range(4):
+        acc = 0
+        for p in range(8):
+            acc ^= int.from_bytes(cols[p].translate(tables[p][q]), "little")
+        planes.append(acc.to_bytes(chunks, "little"))
+    k = 3  # each value stands for 2**k bytes
+    while chunks > 1:
+        if chunks & 1:  # a leading zero chunk changes nothing (the register starts at 0)
+            planes = [b"\0" + plane for plane in planes]
+            chunks += 1
+        fold = _fold_tables(k)
+        even = [plane[0::2] for plane in planes]
+        chunks //= 2
+        folded = []
+        for q in range(4):
+            acc = int.from_bytes(planes[q][1::2], "little")
+            for qq in range(4):
+                acc ^= int.from_bytes(even[qq].translate(fold[qq][q]), "little")
+            folded.append(acc.to_bytes(chunks, "little"))
+        planes = folded
+        k += 1
+    return planes[0][0] | planes[1][0] << 8 | planes[2][0] << 16 | planes[3][0] << 24
+
+
+def _crc32c_python(data, start=0, end=None):
+    """CRC-32C (Castagnoli) of ``data[start:end]`` in pure Python (~60 MB/s on 16 KiB and more)."""
+    data = bytes(data[start:end])
+    if len(data) < 64:
+        return _crc32c_register(0xFFFFFFFF, data) ^ 0xFFFFFFFF
+    # the initial register folds into the first 4 bytes; zeros in front change nothing
+    head = (int.from_bytes(data[:4], "little") ^ 0xFFFFFFFF).to_bytes(4, "little")
+    return _register_of(bytes(-len(data) % 8) + head + data[4:]) ^ 0xFFFFFFFF
+
+
+def _crc32c_module():
+    """The ``crc32c`` package (C, hardware CRC) where the host has it."""
+    import crc32c as module
+
+    def crc(data, start=0, end=None):
+        return module.crc32c(memoryview(data)[start:end])
+
+    return crc
+
+
+def _crc32c_ext2fs():
+    """``ext2fs_crc32c_le`` of e2fsprogs' libext2fs (on nearly every Linux host: Debian priority
+    required), through ctypes: ~1 GB/s, no copy of the data. Raw register in and out."""
+    import ctypes
+
+    lib = ctypes.CDLL("libext2fs.so.2")
+    function = lib.ext2fs_crc32c_le
+    function.restype = ctypes.c_uint32
+    function.argtypes = (ctypes.c_uint32, ctypes.c_void_p, ctypes.c_size_t)
+
+    def crc(data, start=0, end=None):
+        if not isinstance(data, bytes):
+            data = bytes(data)
+        end = len(data) if end is None else end
+        base = ctypes.cast(ctypes.c_char_p(data), ctypes.c_void_p).value
+        return function(0xFFFFFFFF, base + start, end - start) ^ 0xFFFFFFFF
+
+    return crc
+
+
+CRC_IMPLEMENTATIONS = (("crc32c module", _crc32c_module), ("libext2fs", _crc32c_ext2fs))
+CRC_CHECK = (b"123456789", 0xE3069283)  # the standard check value of CRC-32C
+
+
+def select_crc(name=None):
+    """``(name, function)`` of the fastest CRC-32C the host offers that gives the check value:
+    the ``crc32c`` package, libext2fs, else pure Python. ``name`` forces one (``python``: the
+    fallback). ``function(data, start=0, end=None)`` takes bytes."""
+    for candidate, make in CRC_IMPLEMENTATIONS:
+        if name not in (None, candidate):
+            continue
+        sample = b"x" + CRC_CHECK[0] + b"y"
+        try:
+            function = make()
+            works = function(sample, 1, 10) == CRC_CHECK[1] and function(CRC_CHECK[0]) == CRC_CHECK[1]
+        except Exception:  # not on this host (no package, no library): the next one
+            works = False
+        if works:
+            return candidate, function
+    return "python", _crc32c_python
+
+
+CRC_IMPL, _crc = select_crc()
+
+
+def crc32c(data, start=0, end=None):
+    """CRC-32C (Castagnoli) of ``data[start:end]``, as v2 batches carry it (:data:`CRC_IMPL`)."""
+    return _crc(data, start, end)
 
 
 class Budget:
@@ -557,16 +727,19 @@ def check_time_index(path, base_offset, next_base, *, active, budget):
 
 
 class _Span:
-    """Whole batches in a byte range: count, lowest base offset, highest last offset."""
+    """Whole batches in a byte range: count, records (None: a compressed legacy entry's are not known
+    without decompressing it), lowest base offset, highest last offset."""
 
     def __init__(self):
         self.batches = 0
+        self.records = 0
         self.min_offset = None
         self.max_offset = None
         self.last_offset = None
 
-    def add(self, base, last):
+    def add(self, base, last, records):
         self.batches += 1
+        self.records = None if records is None or self.records is None else self.records + records
         self.min_offset = base if self.min_offset is None else min(self.min_offset, base)
         self.max_offset = last if self.max_offset is None else max(self.max_offset, last)
         self.last_offset = last
@@ -574,12 +747,43 @@ class _Span:
     def to_dict(self, **extra):
         out = {
             "batches": self.batches,
+            "records": self.records,
             "min_offset": self.min_offset,
             "max_offset": self.max_offset,
             "last_offset": self.last_offset,
         }
         out.update(extra)
         return out
+
+
+class _Window:
+    """Positional reads of one open file: ``get(position, n)`` gives ``(buffer, offset)`` with the
+    ``n`` bytes at ``buffer[offset:offset + n]`` (fewer at the end of the file). Reading every byte,
+    it reads ahead in ``chunk``-byte ``pread`` calls (a batch larger than that is read whole); header
+    by header, one ``pread`` each. Counts what it reads in the budget."""
+
+    def __init__(self, fd, size, budget, chunk):
+        self.fd, self.size, self.budget, self.chunk = fd, size, budget, chunk
+        self.buffer, self.start = b"", 0
+
+    def get(self, position, n):
+        offset = position - self.start
+        if offset < 0 or offset + n > len(self.buffer):
+            want = max(n, self.chunk)
+            self.buffer = os.pread(self.fd, min(want, self.size - position), position)
+            self.start, offset = position, 0
+            self.budget.take(len(self.buffer))
+        return self.buffer, offset
+
+
+_READ_AHEAD = 1 << 20  # bytes per pread when every byte of a segment is read
+_CLOCK_EVERY_BYTES = 8 << 20  # ... and a look at the clock at least this often
+
+
+def _corrupt_record(stored, computed):
+    """``CorruptRecordException`` of a failed CRC (``DefaultRecordBatch``/``LegacyRecord.ensureValid``,
+    3.3.1): both values as unsigned decimals."""
+    return f"Record is corrupt (stored crc = {stored}, computed crc = {computed})"
 
 
 def walk_log(
@@ -591,32 +795,44 @@ def walk_log(
     budget=None,
     base_offset=None,
     offset_range_check=True,
+    crc=None,
 ):
-    """What ``LogSegment.recover`` would do to this ``.log``, from batch headers.
+    """What ``LogSegment.recover`` would do to this ``.log``.
 
     :param index_rule: ``first`` (0.11-1.1: recovery indexes ``batch.baseOffset``) or ``last``.
+    :param verify_crc: read every byte and check every batch's CRC as ``batch.ensureValid()`` does
+        (CRC-32C from the attributes to the end of a v2 batch, CRC-32 of a legacy entry's message);
+        without it only batch headers are read and the last batch's CRC checked (a torn write).
     :param offset_range_check: 2.0+'s ``ensureOffsetInRange`` (an offset the segment's index cannot
         hold throws ``LogSegmentOffsetOverflowException``).
     :param base_offset: the segment's base offset (default: from the file name).
+    :param crc: the CRC-32C function (default :func:`crc32c`).
 
     Returns a dict:
 
     * ``size``, ``batches`` (whole batches walked), ``first_offset``, ``last_offset`` (of the last whole
-      batch: the segment's next offset is ``last_offset + 1``, as ``readNextOffset`` reads it),
-      ``max_offset``; ``valid_bytes``: the end of the last whole batch that passed its checks;
+      batch), ``max_offset``, ``end_offset`` (the segment's next offset as ``readNextOffset`` reads it
+      before recovery: the last whole batch's, CRC or not; None when the structure could not be
+      followed to the end); ``valid_bytes``: the end of the last whole batch;
     * ``stop``: None when recovery runs to the end, else where and why it stops: ``invalid_offset``
       (``index`` says which index refused ``offset``: ``InvalidOffsetException``), ``offset_overflow``,
-      ``corrupt_batch``, ``torn_tail`` (both truncated there), or ``budget``/``time`` (the scan stopped
-      reading: nothing is known past ``position``). ``next_offset`` is the segment's next offset if
-      it were truncated at ``position``;
+      ``corrupt_batch`` (``kafka_message``: the ``CorruptRecordException`` text Kafka logs, with
+      ``stored_crc``/``computed_crc`` for a CRC), ``torn_tail`` (the file ends inside a batch or
+      header: the iteration ends quietly, no exception) -- both truncated there --, or
+      ``budget``/``time`` (the scan stopped reading: nothing is known past ``position``).
+      ``next_offset`` is the segment's next offset if it were truncated at ``position``;
     * ``complete``: the walk saw every byte Kafka's recovery would (False after ``budget``/``time``);
     * ``first_bad``: the first batch whose offsets go back (``offsets_backwards``), or the corrupt or
       torn one: where a truncation that keeps every sound batch must cut; ``kept``/``dropped``: the
-      whole batches before and from there (count, offsets; ``dropped`` also ``bytes`` to the end);
-    * ``crc``: ``all`` (every batch's CRC-32C checked, ``verify_crc``) or ``last`` (the last whole
-      batch's only: a torn write is at the end).
+      whole batches before and from there (count, records, offsets; ``dropped`` also ``bytes`` to
+      the end of the file and ``unparsed_bytes``, what is no whole batch);
+    * ``crc``: ``all`` (every batch's CRC checked) or ``last``; ``crc_bytes``: bytes CRC-checked.
+
+    Past an exception the walk follows the batch lengths on (no more CRCs), so it also says what
+    lies after it: the batches and offsets a truncation there drops.
     """
     budget = budget or Budget()
+    crc = crc or crc32c
     name = os.path.basename(path)
     if base_offset is None:
         base_offset = int(name[:20]) if name[:20].isdigit() else 0
@@ -628,6 +844,7 @@ def walk_log(
         "first_offset": None,
         "last_offset": None,
         "max_offset": None,
+        "end_offset": base_offset,
         "valid_bytes": 0,
         "stop": None,
         "complete": True,
@@ -635,6 +852,7 @@ def walk_log(
         "kept": None,
         "dropped": None,
         "crc": "all" if verify_crc else "last",
+        "crc_bytes": 0,
         "notes": [],
     }
     position = last_index_entry = 0
@@ -650,127 +868,154 @@ def walk_log(
     n = 0
     limit = budget.limit
     timed = budget.deadline is not None or budget.file_seconds is not None
+    clock_at = _CLOCK_EVERY_BYTES
     unpack_prefix = _PREFIX.unpack_from
     unpack_v2 = _V2_FIELDS.unpack_from
+    unparsed = 0
     with log:
+        window = _Window(log.fileno(), size, budget, _READ_AHEAD if verify_crc else V2_HEADER)
         while True:
             n += 1
-            if (limit is not None and budget.spent >= limit) or (timed and n % _CHECK_EVERY == 0):
+            if (limit is not None and budget.spent >= limit) or (
+                timed and (n % _CHECK_EVERY == 0 or budget.spent >= clock_at)
+            ):
+                clock_at = budget.spent + _CLOCK_EVERY_BYTES
                 reason = budget.stop_reason()
                 if reason:
                     out["stop"] = problem(
                         reason[0], name, f"{reason[1]} at position {position}", position=position
                     )
                     out["complete"] = False
+                    out["end_offset"] = None
                     break
             remaining = size - position
             if remaining <= HEADER_UP_TO_MAGIC:
+                # FileLogInputStream.nextBatch: null (the iteration ends, no exception)
                 if remaining > 0:
-                    _stop(
-                        out,
-                        "torn_tail",
-                        name,
-                        f"{remaining} trailing bytes that are no whole batch",
-                        position,
-                        None,
-                        size,
-                        kept,
-                    )
+                    unparsed = remaining
+                    if recovering:
+                        _stop(
+                            out,
+                            "torn_tail",
+                            name,
+                            f"{remaining} trailing bytes that are no whole batch",
+                            position,
+                            None,
+                            size,
+                        )
                 break
-            log.seek(position)
-            head = log.read(V2_HEADER)
-            budget.spent += len(head)
-            base, length = unpack_prefix(head, 0)
-            magic = head[16]
+            buffer, at = window.get(position, min(V2_HEADER, remaining))
+            base, length = unpack_prefix(buffer, at)
+            magic = buffer[at + 16]
             batch_size = length + LOG_OVERHEAD
             if length < LEGACY_MIN_SIZE:
-                _stop(
-                    out,
-                    "corrupt_batch",
-                    name,
-                    f"batch at position {position}: size {length} is below the minimum of 14 (CorruptRecordException)",
-                    position,
-                    base,
-                    size,
-                    kept,
-                )
-                break
-            if position + batch_size > size:
-                _stop(
-                    out,
-                    "torn_tail",
-                    name,
-                    f"the last batch (offset {base}, {batch_size} bytes) is cut off after {remaining} bytes",
-                    position,
-                    base,
-                    size,
-                    kept,
-                )
-                break
-            if magic == 2:
-                if batch_size < V2_HEADER:
+                unparsed = remaining
+                if recovering:
                     _stop(
                         out,
                         "corrupt_batch",
                         name,
-                        f"v2 batch at position {position} is {batch_size} bytes, under the 61-byte header",
+                        f"batch at position {position}: size {length} is below the minimum of 14",
                         position,
                         base,
                         size,
-                        kept,
+                        kafka_message=(
+                            f"Found record size {length} smaller than minimum record overhead (14) in file {path}."
+                        ),
                     )
-                    break
-                _, _, _, delta, batch_max_ts = unpack_v2(head, 0)
-                last = base + delta
-            elif magic in (0, 1):
-                last = base  # a legacy entry's offset is its (last) offset
-                batch_max_ts = -1
-                if magic == 1:
-                    if length < LEGACY_V1_MIN_SIZE:
+                else:
+                    out["end_offset"] = None  # the structure is lost before the end
+                break
+            if batch_size > remaining:
+                unparsed = remaining
+                if recovering:
+                    _stop(
+                        out,
+                        "torn_tail",
+                        name,
+                        f"the last batch (offset {base}, {batch_size} bytes) is cut off after {remaining} bytes",
+                        position,
+                        base,
+                        size,
+                    )
+                break
+            if magic >= 128:
+                magic -= 256  # a signed byte: below 2 is a legacy entry to Kafka
+            if not recovering and magic not in (0, 1, 2):
+                # past the stop nothing more is checked: a header this odd means the lengths no
+                # longer lead from batch to batch (a flipped length byte is not under the CRC)
+                unparsed = remaining
+                out["end_offset"] = None
+                break
+            records = None
+            if magic >= 2:
+                if batch_size < V2_HEADER:
+                    unparsed = remaining
+                    if recovering:
                         _stop(
                             out,
                             "corrupt_batch",
                             name,
-                            f"magic 1 message at position {position} is {length} bytes, under 22",
+                            f"v2 batch at position {position} is {batch_size} bytes, under the 61-byte header",
                             position,
                             base,
                             size,
-                            kept,
+                            kafka_message=(
+                                f"Record batch is corrupt (the size {batch_size} is smaller than the minimum "
+                                "allowed overhead 61)"
+                            ),
                         )
-                        break
-                    batch_max_ts = _LEGACY_FIELDS.unpack_from(head, 0)[3]
+                    else:
+                        out["end_offset"] = None
+                    break
+                _, _, _, delta, batch_max_ts = unpack_v2(buffer, at)
+                (records,) = struct.unpack_from(">i", buffer, at + 57)
+                last = base + delta
             else:
+                last = base  # a legacy entry's offset is its (last) offset
+                batch_max_ts = (
+                    _LEGACY_FIELDS.unpack_from(buffer, at)[3] if magic == 1 and length >= 22 else -1
+                )
+                if buffer[at + 17] & 0x07 == 0:
+                    records = 1  # uncompressed: one message; a compressed wrapper's are not counted
+            is_last = remaining - batch_size <= HEADER_UP_TO_MAGIC
+            if recovering and (magic not in (0, 1, 2) and not verify_crc):
                 _stop(
                     out,
                     "corrupt_batch",
                     name,
-                    f"bad batch header at position {position} (length {length}, magic {magic})",
+                    f"bad batch header at position {position} (length {length}, magic {magic}): CRC not read",
                     position,
                     base,
                     size,
-                    kept,
                 )
-                break
-            is_last = size - (position + batch_size) <= HEADER_UP_TO_MAGIC
-            if (
-                magic == 2
-                and (verify_crc or is_last)
-                and not _crc_ok(log, position, batch_size, head, budget)
-            ):
-                what = f"CRC mismatch in the batch at position {position} (offset {base})"
-                _stop(
-                    out,
-                    "corrupt_batch",
-                    name,
-                    what + (": a torn write" if is_last else ""),
-                    position,
-                    base,
-                    size,
-                    kept,
-                )
-                out["stop"]["last_offset"] = last
-                out["stop"]["is_last"] = is_last
-                break
+                recovering = False
+            elif recovering and (verify_crc or is_last):
+                buffer, at = window.get(position, batch_size)
+                if magic >= 2:
+                    (stored,) = struct.unpack_from(">I", buffer, at + 17)
+                    computed = crc(buffer, at + 21, at + batch_size)
+                else:  # LegacyRecord: CRC-32 from the magic byte to the end of the message
+                    (stored,) = struct.unpack_from(">I", buffer, at + 12)
+                    computed = zlib.crc32(buffer[at + 16 : at + batch_size]) & 0xFFFFFFFF
+                out["crc_bytes"] += batch_size
+                if stored != computed:
+                    _stop(
+                        out,
+                        "corrupt_batch",
+                        name,
+                        f"CRC mismatch in the batch at position {position} (offset {base})"
+                        + (": a torn write" if is_last else ""),
+                        position,
+                        base,
+                        size,
+                        kafka_message=_corrupt_record(stored, computed),
+                        stored_crc=stored,
+                        computed_crc=computed,
+                        last_offset=last,
+                        is_last=is_last,
+                    )
+                    recovering = False
             if recovering:
                 if offset_range_check and not 0 <= last - base_offset <= MAX_RELATIVE_OFFSET:
                     out["stop"] = problem(
@@ -838,11 +1083,12 @@ def walk_log(
                 )
             if span is kept and out["first_bad"] is not None:
                 span = dropped
-            span.add(base, last)
+            span.add(base, last, records)
             previous_max = last if previous_max is None else max(previous_max, last)
             if out["first_offset"] is None:
                 out["first_offset"] = base
             out["last_offset"] = last
+            out["end_offset"] = last + 1
             out["max_offset"] = previous_max
             out["batches"] += 1
             position += batch_size
@@ -867,11 +1113,11 @@ def walk_log(
     if out["first_bad"] is not None:
         first = out["first_bad"]["position"]
         out["kept"] = kept.to_dict(bytes=first)
-        out["dropped"] = dropped.to_dict(bytes=size - first)
+        out["dropped"] = dropped.to_dict(bytes=size - first, unparsed_bytes=unparsed)
     return out
 
 
-def _stop(out, kind, name, detail, position, offset, size, kept):
+def _stop(out, kind, name, detail, position, offset, size, **extra):
     """Recovery truncates at ``position``: record where, what follows and where a remedy cuts."""
     out["stop"] = problem(
         kind,
@@ -881,17 +1127,10 @@ def _stop(out, kind, name, detail, position, offset, size, kept):
         offset=offset,
         bytes=size - position,
         next_offset=None if out["last_offset"] is None else out["last_offset"] + 1,
+        **extra,
     )
     if out["first_bad"] is None:
         out["first_bad"] = {"kind": kind, "position": position, "offset": offset, "last_offset": None}
-
-
-def _crc_ok(log, position, batch_size, head, budget):
-    (stored,) = struct.unpack_from(">I", head, 17)
-    log.seek(position + 21)
-    body = log.read(batch_size - 21)
-    budget.take(len(body))
-    return crc32c(body) == stored
 
 
 # ---------------------------------------------------------------------------------------------
@@ -928,17 +1167,30 @@ def scan_partition(
     recovery_point,
     *,
     index_rule,
+    clean_shutdown=None,
     verify_crc=False,
     walk_all=False,
     budget=None,
     index_interval=DEFAULT_INDEX_INTERVAL,
     offset_range_check=None,
+    crc_impl=None,
 ):
-    """Every segment's index structure, and the recovery walk of the segments a start may recover or
-    rebuild: those from the one holding ``recovery_point`` on (Kafka's ``segments.values(recoveryPoint,
-    Long.MaxValue)`` begins at the floor segment; ``None`` -- not in the checkpoint -- is 0 to
-    Kafka), those whose ``.index`` is missing or looks damaged (a pre-2.3 startup check rebuilds
-    them), every segment with ``walk_all``.
+    """Every segment's index structure, and every byte -- every batch's CRC -- of each segment a
+    start may recover, as ``LogSegment.recover`` reads it (``batch.ensureValid()``, 3.3.1):
+
+    * after an unclean shutdown, those from the one holding ``recovery_point`` on (Kafka's
+      ``segments.values(recoveryPoint, Long.MaxValue)`` begins at the floor segment; ``None`` -- not
+      in the checkpoint -- is 0 to Kafka): ``LogLoader.recoverLog``. Not when ``clean_shutdown`` says
+      the log dir holds ``.kafka_cleanshutdown`` (a stopped broker whose next start skips recovery);
+    * in any start, a segment whose ``.index`` is missing (``loadSegmentFiles`` recovers it at load);
+    * a segment whose indexes look damaged: up to 2.2 the startup check rebuilds it at load, and the
+      remedy (remove the index) makes any release recover it.
+
+    ``walk_all`` also walks the headers of every other segment; ``verify_crc`` reads every other
+    segment whole too, every batch's CRC checked (damage no start notices). Each segment record says
+    what was read and why (``read``: ``how`` -- ``crc``, ``headers``, ``index`` (its indexes only) or
+    ``skipped`` -- and ``why``); ``read`` of the result totals it, with the CRC-32C implementation
+    used (``crc_impl``: :func:`select_crc`'s choice, or the one named).
 
     Only regular files are read: a ``.log`` that is a symlink is a segment to Kafka (``isFile``
     follows links) but is reported and not followed; one that is a FIFO, device or directory is no
@@ -949,6 +1201,7 @@ def scan_partition(
     budget = budget or Budget()
     if offset_range_check is None:
         offset_range_check = index_rule == "last"
+    crc_name, crc = (CRC_IMPL, _crc) if crc_impl is None else select_crc(crc_impl)
     files = segment_files(directory)
     skipped = []
     bases = []
@@ -967,6 +1220,18 @@ def scan_partition(
     if recovery_point is not None:
         below = [b for b in bases if b <= recovery_point]
         floor = below[-1] if below else None
+    point = 0 if recovery_point is None else recovery_point
+    read = {
+        "crc_segments": 0,
+        "crc_segment_bytes": 0,
+        "crc_bytes": 0,
+        "header_segments": 0,
+        "header_segment_bytes": 0,
+        "not_read_segments": 0,
+        "not_read_bytes": 0,
+        "skipped_segments": 0,
+        "crc_impl": crc_name,
+    }
     stopped = None
     for i, base in enumerate(bases):
         next_base = bases[i + 1] if i + 1 < len(bases) else None
@@ -984,6 +1249,8 @@ def scan_partition(
             ]
             if ".log" in links:
                 record["skipped"] = "the .log is a symlink: not followed"
+                record["read"] = {"how": "skipped", "why": record["skipped"]}
+                read["skipped_segments"] += 1
                 continue
         for suffix in (".index", ".timeindex", ".txnindex"):
             mode = files[base].get(suffix)
@@ -995,12 +1262,16 @@ def scan_partition(
                 stopped = reason[1]
         if stopped is not None:
             record["skipped"] = stopped
+            record["read"] = {"how": "skipped", "why": stopped}
+            read["skipped_segments"] += 1
             continue
         try:
             log_file, log_st = open_regular(stem + ".log")
             log_file.close()
         except Skipped as exc:
             record["skipped"] = f"the .log: {exc}"
+            record["read"] = {"how": "skipped", "why": record["skipped"]}
+            read["skipped_segments"] += 1
             continue
         record["log_size"] = log_st.st_size
         record["index"] = check_offset_index(
@@ -1015,29 +1286,61 @@ def scan_partition(
         record["timeindex"] = check_time_index(
             stem + ".timeindex", base, next_base, active=active, budget=budget
         )
-        suspicious = (
-            record["index"].get("missing")
-            or record["index"]["problems"]
-            or record["index"].get("zero_tail")
-            or record["timeindex"]["problems"]
-            or record["timeindex"].get("zero_tail")
-        )
-        if recovered or walk_all or suspicious:
-            try:
-                record["walk"] = walk_log(
-                    stem + ".log",
-                    index_rule=index_rule,
-                    index_interval=index_interval,
-                    verify_crc=verify_crc,
-                    budget=budget,
-                    base_offset=base,
-                    offset_range_check=offset_range_check,
-                )
-            except Skipped as exc:
-                record["skipped"] = f"the .log: {exc}"
-    out = {"segments": segments, "bytes_read": budget.spent}
+        why = _why_read(record, recovered, clean_shutdown, point, verify_crc, walk_all)
+        how = "index" if why is None else ("headers" if why == WALK_ALL else "crc")
+        if why is None:
+            why = (
+                "the log dir was shut down cleanly (.kafka_cleanshutdown): Kafka recovers nothing at start"
+                if recovered and clean_shutdown
+                else f"below the recovery point {point}: Kafka does not read it at start"
+            )
+        record["read"] = {"how": how, "why": why}
+        if how == "index":
+            read["not_read_segments"] += 1
+            read["not_read_bytes"] += log_st.st_size
+            continue
+        try:
+            record["walk"] = walk_log(
+                stem + ".log",
+                index_rule=index_rule,
+                index_interval=index_interval,
+                verify_crc=how == "crc",
+                budget=budget,
+                base_offset=base,
+                offset_range_check=offset_range_check,
+                crc=crc,
+            )
+        except Skipped as exc:
+            record["skipped"] = f"the .log: {exc}"
+            record["read"] = {"how": "skipped", "why": record["skipped"]}
+            read["skipped_segments"] += 1
+            continue
+        prefix = "crc" if how == "crc" else "header"
+        read[prefix + "_segments"] += 1
+        read[prefix + "_segment_bytes"] += log_st.st_size
+        read["crc_bytes"] += record["walk"]["crc_bytes"]
+    out = {"segments": segments, "bytes_read": budget.spent, "read": read}
     if skipped:
         out["skipped"] = skipped
     if stopped is not None:
         out["stopped"] = stopped
     return out
+
+
+WALK_ALL = "walk_all: every segment's batch headers"
+
+
+def _why_read(record, recovered, clean_shutdown, point, verify_crc, walk_all):
+    """Why a segment's log is read (every batch's CRC, or with ``walk_all`` its headers); None: not."""
+    index, timeindex = record["index"], record["timeindex"]
+    if index.get("missing"):
+        return "its .index is missing: Kafka recovers it at load, in any start"
+    if recovered and not clean_shutdown:
+        return f"Kafka recovers it after an unclean shutdown (from the recovery point {point})"
+    if index["problems"] or index.get("zero_tail") or timeindex["problems"] or timeindex.get("zero_tail"):
+        return "its indexes look damaged: a rebuild (the startup check up to 2.2, or the remedy) recovers it"
+    if verify_crc:
+        return "verify_crc: every segment's every batch"
+    if walk_all:
+        return WALK_ALL
+    return None

@@ -73,6 +73,7 @@ class SegmentRow:
     high_watermark: int | None = None
     clean_shutdown: bool | None = None
     skipped: str | None = None
+    read: Mapping[str, Any] = field(default_factory=dict)  # how the scan read it, and why
 
     @property
     def directory(self) -> str:
@@ -100,6 +101,7 @@ class SegmentRow:
             "high_watermark": self.high_watermark,
             "clean_shutdown": self.clean_shutdown,
             "skipped": self.skipped,
+            "read_json": json.dumps(dict(self.read), sort_keys=True),
         }
 
     @classmethod
@@ -126,6 +128,7 @@ class SegmentRow:
             opt_int("high_watermark"),
             None if row.get("clean_shutdown") is None else bool(row["clean_shutdown"]),
             row.get("skipped") or None,
+            json.loads(row.get("read_json") or "{}"),
         )
 
 
@@ -167,6 +170,7 @@ def segment_rows(
             high_watermark,
             clean_shutdown,
             s.get("skipped"),
+            s.get("read") or {},
         )
         for s in scan["segments"]
     ]
@@ -180,8 +184,9 @@ def segment_rows(
 @dataclass(frozen=True)
 class OffsetSpan:
     """Bytes ``first_byte .. end_byte-1`` of ``file`` and the whole batches in them: ``batches``
-    (None: not whole batches -- a corrupt or cut-off tail), lowest base offset ``first_offset``,
-    highest last offset ``last_offset``."""
+    (None: not whole batches -- a corrupt or cut-off tail), ``records`` in them (None: not known),
+    lowest base offset ``first_offset``, highest last offset ``last_offset``; ``unparsed_bytes`` at
+    the end that are no whole batch."""
 
     file: str
     first_byte: int
@@ -189,14 +194,19 @@ class OffsetSpan:
     batches: int | None
     first_offset: int | None
     last_offset: int | None
+    records: int | None = None
+    unparsed_bytes: int = 0
 
     def describe(self) -> str:
         size = self.end_byte - self.first_byte
         where = f"bytes {self.first_byte}..{self.end_byte - 1} ({size:,} bytes)" if size > 0 else "no bytes"
+        tail = f" and {self.unparsed_bytes:,} bytes that are no whole batch" if self.unparsed_bytes else ""
         if self.first_offset is not None:
             last = "?" if self.last_offset is None else self.last_offset
-            count = f", {self.batches} batches" if self.batches else ""
-            return f"{where} of {self.file}: offsets {self.first_offset}..{last}{count}"
+            count = f", {self.batches} batch{'es' if self.batches != 1 else ''}" if self.batches else ""
+            if self.batches and self.records is not None:
+                count += f" ({self.records:,} records)"
+            return f"{where} of {self.file}: offsets {self.first_offset}..{last}{count}{tail}"
         return f"{where} of {self.file} ({'no whole batch' if self.batches == 0 else 'no readable batch'})"
 
 
@@ -302,6 +312,7 @@ class BrokerVerdict:
     scenarios: tuple[str, ...] = ()
     worst_summary: str | None = None
     partial: bool = False
+    rebuild_scenarios: tuple[str, ...] = ()  # the starts that rebuild ``rebuilt_indexes`` indexes
 
     def describe(self) -> str:
         if self.verdict is Verdict.FAILS_RECOVERY:
@@ -311,9 +322,10 @@ class BrokerVerdict:
         if self.verdict is Verdict.LOSES_DATA_IF_UNCLEAN:
             return f"broker {self.broker_id}: {self.worst_summary or 'an unclean restart loses data'}"
         if self.verdict is Verdict.REBUILDS_INDEXES:
+            when = " or ".join(self.rebuild_scenarios) or "its start"
             return (
-                f"broker {self.broker_id} will rebuild {self.rebuilt_indexes} index(es) after an unclean "
-                "shutdown (slow start, minutes)"
+                f"broker {self.broker_id} will rebuild {self.rebuilt_indexes} index(es) in {when} "
+                "(slow start, minutes)"
             )
         serious = sum(1 for f in self.findings if f.severity in ("critical", "error"))
         return f"broker {self.broker_id} restarts clean" + (
@@ -372,8 +384,9 @@ def judge_broker(
     partitions: dict[tuple[str, str, int], list[SegmentRow]] = {}
     for row in rows:
         partitions.setdefault((row.log_dir, row.topic, row.partition), []).append(row)
-    rebuilt_clean = rebuilt_unclean = 0
+    rebuilt: dict[str, int] = {}  # scenario -> indexes its start rebuilds
     used: set[str] = set()
+    unflushed = _unflushed_by_log_dir(partitions)
     for (_, topic, number), part_rows in sorted(partitions.items()):
         part_rows.sort(key=lambda r: r.base_offset)
         first = part_rows[0]
@@ -404,14 +417,18 @@ def judge_broker(
         starts = [predict_start(partition, rules, s) for s in scenarios_for(running, first.clean_shutdown)]
         used.update(s.scenario.describe() for s in starts)
         for start in starts:
-            if start.scenario.shutdown is Shutdown.UNCLEAN:
-                rebuilt_unclean += start.rebuilt_indexes
-            else:
-                rebuilt_clean += start.rebuilt_indexes
+            described = start.scenario.describe()
+            rebuilt[described] = rebuilt.get(described, 0) + start.rebuilt_indexes
         verdict.findings += _partition_findings(
-            verdict.broker_id, partition, part_rows, starts, facts, running, rules
+            verdict.broker_id, partition, part_rows, starts, facts, running, rules, unflushed
         )
-    verdict.rebuilt_indexes = rebuilt_unclean if rebuilt_unclean else rebuilt_clean
+    verdict.findings += _marked_clean_by_a_failed_start(verdict.broker_id, partitions, rules)
+    # the start that rebuilds most, named: the verdict's header says which start it is
+    verdict.rebuilt_indexes = max(rebuilt.values(), default=0)
+    if verdict.rebuilt_indexes:
+        verdict.rebuild_scenarios = tuple(
+            sorted(s for s, n in rebuilt.items() if n == verdict.rebuilt_indexes)
+        )
     verdict.scenarios = tuple(sorted(used))
     verdict.partial = any(f.kind == "not-read" for f in verdict.findings)
     worst = max((f.verdict for f in verdict.findings), default=Verdict.RESTARTS_CLEAN)
@@ -448,6 +465,126 @@ def _worst_summary(failing: Sequence[ScanFinding], worst: Verdict) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
+def _unflushed_by_log_dir(
+    partitions: Mapping[tuple[str, str, int], Sequence[SegmentRow]],
+) -> dict[str, list[tuple[str, int, int]]]:
+    """Per log dir, the partitions an unclean start recovers something of: (name, segments, bytes)."""
+    out: dict[str, list[tuple[str, int, int]]] = {}
+    for (log_dir, topic, number), rows in sorted(partitions.items()):
+        recovered = [r for r in rows if r.recovered_after_crash]
+        if recovered:
+            out.setdefault(log_dir, []).append(
+                (f"{topic}-{number}", len(recovered), sum(r.log_size for r in recovered))
+            )
+    return out
+
+
+def _missing_from_checkpoint_command(log_dir: str) -> str:
+    """Lists the partition directories of ``log_dir`` that ``recovery-point-offset-checkpoint`` lacks."""
+    return (
+        f"cd {_q(log_dir)} && for d in */; do d=${{d%/}}; case $d in *-delete|*-future|*-stray) continue;; esac; "
+        'awk -v t="${d%-*}" -v p="${d##*-}" \'$1==t && $2==p {f=1} END {exit !f}\' '
+        'recovery-point-offset-checkpoint || echo "$d"; done'
+    )
+
+
+def _after_failed_start(
+    partition: PartitionOnDisk,
+    row: SegmentRow,
+    fatal: Sequence[PartitionStart],
+    rules: StartRules,
+    unflushed: Mapping[str, Sequence[tuple[str, int, int]]],
+) -> str:
+    """What the failed start leaves for the start after it (``KafkaServer.startup``'s catch calls
+    ``shutdown()``; ``LogManager.shutdown`` at 3.3.1 flushes and closes the logs it loaded, rewrites
+    every log dir's ``recovery-point-offset-checkpoint`` with those logs only and creates
+    ``.kafka_cleanshutdown`` in every log dir -- from 3.5.2, KAFKA-15375, only where the dir had one
+    or all its logs loaded; ``LogSegment.recover`` had reset and partly refilled the segment's
+    indexes: ``OffsetIndex.reset`` creates a missing ``.index``), and what to do about it."""
+    log_dir = row.log_dir.rstrip("/")
+    marker = f"{log_dir}/.kafka_cleanshutdown"
+    index = f"{row.path('.index')} (and .timeindex)"
+    unclean = any(s.scenario.shutdown is Shutdown.UNCLEAN for s in fatal)
+    clean = any(s.scenario.shutdown is Shutdown.CLEAN for s in fatal)
+    if rules.marker_needs_loaded_logs:
+        text = (
+            f" Kafka {rules.release} then exits without marking {log_dir} clean (KAFKA-15375) unless it was: it "
+            f"rewrites its recovery-point-offset-checkpoint with only the logs it had loaded, so the next start "
+            "recovers the others from offset 0"
+        )
+        if clean:
+            text += (
+                f"; after a clean shutdown the marker is written again and the next start loads this segment with "
+                f"the {index} the failed rebuild left (filled up to the bad batch): apply a remedy below first"
+            )
+        return text + "."
+    text = (
+        f" On its way out Kafka {rules.release} writes .kafka_cleanshutdown in every log dir and rewrites "
+        f"{log_dir}/recovery-point-offset-checkpoint with only the logs it had loaded (LogManager.shutdown), and "
+        f"the failed rebuild leaves {index}, filled up to the bad batch: the next start skips recovery and loads "
+        "this segment as it is, bad batches and partial index included"
+    )
+    if unclean:
+        others = [p for p in unflushed.get(row.log_dir, ()) if p[0] != partition.name]
+        listed = ", ".join(f"{n} ({c} segment(s), {b:,} bytes)" for n, c, b in others[:10])
+        more = f" and {len(others) - 10} more" if len(others) > 10 else ""
+        text += (
+            "; and as this follows an unclean shutdown, the partitions it had not loaded (it loads them one at a "
+            "time, in directory-listing order: afterwards they are the ones missing from the checkpoint) lose their "
+            "recovery: their unflushed segments' CRCs and indexes are never checked"
+            + (f" -- in {log_dir}: {listed}{more}" if others else "")
+            + f". Before the next start: apply a remedy below, then `rm -f {_q(marker)}` so that start recovers "
+            "them (those missing from the checkpoint from offset 0: the whole log; list them with "
+            f"`{_missing_from_checkpoint_command(log_dir)}`)"
+        )
+    else:
+        text += ": apply a remedy below before the next start"
+    return text + "."
+
+
+def _marked_clean_by_a_failed_start(
+    broker_id: int, partitions: Mapping[tuple[str, str, int], Sequence[SegmentRow]], rules: StartRules
+) -> list[ScanFinding]:
+    """A log dir holding ``.kafka_cleanshutdown`` while partitions of it are missing from its
+    ``recovery-point-offset-checkpoint``: a clean shutdown checkpoints every log, so this is what a start
+    that threw while loading logs leaves (up to 3.5.1, :func:`_after_failed_start`): the next start
+    skips the recovery those partitions may still need."""
+    if rules.marker_needs_loaded_logs:
+        return []
+    missing: dict[str, list[tuple[str, int, SegmentRow]]] = {}
+    for (log_dir, topic, number), rows in sorted(partitions.items()):
+        first = rows[0]
+        if first.clean_shutdown is True and first.recovery_point is None:
+            missing.setdefault(log_dir, []).append((f"{topic}-{number}", len(rows), first))
+    out = []
+    for log_dir, parts in sorted(missing.items()):
+        _, _, row = parts[0]
+        listed = ", ".join(p[0] for p in parts[:10]) + (
+            f" and {len(parts) - 10} more" if len(parts) > 10 else ""
+        )
+        marker = f"{log_dir.rstrip('/')}/.kafka_cleanshutdown"
+        out.append(
+            ScanFinding(
+                broker_id,
+                row.topic,
+                row.partition,
+                "error",
+                "marked-clean-after-failed-start",
+                f"{log_dir} on broker {broker_id} holds .kafka_cleanshutdown, but {len(parts)} partition(s) are missing "
+                f"from its recovery-point-offset-checkpoint ({listed}): a clean shutdown checkpoints every log, so "
+                f"this is what a start that failed while loading logs leaves (Kafka {rules.release}: LogManager.shutdown "
+                "on the way out checkpoints only the logs it loaded and writes the marker). The next start skips "
+                "recovery: whatever those partitions had not flushed before the shutdown that preceded the failed "
+                "start is never checked (CRCs, indexes)",
+                f"Unless the broker was stopped cleanly before the failed start, `rm -f {_q(marker)}` before starting "
+                "it: the start then recovers every log of the dir from its recovery point (the missing ones from "
+                "offset 0), reading them whole; scan again after removing it to see what that start does",
+                marker,
+            )
+        )
+    return out
+
+
 def _partition_findings(
     broker_id: int,
     partition: PartitionOnDisk,
@@ -456,6 +593,7 @@ def _partition_findings(
     facts: ReplicaFacts,
     running: bool,
     rules: StartRules,
+    unflushed: Mapping[str, Sequence[tuple[str, int, int]]] | None = None,
 ) -> list[ScanFinding]:
     out: list[ScanFinding] = []
     by_base = {r.base_offset: r for r in rows}
@@ -529,7 +667,8 @@ def _partition_findings(
                 "critical",
                 "recovery-fails",
                 f"{where}: the broker will not start ({scen}): segment {row.base_offset} is rebuilt at load ({why}); "
-                "the exception is not caught there: the log fails to load and the broker exits",
+                "the exception is not caught there: the log fails to load and the broker exits."
+                + _after_failed_start(partition, row, fatal, rules, unflushed or {}),
                 _repair_remedies(partition, row, walk, facts, broker_id, others),
                 offset=(walk.get("first_bad") or walk.get("stop") or {}).get("offset"),
                 position=(walk.get("first_bad") or walk.get("stop") or {}).get("position"),
@@ -668,6 +807,43 @@ def _partition_findings(
             )
         )
 
+    # a batch whose CRC fails in a segment no start recovers (read with verify_crc): it stays
+    for row in rows:
+        walk = row.walk or {}
+        stop = walk.get("stop") or {}
+        if stop.get("kind") != "corrupt_batch" or walk.get("crc") != "all" or stop.get("position") is None:
+            continue
+        if any(
+            s.fatal_segment == row.base_offset
+            or s.fate_of(row.base_offset).fate in (Fate.EMPTIED, Fate.TRUNCATED, Fate.DELETED, Fate.FATAL)
+            for s in starts
+        ):
+            continue  # a start reads it: the loss findings above cover it
+        scen = " and ".join(s.scenario.describe() for s in starts)
+        dropped = walk.get("dropped") or {}
+        offsets = (
+            f" (offsets {dropped.get('min_offset')}..{dropped.get('max_offset')} from there)"
+            if dropped.get("batches")
+            else ""
+        )
+        out.append(
+            finding(
+                row,
+                "error",
+                "corrupt-batch-kept",
+                f"{where}: the batch at byte {stop['position']} of {row.path('.log')}{offsets} fails its CRC "
+                f"({stop.get('kafka_message') or stop.get('detail')}); {scen} does not read this segment "
+                f"({_why_no_start_reads(row, starts)}), so it stays: a consumer fetching it gets a CorruptRecordException "
+                "(check.crcs, on by default) and a follower copying it from this broker rejects it "
+                '(UnifiedLog.analyzeAndValidateRecords: "Record is corrupt (stored crc = ...)")',
+                _repair_remedies(partition, row, walk, facts, broker_id, others),
+                offset=stop.get("offset"),
+                position=stop.get("position"),
+                bytes_at_risk=row.log_size - int(stop["position"]),
+                scenario=scen,
+            )
+        )
+
     # index damage: kept or rebuilt, per start
     for row in rows:
         problems = [
@@ -732,6 +908,11 @@ def _partition_findings(
     return out
 
 
+def _why_no_start_reads(row: SegmentRow, starts: Sequence[PartitionStart]) -> str:
+    """Why no start reads a segment: the reason of its fate in the first start."""
+    return starts[0].fate_of(row.base_offset).why if starts else "no start predicted"
+
+
 def _damage_stays(start: PartitionStart, base_offset: int) -> bool:
     fate = start.fate_of(base_offset)
     if start.fatal:
@@ -794,7 +975,8 @@ def _truncate_remedy(
     cut = int(bad["position"])
     kept = walk.get("kept") or {}
     dropped = walk.get("dropped") or {}
-    whole_dropped = dropped.get("batches") if bad.get("kind") == "offsets_backwards" else 0
+    # the walk follows the batch lengths past a corrupt batch: the dropped range's whole batches
+    whole_dropped = int(dropped.get("batches") or 0)
     keeps = OffsetSpan(
         row.path(".log"),
         0,
@@ -802,6 +984,7 @@ def _truncate_remedy(
         int(kept.get("batches") or 0) if cut else 0,
         walk.get("first_offset") if cut else None,
         kept.get("max_offset") if cut else None,
+        kept.get("records") if cut else None,
     )
     drops = OffsetSpan(
         row.path(".log"),
@@ -810,6 +993,8 @@ def _truncate_remedy(
         whole_dropped,
         dropped.get("min_offset") if whole_dropped else None,
         dropped.get("max_offset") if whole_dropped else None,
+        dropped.get("records") if whole_dropped else None,
+        int(dropped.get("unparsed_bytes") or 0) if whole_dropped else 0,
     )
     last = partition.segments[-1]
     if row.base_offset == last.base_offset:

@@ -336,6 +336,8 @@ class ClusterState:
     znode_count: int
     last_zxid: int
     partial_read: bool = False
+    deletion_marker_ctimes: tuple[tuple[str, int], ...] = ()
+    """(topic, ctime in ms) of every ``/admin/delete_topics`` marker: since when a deletion is pending."""
 
     @classmethod
     def from_snapshot(
@@ -421,6 +423,7 @@ class _Builder:
         self.assignments: dict[str, tuple[zk.TopicAssignment, ZnodeRow]] = {}
         self.states: dict[tuple[str, int], tuple[zk.PartitionState, ZnodeRow]] = {}
         self.markers: set[str] = set()
+        self.marker_ctimes: dict[str, int] = {}
         self.reassign: zk.ReassignPartitions | None = None
         self.preferred: zk.PreferredReplicaElection | None = None
         self.configs: dict[str, dict[str, dict[str, str]]] = {t: {} for t in zk.CONFIG_ENTITY_TYPES}
@@ -498,6 +501,7 @@ class _Builder:
 
     def _marker(self, row: ZnodeRow, marker: zk.DeleteTopicMarker) -> None:
         self.markers.add(marker.topic)
+        self.marker_ctimes[marker.topic] = row.ctime
 
     def _reassign(self, row: ZnodeRow, reassign: zk.ReassignPartitions) -> None:
         self.reassign = reassign
@@ -593,6 +597,7 @@ class _Builder:
             znode_count=self._znode_count(),
             last_zxid=self.last_zxid,
             partial_read=self.partial_read,
+            deletion_marker_ctimes=tuple(sorted(self.marker_ctimes.items())),
         )
 
     def _znode_count(self) -> int:

@@ -349,6 +349,31 @@ def topic_znode_with_id(data: bytes, path: str, topic_id: str) -> bytes:
     return encoded
 
 
+def write_back_effect(topics: Sequence[str], moved: Iterable[str]) -> str:
+    """What one ``write_back`` run of ``topics`` does, as :func:`plan_repair` builds it: a
+    :class:`TopicIdWrite` per topic (the id every replica holds, into its znode: format v3, partitions
+    unchanged), then ONE :class:`ControllerMove` only when a topic's ZooKeeper id was another one
+    (``moved``: the running controller holds that old id); a topic without an id in ZooKeeper (the
+    KAFKA-14190 precursor) needs no move -- the next controller loads the id instead of minting one. No
+    broker file is touched, no broker restarts."""
+    names = ", ".join(topics)
+    moved = sorted(moved)
+    if moved:
+        move = (
+            f", then moves the controller once, after every write (a new controller sends the restored id of "
+            f"{', '.join(moved)}, whose ZooKeeper id was another)"
+        )
+    else:
+        move = (
+            "; no controller move (a topic without an id in ZooKeeper only needs it written: the next controller "
+            "loads it instead of minting a new one)"
+        )
+    return (
+        f"write_back writes the id every replica holds into the topic znode of {names} (format v3, partitions "
+        f"unchanged){move}; no broker file is touched, no broker restarts"
+    )
+
+
 def replica_disk(diagnoses: Iterable[TopicIdDiagnosis]) -> list[ReplicaDisk]:
     """Every live replica directory the diagnoses saw, as the restart rules read them."""
     return [

@@ -49,7 +49,7 @@ from airflow_provider_kafka_zk.hooks.zookeeper import (
     ZnodeNotFoundError,
 )
 from airflow_provider_kafka_zk.kafka import znodes
-from airflow_provider_kafka_zk.kafka.deletion_cleanup import ConfigZnode, Leftover, plan_cleanup
+from airflow_provider_kafka_zk.kafka.deletion_cleanup import CleanupPlan, ConfigZnode, Leftover, plan_cleanup
 from airflow_provider_kafka_zk.kafka.steps import ConfigZnodeDelete, QuarantineMove, Refusal, Step, StepState
 from airflow_provider_kafka_zk.maintenance.executor import ProgressLog, StepContext, StepExecutor
 from airflow_provider_kafka_zk.maintenance.session import (
@@ -275,6 +275,86 @@ def _reappeared(hook: KafkaZooKeeperHook, topics: Sequence[str]) -> dict[str, st
     return found
 
 
+def _incomplete(check: DeletionCheck) -> list[Any]:
+    from airflow_provider_kafka_zk.kafka.deletion import Verdict
+
+    return [v for v in check.verdicts if v.verdict is Verdict.INCOMPLETE]
+
+
+def plan_from_check(
+    hook: KafkaZooKeeperHook,
+    check: DeletionCheck,
+    *,
+    ts: str,
+    quarantine_dir: str | None,
+    allow_running_broker_orphans: bool,
+) -> CleanupPlan:
+    """The cleanup of ``check``'s INCOMPLETE topics, with ZooKeeper read once more for each topic
+    (came back?) and its config znode (version and bytes to delete)."""
+    from airflow_provider_kafka_zk.kafka.deletion import Cause
+
+    incomplete = _incomplete(check)
+    config_topics = [v.topic for v in incomplete if Cause.CONFIG_ZNODE_LEFT in v.causes]
+    return plan_cleanup(
+        [
+            Leftover(d.broker_id, v.topic, d.log_dir, d.name, d.kind)
+            for v in incomplete
+            for d in check.leftovers(v)
+        ],
+        _config_znodes(hook, config_topics),
+        reappeared=_reappeared(hook, [v.topic for v in incomplete]),
+        running=set(check.live_brokers),
+        ts=ts,
+        quarantine_dir=quarantine_dir,
+        allow_running_broker_orphans=allow_running_broker_orphans,
+    )
+
+
+def pin_and_validate(
+    session: MaintenanceSession, moves: Sequence[QuarantineMove], check: DeletionCheck
+) -> None:
+    """Every broker host to be touched proves it is that broker of this cluster, and every path rule
+    holds for every broker, before the first change anywhere."""
+    for move in moves:
+        disk = check.disks.get(move.broker_id)
+        if disk is None:
+            raise ClusterIdentityError(
+                f"broker {move.broker_id}: its disk was not read, refusing to touch it"
+            )
+        session.pin_broker(
+            move.broker_id, disk.host, disk.meta, disk.effective_broker_id, host_evidence=disk.host_evidence
+        )
+        try:
+            validate_request(
+                [HostMove(d.log_dir, d.name, move.quarantine_dir, d.kind) for d in move.dirs],
+                disk.log_dirs,
+                move.ts,
+            )
+        except QuarantinePathError as exc:
+            raise QuarantineRefusedError(
+                f"broker {move.broker_id}: {exc}; nothing was moved or deleted"
+            ) from None
+
+
+def _quarantine_rollback(
+    session: MaintenanceSession, moves: Sequence[QuarantineMove], dry_run: bool
+) -> str | None:
+    """The list of moves, written and read back before the first directory moves."""
+    if not moves:
+        return None
+    planned = {
+        "format": "kafka-zk-quarantine-plan",
+        **session.artefact_header(),
+        "dry_run": dry_run,
+        "undo": "each moved directory is listed in quarantine-listing*.json beside it on the "
+        "broker host; move it back with `mv <destination> <source>` while the broker is stopped",
+        "moves": {str(m.broker_id): [{"log_dir": d.log_dir, "name": d.name} for d in m.dirs] for m in moves},
+    }
+    return session.write_rollback(
+        f"rollback/quarantine-{session.run.try_number}.json", json.dumps(planned, indent=1)
+    )
+
+
 def run_cleanup(
     check: DeletionCheck,
     *,
@@ -290,15 +370,20 @@ def run_cleanup(
     approval: PlanApproval | None = None,
 ) -> dict[str, Any]:
     """Quarantine the leftover directories and delete the leftover config znodes of ``check``'s
-    INCOMPLETE topics (see the module docstring). Returns the report ``verdicts.json`` keeps.
+    INCOMPLETE topics, planned and carried out in one task (the deletion verifier's ``cleanup``; see
+    the module docstring). Returns the report ``verdicts.json`` keeps.
+
+    A real one writes only where the cluster file opts the cluster out of approval: it has no plan
+    for a person to approve (the ``kafka_zk_deletion_cleanup`` DAG has: :func:`plan_deletion_cleanup`,
+    :func:`execute_deletion_cleanup`).
 
     :param approval: the run's approved plan (a real cleanup after an approval step): the session
         verifies it before the cleanup reads the cluster, the executor again before the first move.
     :raises MaintenanceRefusedError: the session or the preflight refused (nothing was changed).
     """
-    from airflow_provider_kafka_zk.kafka.deletion import Cause, Verdict
+    from airflow_provider_kafka_zk.kafka.deletion import Cause
 
-    incomplete = [v for v in check.verdicts if v.verdict is Verdict.INCOMPLETE]
+    incomplete = _incomplete(check)
     report: dict[str, Any] = {"dry_run": dry_run, "directories": [], "znodes": [], "actions_taken": 0}
     config_topics = [v.topic for v in incomplete if Cause.CONFIG_ZNODE_LEFT in v.causes]
     if not any(check.leftovers(v) for v in incomplete) and not config_topics:
@@ -315,15 +400,9 @@ def run_cleanup(
         )
         with session:
             report["identity"] = session.artefact_header()["identity"]
-            plan = plan_cleanup(
-                [
-                    Leftover(d.broker_id, v.topic, d.log_dir, d.name, d.kind)
-                    for v in incomplete
-                    for d in check.leftovers(v)
-                ],
-                _config_znodes(hook, config_topics),
-                reappeared=_reappeared(hook, [v.topic for v in incomplete]),
-                running=set(check.live_brokers),
+            plan = plan_from_check(
+                hook,
+                check,
                 ts=ts,
                 quarantine_dir=quarantine_dir,
                 allow_running_broker_orphans=allow_running_broker_orphans,
@@ -333,30 +412,7 @@ def run_cleanup(
                     "Cleanup leaves broker %d %s: %s", entry["broker_id"], entry["source"], entry["detail"]
                 )
             report["directories"] += list(plan.left_dirs)
-            # Every broker host to be touched proves it is that broker of this cluster, first.
-            for move in plan.moves:
-                disk = check.disks.get(move.broker_id)
-                if disk is None:
-                    raise ClusterIdentityError(
-                        f"broker {move.broker_id}: its disk was not read, refusing to touch it"
-                    )
-                session.pin_broker(
-                    move.broker_id,
-                    disk.host,
-                    disk.meta,
-                    disk.effective_broker_id,
-                    host_evidence=disk.host_evidence,
-                )
-                try:  # every path rule, for every broker, before the first change anywhere
-                    validate_request(
-                        [HostMove(d.log_dir, d.name, quarantine_dir, d.kind) for d in move.dirs],
-                        disk.log_dirs,
-                        ts,
-                    )
-                except QuarantinePathError as exc:
-                    raise QuarantineRefusedError(
-                        f"broker {move.broker_id}: {exc}; nothing was moved or deleted"
-                    ) from None
+            pin_and_validate(session, plan.moves, check)
             ctx = CleanupContext(
                 session=session,
                 progress=ProgressLog(artefact_dir, f"progress-cleanup-{run.try_number}.json"),
@@ -366,23 +422,9 @@ def run_cleanup(
             )
 
             def write_plan() -> None:
-                """The list of moves, written and read back before the first directory moves."""
-                if not plan.moves:
-                    return
-                planned = {
-                    "format": "kafka-zk-quarantine-plan",
-                    **session.artefact_header(),
-                    "dry_run": dry_run,
-                    "undo": "each moved directory is listed in quarantine-listing*.json beside it on the "
-                    "broker host; move it back with `mv <destination> <source>` while the broker is stopped",
-                    "moves": {
-                        str(m.broker_id): [{"log_dir": d.log_dir, "name": d.name} for d in m.dirs]
-                        for m in plan.moves
-                    },
-                }
-                report["plan"] = session.write_rollback(
-                    f"rollback/quarantine-{run.try_number}.json", json.dumps(planned, indent=1)
-                )
+                written = _quarantine_rollback(session, plan.moves, dry_run)
+                if written:
+                    report["plan"] = written
 
             executor = StepExecutor(
                 f"deletion cleanup of cluster {cluster}", HANDLERS, ctx, before_first_step=write_plan
@@ -390,6 +432,183 @@ def run_cleanup(
             executor.run(list(plan.steps))
             _report_steps(report, plan.moves, plan.deletes, ctx, dry_run)
             report["znodes"] += list(plan.left_znodes)
+    return report
+
+
+# ---------------------------------------------------------------------------------------------
+# The kafka_zk_deletion_cleanup DAG: plan, (approve), execute the stored plan, verify
+# ---------------------------------------------------------------------------------------------
+
+PLAN_PROGRESS_FILE = "progress-cleanup-plan.json"
+"""Never written: the plan's dry run of the executor reads it (absent: nothing completed)."""
+EXECUTE_PROGRESS_FILE = "progress-cleanup.json"
+"""The execute step's record, one per run: a cleared task resumes after the last completed step."""
+
+
+class CleanupPlanOutdatedError(MaintenanceRefusedError):
+    """The cluster is not what the stored cleanup plan saw: nothing is written; plan again."""
+
+
+@dataclass(frozen=True)
+class CleanupPlanned:
+    """What the plan step hands its operator to store: ``plan.json``, ``rollback.json``, the summary."""
+
+    plan: dict[str, Any]
+    rollback: dict[str, Any]
+    summary: str
+
+
+def plan_deletion_cleanup(
+    settings: Mapping[str, Any],
+    topics: Sequence[str],
+    *,
+    cluster: str,
+    location: str,
+    ts: str,
+    run: RunIdentity,
+    quarantine_dir: str | None,
+    allow_running_broker_orphans: bool,
+) -> CleanupPlanned:
+    """The plan of a deletion cleanup, made and checked as its dry run: a dry-run maintenance
+    session (the cluster pinned; a ``cluster`` naming another entry of the cluster file refused), a
+    fresh verdict of each topic, the plan (:func:`plan_from_check`), every broker host to be touched
+    pinned, every path rule, then every step preflighted by the executor in the dry run (each topic
+    still gone, the config znodes as read, the host script's own dry run on each broker: a directory
+    a host would refuse refuses the plan). Writes nothing to the cluster.
+
+    :param settings: how to reach the cluster and its brokers (the deletion check's settings).
+    :param topics: the deleted topics whose leftovers to clean.
+    :param location: the run's folder (``identity.json`` of the dry-run session goes there).
+    :param ts: the run's key: the quarantine's subfolder on every broker.
+    :raises PreflightRefusedError: a step cannot run as planned (nothing is planned to run then).
+    """
+    from airflow_provider_kafka_zk.kafka.deletion_cleanup import cleanup_documents
+    from airflow_provider_kafka_zk.triggers.deletion_check import host_hook_from_kwargs, run_check
+
+    with KafkaZooKeeperHook(settings["kafka_zookeeper_conn_id"]) as hook:
+        session = MaintenanceSession(
+            hook, cluster=cluster, artefact_dir=location, run=run, dry_run=True, single_step=True
+        )
+        with session:
+            check = run_check(settings, topics, zk_hook=hook)
+            plan = plan_from_check(
+                hook,
+                check,
+                ts=ts,
+                quarantine_dir=quarantine_dir,
+                allow_running_broker_orphans=allow_running_broker_orphans,
+            )
+            pin_and_validate(session, plan.moves, check)
+            ctx = CleanupContext(
+                session=session,
+                progress=ProgressLog(location, PLAN_PROGRESS_FILE),
+                plan_steps=list(plan.steps),
+                host_hook=host_hook_from_kwargs(settings, zookeeper=hook),
+                disks=check.disks,
+            )
+            StepExecutor(f"deletion cleanup plan of cluster {cluster}", HANDLERS, ctx).run(list(plan.steps))
+            checked = {m.id: ctx.cache.get(f"checked:{m.id}") or {} for m in plan.moves}
+            identity = session.artefact_header()["identity"]
+    plan_doc, rollback_doc, summary = cleanup_documents(
+        plan,
+        cluster=cluster,
+        identity=identity,
+        topics=list(topics),
+        verdicts=check.to_dicts(),
+        coverage=check.coverage(),
+        live_brokers=list(check.live_brokers),
+        hosts={b: d.host for b, d in check.disks.items()},
+        meta_cluster_ids={b: sorted({c for _, _, c in d.meta if c}) for b, d in check.disks.items()},
+        host_checks=checked,
+        ts=ts,
+        quarantine_dir=quarantine_dir,
+        allow_running_broker_orphans=allow_running_broker_orphans,
+    )
+    return CleanupPlanned(plan_doc, rollback_doc, summary)
+
+
+def execute_deletion_cleanup(
+    location: str,
+    plan: Mapping[str, Any],
+    settings: Mapping[str, Any],
+    *,
+    run: RunIdentity,
+    dry_run: bool,
+    approval: PlanApproval | None = None,
+) -> dict[str, Any]:
+    """Carry out a stored (and, where the cluster requires it, approved) cleanup plan on the step
+    executor: a maintenance session pinned to the plan's cluster identity (approval rule first), a
+    fresh verdict of the plan's topics compared with what the plan saw -- the same leftovers of the
+    steps still to run, on brokers running or stopped as planned, every topic still INCOMPLETE, no
+    leftover the plan does not know -- else :class:`CleanupPlanOutdatedError`, then every broker host
+    pinned, every step preflighted and applied in order (the list of moves written and read back
+    first; config znodes saved, then deleted in one versioned multi-op). Resumes after the last
+    completed step (``progress-cleanup.json``). Returns the cleanup report.
+
+    :param location: the run's folder (``plan.json`` beside it).
+    :param plan: ``plan.json``'s content.
+    :param settings: how to reach the cluster and its brokers.
+    :param approval: the run's approved plan (None: no approval step; the rule decides).
+    :raises CleanupPlanOutdatedError: the cluster moved since the plan; nothing was written.
+    """
+    from airflow_provider_kafka_zk.kafka.deletion_cleanup import changes_since_plan, planned_steps
+    from airflow_provider_kafka_zk.kafka.safety import ClusterIdentity
+    from airflow_provider_kafka_zk.triggers.deletion_check import host_hook_from_kwargs, run_check
+
+    steps = planned_steps(plan)
+    moves = [s for s in steps if isinstance(s, QuarantineMove)]
+    deletes = [s for s in steps if isinstance(s, ConfigZnodeDelete)]
+    expected = ClusterIdentity.from_dict(plan["identity"], f"{location}/plan.json")
+    progress = ProgressLog(location, EXECUTE_PROGRESS_FILE)
+    report: dict[str, Any] = {"dry_run": dry_run, "directories": [], "znodes": [], "actions_taken": 0}
+    with KafkaZooKeeperHook(settings["kafka_zookeeper_conn_id"]) as hook:
+        session = MaintenanceSession(
+            hook,
+            cluster=str(plan["cluster"]),
+            artefact_dir=location,
+            run=run,
+            dry_run=dry_run,
+            expected=expected,
+            single_step=True,
+            approval=approval,
+        )
+        with session:
+            report["identity"] = session.artefact_header()["identity"]
+            check = run_check(settings, list(plan["topics"]), zk_hook=hook)
+            fresh = {(d.broker_id, d.path, d.kind) for v in _incomplete(check) for d in check.leftovers(v)}
+            problems = changes_since_plan(
+                plan,
+                completed=set(progress.completed),
+                verdicts={v.topic: v.verdict.value for v in check.verdicts},
+                leftovers=fresh,
+                running=set(check.live_brokers),
+                meta_cluster_ids={b: sorted({c for _, _, c in d.meta if c}) for b, d in check.disks.items()},
+            )
+            if problems:
+                raise CleanupPlanOutdatedError(
+                    f"the cluster is not what the cleanup plan {location}/plan.json saw: "
+                    + "; ".join(problems[:20])
+                    + ". Nothing was written; trigger kafka_zk_deletion_cleanup again to plan (and approve) afresh"
+                )
+            todo = [m for m in moves if m.id not in progress.completed]
+            pin_and_validate(session, todo, check)
+            ctx = CleanupContext(
+                session=session,
+                progress=progress,
+                plan_steps=steps,
+                host_hook=host_hook_from_kwargs(settings, zookeeper=hook),
+                disks=check.disks,
+            )
+
+            def write_moves() -> None:
+                written = _quarantine_rollback(session, todo, dry_run)
+                if written:
+                    report["plan"] = written
+
+            StepExecutor(
+                f"deletion cleanup of cluster {plan['cluster']}", HANDLERS, ctx, before_first_step=write_moves
+            ).run(steps)
+            _report_steps(report, moves, deletes, ctx, dry_run)
     return report
 
 
@@ -435,4 +654,14 @@ def _report_steps(
         report["rollback"] = ctx.cache["znodes_rollback"]
 
 
-__all__ = ["QuarantineRefusedError", "run_cleanup"]
+__all__ = [
+    "EXECUTE_PROGRESS_FILE",
+    "CleanupPlanOutdatedError",
+    "CleanupPlanned",
+    "QuarantineRefusedError",
+    "execute_deletion_cleanup",
+    "pin_and_validate",
+    "plan_deletion_cleanup",
+    "plan_from_check",
+    "run_cleanup",
+]

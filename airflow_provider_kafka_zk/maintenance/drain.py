@@ -568,6 +568,8 @@ def _session(
     expected: ClusterIdentity,
     lease_ttl_s: float | None,
     approval: PlanApproval | None = None,
+    *,
+    lease_only: bool = False,
 ) -> MaintenanceSession:
     """A drain's session: multi-task (the lease stays with the run until ``clear_throttles``)."""
     return MaintenanceSession(
@@ -579,6 +581,7 @@ def _session(
         expected=expected,
         lease_ttl_s=lease_ttl_s,
         approval=approval,
+        lease_only=lease_only,
     )
 
 
@@ -668,7 +671,8 @@ def release_lease_if_ours(
     with KafkaZooKeeperHook(kafka_zookeeper_conn_id) as hook:
         if not lease_held_by(hook, run):
             return False
-        with _session(hook, plan, location, run, False, expected, None) as session:
+        # giving the lease back changes nothing of Kafka's: no approval needed, nothing else written
+        with _session(hook, plan, location, run, False, expected, None, lease_only=True) as session:
             return session.release_lease()
 
 
@@ -701,9 +705,13 @@ def clear_throttles(
     dry_run: bool,
     force: bool,
     expected: ClusterIdentity,
+    approval: PlanApproval | None = None,
 ) -> dict[str, Any]:
     """Remove exactly the throttle values this run set (``record``: ``throttles.json``), then give the
     run's lease back. Returns ``{"cleared": {entity: [keys]}, "changed_by_others": {...}, "dry_run"}``.
+
+    :param approval: the run's approved plan (the drain's): removing throttles is a write, bound to
+        the same approval rule as setting them.
 
     :raises ThrottlesNeededRefusedError: partitions of the plan still move (unless ``force``); the
         error carries the commands that remove the throttles by hand.
@@ -711,7 +719,7 @@ def clear_throttles(
     steps = clear_steps(record["entities"])
     progress = ProgressLog(location)
     with KafkaZooKeeperHook(kafka_zookeeper_conn_id) as hook:
-        session = _session(hook, plan, location, run, dry_run, expected, None)
+        session = _session(hook, plan, location, run, dry_run, expected, None, approval)
         with session:
             ctx = DrainContext(
                 session=session,

@@ -89,6 +89,10 @@ class ProgressLog:
     def __init__(self, artefact_dir: str, name: str = PROGRESS_FILE) -> None:
         self.url = f"{artefact_dir.rstrip('/')}/{name}"
         self.data: dict[str, Any] = self._read()
+        # the run's metrics (metrics.runs.observe_progress): the plan's figures kept in the record at
+        # each save, then published; None while the cluster's metrics are off
+        self.figures_of: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None
+        self.after_save: Callable[[Mapping[str, Any]], None] | None = None
 
     def _read(self) -> dict[str, Any]:
         import fsspec
@@ -136,7 +140,11 @@ class ProgressLog:
 
     def save(self) -> None:
         # insertion order is completion order: a report lists the steps as they ran
+        if self.figures_of is not None:
+            self.data["figures"] = self.figures_of(self.data)
         write_url_atomically(self.url, json.dumps(self.data, indent=1, default=str).encode())
+        if self.after_save is not None:
+            self.after_save(self.data)
 
 
 @dataclass
@@ -230,6 +238,11 @@ class StepExecutor:
         self.handlers = dict(handlers)
         self.ctx = context
         self.before_first_step = before_first_step
+        from airflow_provider_kafka_zk.metrics.runs import observe_progress
+
+        observe_progress(
+            context, rate=getattr(context, "rate", None)
+        )  # the run's figures, when metrics are on
 
     @property
     def session(self) -> MaintenanceSession:

@@ -3,14 +3,19 @@
 A mutating operator opens a :class:`MaintenanceSession` on its ZooKeeper hook before anything
 changes. Opening it, in this order and before the first write:
 
-0. in a real run given the run's approved plan (``approval``, issue 25), verifies it before it
-   reads anything of the cluster: the approval step let this plan through and the plan hash
-   recomputed now is the approved one, else ``PlanNotApprovedError`` /
-   ``PlanChangedSinceApprovalError`` (:mod:`.approval`); the step executor verifies it again
-   right before the first write (:meth:`MaintenanceSession.verify_approval`);
+0. in a real run, applies the one approval rule (:class:`~.approval.WriteApprovalRule`, issues 25
+   and 31) before it reads anything of the cluster: the run's approved plan (``approval``), if
+   given, is this run's, covers this task and is unchanged; the cluster file's entries are matched
+   against the connection the session uses; a ``cluster`` argument naming another entry refuses;
+   a write that needs approval and has none refuses (``ApprovalRequiredError``, saying how to add
+   the approval step) -- whether or not an approval step exists in the DAG. The step executor
+   applies it again right before the first write (:meth:`MaintenanceSession.verify_approval`);
 1. pins the cluster: the chroot holds a Kafka cluster (``/brokers/ids``) and ``/cluster/id`` is
    there; equal to what the plan recorded (``expected``) and to ``identity.json`` of an earlier try
-   of the same run, else :class:`ClusterIdentityError` naming both values;
+   of the same run, else :class:`ClusterIdentityError` naming both values; then the approval rule
+   again with that ``/cluster/id`` (entries that pin one, the strictest entry wins, a cluster in
+   no entry requires approval). A dry run refuses a ``cluster`` argument naming another entry too
+   and logs whether a real run needs approval;
 2. checks the artefact store is writable with room to spare (probe written and read back);
 3. refuses when another run holds the cluster's maintenance lease (``/kafka_zk_maintenance/lease``
    under the chroot, a persistent znode naming DAG, run, task, host and since), naming the holder
@@ -31,6 +36,7 @@ session a hook refuses every write (``WriteOutsideSessionError``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -42,9 +48,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol
-
-from airflow.sdk.exceptions import AirflowFailException
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kafka_zk.artefacts.files import write_url_atomically
 from airflow_provider_kafka_zk.artefacts.store import (
@@ -81,6 +85,12 @@ from airflow_provider_kafka_zk.kafka.safety import (
     lease_decision,
     strict_flag,
 )
+from airflow_provider_kafka_zk.maintenance.approval import (
+    ApprovalRequiredError,
+    PlanApproval,
+    WriteApprovalRule,
+)
+from airflow_provider_kafka_zk.maintenance.errors import ClusterIdentityError, MaintenanceRefusedError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -116,16 +126,8 @@ def lease_ttl_seconds(value: Any, name: str = "lease_ttl_s") -> float:
     return seconds
 
 
-class MaintenanceRefusedError(AirflowFailException):
-    """A mutation refused before changing anything (or stopped between two changes); not retried."""
-
-
 class SafetyFlagError(MaintenanceRefusedError, ValueError):
     """A safety switch was not a real boolean or true/false text."""
-
-
-class ClusterIdentityError(MaintenanceRefusedError):
-    """The cluster (or a broker host) is not the one the run is meant for, or that cannot be proven."""
 
 
 class BrokerIdentityPinError(ClusterIdentityError):
@@ -185,14 +187,26 @@ class RunIdentity:
         )
 
 
+def _found_at_chroot(hook: KafkaZooKeeperHook) -> str:
+    """What the connection's chroot holds, for a refusal: its children, or that it does not exist."""
+    try:
+        children = hook.get_children("/")
+    except ZnodeNotFoundError:
+        return "the chroot itself does not exist"
+    if not children:
+        return "the chroot is empty"
+    shown = ", ".join(f"/{c}" for c in children[:12])
+    return f"found there: {shown}" + (f" and {len(children) - 12} more" if len(children) > 12 else "")
+
+
 def pin_zookeeper_identity(hook: KafkaZooKeeperHook) -> ClusterIdentity:
     """The cluster behind ``hook``: refuses a chroot without a Kafka cluster or without ``/cluster/id``."""
     config = hook.config
     where = f"{','.join(config.hosts)} chroot {config.chroot or '/'}"
     if hook.exists(znodes.BROKER_IDS) is None:
         raise ClusterIdentityError(
-            f"{where} holds no Kafka cluster ({znodes.BROKER_IDS} is missing): wrong connection or chroot? "
-            "Refusing to change anything"
+            f"{where} holds no Kafka cluster ({znodes.BROKER_IDS} is missing): {_found_at_chroot(hook)}; "
+            "wrong connection or chroot? Refusing to change anything"
         )
     try:
         cluster_id = hook.cluster_id()
@@ -203,14 +217,6 @@ def pin_zookeeper_identity(hook: KafkaZooKeeperHook) -> ClusterIdentity:
             f"{where} has no {znodes.CLUSTER_ID}: cannot prove which cluster this is; refusing to change anything"
         )
     return ClusterIdentity(cluster_id, tuple(config.hosts), config.chroot)
-
-
-class PlanApproval(Protocol):
-    """The approved plan a real run's writes are bound to
-    (:class:`~airflow_provider_kafka_zk.maintenance.approval.ApprovedPlan`)."""
-
-    def verify(self) -> Mapping[str, Any]:
-        """Raise (typed) unless the plan is approved and unchanged; reads no cluster."""
 
 
 class MaintenanceSession:
@@ -231,11 +237,16 @@ class MaintenanceSession:
     :param min_free_bytes: free space the artefact store must have (local stores).
     :param single_step: the whole mutation happens inside this session (one task): the lease is
         given back on any exit, refusal included. Multi-task runs (a drain) leave it to their last step.
-    :param approval: the run's approved plan (a real run after an approval step): verified when the
-        session opens, before anything of the cluster is read, and again before the first write.
+    :param approval: the run's approved plan (a real run after an approval step; None: there is
+        none): verified when the session opens, before anything of the cluster is read, and again
+        before the first write -- and required there when the cluster written to requires approval
+        (:class:`~.approval.WriteApprovalRule`).
     :param kraft_migration: the session of the ZooKeeper-to-KRaft migration itself
         (``kafka_zk_kraft_migration``): the one writer allowed while a migration runs, so
         :meth:`refuse_if_migrating` lets it through; every other rule holds.
+    :param lease_only: the session only gives back a lease this run holds (:meth:`release_lease`)
+        and writes nothing else (its gate refuses any other write): it changes nothing of Kafka's,
+        so the approval rule does not apply.
     """
 
     def __init__(
@@ -252,6 +263,7 @@ class MaintenanceSession:
         single_step: bool = False,
         approval: PlanApproval | None = None,
         kraft_migration: bool = False,
+        lease_only: bool = False,
     ) -> None:
         if not isinstance(dry_run, bool):
             raise SafetyFlagError(f"dry_run must be parsed with parse_safety_flags first, got {dry_run!r}")
@@ -266,6 +278,8 @@ class MaintenanceSession:
         self.single_step = single_step
         self.approval = approval
         self.kraft_migration = kraft_migration
+        self.lease_only = lease_only
+        self.approval_requirement: Any = None
         self.identity: ClusterIdentity | None = None
         self.lease_conflict: str | None = None
         self.changes: list[dict[str, Any]] = []
@@ -295,6 +309,7 @@ class MaintenanceSession:
         identity = pin_zookeeper_identity(self.hook)
         if self.expected is not None:
             self._refuse_if_different(self.expected, identity, "the plan")
+        self._apply_approval_rule(identity.cluster_id)
         try:
             check_store_writable(self.artefact_dir, min_free_bytes=self.min_free_bytes)
         except ArtefactStoreError as exc:
@@ -323,14 +338,60 @@ class MaintenanceSession:
         return self
 
     def verify_approval(self) -> None:
-        """A real run given an approved plan: refuse unless it is approved and unchanged (reads only
-        the plan folder). Called when the session opens and by the step executor before the first write.
+        """A real run: the approval rule (:class:`~.approval.WriteApprovalRule`) as far as it can be
+        applied without cluster I/O when the session opens, in full with the pinned ``/cluster/id``
+        once it is pinned (the step executor calls this right before the first write).
 
-        :raises PlanNotApprovedError: rejected, timed out, or no decision recorded.
+        :raises PlanNotApprovedError: rejected, timed out, no decision recorded, another run's.
         :raises PlanChangedSinceApprovalError: a plan artefact or setting differs from the approved one.
+        :raises ApprovalRequiredError: the cluster written to requires approval and none covers this write.
+        :raises ClusterEntryMismatchError: ``cluster`` names another entry of the cluster file.
         """
-        if self.approval is not None and not self.dry_run:
-            self.approval.verify()
+        if self.dry_run or self.lease_only:
+            return
+        self._apply_approval_rule(self.identity.cluster_id if self.identity is not None else None)
+
+    def _approval_rule(self) -> WriteApprovalRule:
+        def connection() -> tuple[tuple[str, ...], str]:
+            return self.hook.config.hosts, self.hook.config.chroot
+
+        return WriteApprovalRule(
+            label=self.cluster, connection=connection, run=self.run, approval=self.approval
+        )
+
+    def _apply_approval_rule(self, cluster_id: str | None) -> None:
+        """The rule for this session's write; a dry run refuses only a ``cluster`` argument naming
+        another entry, and logs what a real run needs."""
+        from airflow_provider_kafka_zk.clusters import ClusterFileError
+
+        if self.lease_only or (self.dry_run and cluster_id is None):
+            return
+        rule = self._approval_rule()
+        try:
+            if not self.dry_run:
+                self.approval_requirement = rule.check(cluster_id)
+                if cluster_id is not None and self.approval_requirement.required is False:
+                    log.warning(
+                        "Cluster %s: writing without a person's approval: %s",
+                        self.cluster,
+                        self.approval_requirement.why(),
+                    )
+                return
+            rule.approval = None
+            with contextlib.suppress(ApprovalRequiredError):
+                rule.check(cluster_id)
+            self.approval_requirement = rule.requirement
+            if rule.requirement is not None and rule.requirement.required:
+                log.info(
+                    "DRY RUN: a real run writes to cluster %s only with a person's approval of its plan (%s)",
+                    self.cluster,
+                    rule.requirement.why(),
+                )
+        except ClusterFileError as exc:
+            raise MaintenanceRefusedError(
+                f"cannot tell whether a write to cluster {self.cluster} needs a person's approval: {exc}. "
+                "Refusing to change anything"
+            ) from None
 
     def _held_error(self, who: str) -> MaintenanceLeaseHeldError:
         return MaintenanceLeaseHeldError(
@@ -751,6 +812,10 @@ class MaintenanceSession:
 
     # ------------------------------------------------------------------ the hook's write gate
     def fence_ops(self) -> list[ZnodeOp]:
+        if self.lease_only and not self._releasing:
+            raise MaintenanceRefusedError(
+                "a lease-only session gives back its run's lease and writes nothing else"
+            )
         if (not self._open and not self._acquiring) or self._released:
             raise MaintenanceLeaseLostError(
                 "the maintenance session is closed or released its lease: no more writes"

@@ -62,10 +62,11 @@ from airflow_provider_kafka_zk.kafka.approval import (
     repair_summary,
     resolve_approvers,
 )
+from airflow_provider_kafka_zk.kafka.deletion_cleanup import PLAN_FORMAT as CLEANUP_PLAN_FORMAT
+from airflow_provider_kafka_zk.kafka.deletion_cleanup import cleanup_summary
 from airflow_provider_kafka_zk.maintenance import parse_safety_flags
 from airflow_provider_kafka_zk.operators.approved_plan import (
     APPROVAL_TASK_ID,
-    WRITERS,
     XCOM_KEY,
     PlanChangedSinceApprovalError,
     PlanNotApprovedError,
@@ -73,6 +74,7 @@ from airflow_provider_kafka_zk.operators.approved_plan import (
     approved_plan,
     read_artefact,
     read_plan_digest,
+    writer_fields,
 )
 
 if TYPE_CHECKING:
@@ -139,7 +141,7 @@ def users_by_role() -> dict[str, list[str]] | None:
 def _writers_downstream(task: Any) -> list[Any]:
     """The tasks after ``task`` that write from its plan (their class is in :data:`WRITERS`)."""
     return sorted(
-        (t for t in task.get_flat_relatives(upstream=False) if type(t).__name__ in WRITERS),
+        (t for t in task.get_flat_relatives(upstream=False) if writer_fields(t) is not None),
         key=lambda t: t.task_id,
     )
 
@@ -213,7 +215,7 @@ class PlanApprovalOperator(HITLOperator, SkipMixin):
         """(plan folder, digest, summary, rendered settings of the writing tasks)."""
         folder = artefacts_url(str(self.plan_dir), self.artefacts_conn_id or None)
         writers = _writers_downstream(context["task"]) if "task" in context else []
-        hashed = {t.task_id: _render(t, WRITERS[type(t).__name__], context) for t in writers}
+        hashed = {t.task_id: _render(t, writer_fields(t) or (), context) for t in writers}
         shown: dict[str, Any] = {}
         for t in writers:
             shown.update(_render(t, _SHOWN_ONLY, context))
@@ -236,6 +238,8 @@ class PlanApprovalOperator(HITLOperator, SkipMixin):
             return approval_summary(
                 plan, rollback, plan_dir=folder, gate_timeout_s=_number(shown.get("gate_timeout"))
             )
+        if plan.get("format") == CLEANUP_PLAN_FORMAT:
+            return cleanup_summary(plan, rollback if isinstance(rollback, Mapping) else None, plan_dir=folder)
         if plan.get("format") == "kafka-zk-topic-id-repair-plan":
             return repair_summary(
                 plan,

@@ -50,7 +50,14 @@ XCOM_KEY = "approval"
 
 WRITERS: dict[str, tuple[str, ...]] = {
     "DrainExecuteOperator": ("throttle_bytes_per_sec", "kafka_zookeeper_conn_id"),
+    "ClearReplicationThrottlesOperator": ("kafka_zookeeper_conn_id", "force"),
     "PreferredLeaderElectionOperator": ("brokers", "topics", "kafka_zookeeper_conn_id"),
+    "DeletionCleanupExecuteOperator": (
+        "kafka_zookeeper_conn_id",
+        "ssh_conn_id",
+        "broker_hosts",
+        "server_properties_path",
+    ),
     "TopicIdRepairExecuteOperator": (
         "restart_command",
         "kafka_zookeeper_conn_id",
@@ -60,7 +67,20 @@ WRITERS: dict[str, tuple[str, ...]] = {
     "KraftMigrationExecuteOperator": ("cluster", "kafka_zookeeper_conn_id", "ssh_conn_id"),
 }
 """Operators that write to a cluster from an approved plan -> the fields (rendered per run) that decide
-what they write besides the plan artefacts: their values are part of the plan hash."""
+what they write besides the plan artefacts: their values are part of the plan hash. The approval step
+lists every such task after it in the plan hash (a writer with no such field too), and a writing
+task the approved plan does not list is refused where the cluster requires approval
+(:class:`~airflow_provider_kafka_zk.maintenance.approval.WriteApprovalRule`): a new writer that is not
+registered here cannot write behind an approval meant for others. Subclasses count as their base."""
+
+
+def writer_fields(task: Any) -> tuple[str, ...] | None:
+    """The :data:`WRITERS` fields of ``task``'s class or of the nearest base class listed there
+    (None: not a writer)."""
+    for cls in type(task).__mro__:
+        if cls.__name__ in WRITERS:
+            return WRITERS[cls.__name__]
+    return None
 
 
 def read_approval(plan_dir: str) -> dict[str, Any] | None:
@@ -115,8 +135,9 @@ def approved_plan(operator: Any, context: Context) -> ApprovedPlan | None:
     rendered settings, for the maintenance session to verify before it reads the cluster. Reads only
     Airflow's XCom; verifies nothing itself.
 
-    Returns None for a dry run, or with no approval step in this DAG (the operator used on its own,
-    which the shipped DAGs never do).
+    Returns None for a dry run, or with no approval step before the task (a team's own DAG): the
+    session's approval rule then lets a real write go ahead only on a cluster the cluster file opts
+    out of approval, and otherwise refuses before any cluster I/O, saying how to add the step.
 
     :param operator: the writing operator (``plan_dir``, ``dry_run``, ``artefacts_conn_id`` are read).
     :param context: its task context.
@@ -133,8 +154,8 @@ def approved_plan(operator: Any, context: Context) -> ApprovedPlan | None:
     folder = (
         artefacts_url(str(plan_dir), getattr(operator, "artefacts_conn_id", None) or None) if plan_dir else ""
     )
-    names = WRITERS.get(type(operator).__name__, ())
-    settings = {operator.task_id: {n: getattr(operator, n, None) for n in names}} if names else {}
+    names = writer_fields(operator)
+    settings = {operator.task_id: {n: getattr(operator, n, None) for n in names}} if names is not None else {}
     return ApprovedPlan(operator.task_id, approval.task_id, record, folder, settings)
 
 
@@ -173,4 +194,5 @@ __all__ = [
     "read_artefact",
     "read_plan_digest",
     "report_with_approval",
+    "writer_fields",
 ]

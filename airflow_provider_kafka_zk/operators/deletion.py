@@ -128,8 +128,9 @@ class TopicDeletionVerifyOperator(BaseOperator):
         after the rename, not before 30 s after the broker's start) a ``-delete`` directory is still
         PENDING_DELETE_DELAY rather than left over (INCOMPLETE); seconds or a timedelta.
     :param deferrable: wait in the triggerer (default ``[operators] default_deferrable``).
-    :param cleanup: quarantine INCOMPLETE topics' leftovers (needs ``dry_run=False`` to act, and
-        ``require_approval = false`` for the cluster: a real cleanup cannot be approved yet).
+    :param cleanup: quarantine INCOMPLETE topics' leftovers (needs ``dry_run=False`` to act, and a
+        cluster the cluster file opts out of approval: this task plans and acts in one step, so a
+        person approves a cleanup in the ``kafka_zk_deletion_cleanup`` DAG instead).
     :param dry_run: plan the cleanup and log it, change nothing (default).
     :param quarantine_dir: absolute quarantine directory on the hosts (default
         ``<log dir>/../kafka-quarantine/<ts>``); never inside a log dir, no symlink on the way.
@@ -277,29 +278,43 @@ class TopicDeletionVerifyOperator(BaseOperator):
             allow_running_broker_orphans=self.allow_running_broker_orphans,
         )
 
-    def _refuse_an_unapproved_cleanup(self) -> None:
-        """A real cleanup moves broker directories and deletes znodes: on a cluster that requires a
-        person's approval (``require_approval``, the default) it refuses before any I/O. It plans and
-        acts in one task and writes no ``plan.json``, so no approval step can show its plan yet; the
-        dry run shows what it would move, and automation with its own review sets
-        ``require_approval = false``."""
+    def _refuse_an_unapproved_cleanup(self, context: Context) -> None:
+        """A real cleanup moves broker directories and deletes znodes: the one approval rule of every
+        write (:class:`~airflow_provider_kafka_zk.maintenance.approval.WriteApprovalRule`), as far as
+        it goes without cluster I/O, before the verdicts read anything -- its maintenance session
+        applies it in full later. This task plans and acts in one step and writes no plan to approve,
+        so it writes only to a cluster the cluster file opts out of approval (automation); a person
+        approves a cleanup in the ``kafka_zk_deletion_cleanup`` DAG."""
         if not self._flag("cleanup") or self._flag("dry_run"):
             return
-        from airflow_provider_kafka_zk.maintenance.approval import PlanNotApprovedError
-        from airflow_provider_kafka_zk.operators.approval import ApprovalSettings
+        from airflow_provider_kafka_zk.maintenance import RunIdentity
+        from airflow_provider_kafka_zk.maintenance.approval import (
+            ApprovalRequiredError,
+            refuse_unapproved_write_before_io,
+        )
+        from airflow_provider_kafka_zk.operators.approved_plan import approved_plan
 
-        if ApprovalSettings.of(self.cluster).require_approval:
-            raise PlanNotApprovedError(
-                f"cluster {self.cluster}: a real deletion cleanup needs a person's approval "
-                "(require_approval = true, the default), and the cleanup plans and acts in one task, "
-                "so no approval step can show its plan: nothing was read or changed. Run it with "
-                "dry_run=True to see every move it would make; for automation that has its own review, "
-                f"set require_approval = false in [clusters.{self.cluster}] of the cluster file."
+        try:
+            refuse_unapproved_write_before_io(
+                kafka_zookeeper_conn_id=self.kafka_zookeeper_conn_id,
+                cluster=self.cluster,
+                run=RunIdentity.from_context(
+                    context, fallback_run_id=f"{self.cluster}/deletions/{self._ts(context)}"
+                ),
+                approval=approved_plan(self, context),
             )
+        except ApprovalRequiredError as exc:
+            from airflow_provider_kafka_zk.kafka.deletion_cleanup import cleanup_advice
+
+            topics = validate_topics(self.topics) if self.topics else ["<topic>"]
+            raise ApprovalRequiredError(
+                f"{exc}. This task plans and acts in one step, so no approval step can show its plan: "
+                + cleanup_advice(self.cluster, topics)
+            ) from None
 
     def execute(self, context: Context) -> list[dict[str, Any]]:
         self._flags = self._parsed_flags()  # before any I/O: a typo in a safety switch refuses here
-        self._refuse_an_unapproved_cleanup()
+        self._refuse_an_unapproved_cleanup(context)
         topics = self._resolve_topics()
         # A marker is proof that someone asked, so marker topics count as requested too.
         settings = self._settings(requested=True)
@@ -395,6 +410,12 @@ class TopicDeletionVerifyOperator(BaseOperator):
                 self._log_check(final)
         outcome, message = self._outcome(final)
         record["outcome"] = outcome
+        cleanable = self._cleanable(final) if final is not None else []
+        if cleanable:
+            from airflow_provider_kafka_zk.kafka.deletion_cleanup import cleanup_commands
+
+            dry, real = cleanup_commands(self.cluster, cleanable)
+            record["cleanup_dag"] = {"topics": cleanable, "dry_run": dry, "run": real}
         try:
             path = write_url_atomically(f"{directory}/{VERDICTS_FILE}", json.dumps(record, indent=1).encode())
         except OSError as exc:
@@ -439,7 +460,20 @@ class TopicDeletionVerifyOperator(BaseOperator):
             return "not_settled", f"deletions not settled after {self._timeout_s():g}s:\n{lines}"
         if all(check.deleted_everywhere(v) for v in check.verdicts):
             return "deleted", lines
-        return "unsuccessful", f"not every topic is deleted everywhere:\n{lines}"
+        advice = ""
+        incomplete = self._cleanable(check)
+        if incomplete:
+            from airflow_provider_kafka_zk.kafka.deletion_cleanup import cleanup_advice
+
+            advice = f"\n{', '.join(incomplete)}: INCOMPLETE. {cleanup_advice(self.cluster, incomplete)}"
+        return "unsuccessful", f"not every topic is deleted everywhere:\n{lines}{advice}"
+
+    @staticmethod
+    def _cleanable(check: DeletionCheck) -> list[str]:
+        """The topics whose deletion left leftovers a cleanup removes (INCOMPLETE)."""
+        from airflow_provider_kafka_zk.kafka.deletion import Verdict
+
+        return sorted({v.topic for v in check.verdicts if v.verdict is Verdict.INCOMPLETE})
 
     # ------------------------------------------------------------------ cleanup
     def _cleanup(

@@ -448,7 +448,7 @@ class DrainExecuteOperator(BaseOperator):
             expected=plan_identity(plan, str(self.plan_dir)),
             poll_interval=float(self.poll_interval),
             batch_timeout=float(self.batch_timeout),
-            defer_wait=lambda step: self._defer_until_done(batches, step.batch),
+            defer_wait=lambda step: self._defer_until_done(batches, step.batch, str(plan["cluster"]), rate),
             waited=waited,
             before_steps=check,
             approval=approved_plan(self, context),  # a real run: the approved plan, unchanged, or nothing
@@ -499,8 +499,10 @@ class DrainExecuteOperator(BaseOperator):
             json.dumps({"snapshot": str(self.snapshot_path), "checked_at": datetime.now(UTC).isoformat()}),
         )
 
-    def _defer_until_done(self, batches: Sequence[Batch], index: int) -> None:
+    def _defer_until_done(self, batches: Sequence[Batch], index: int, cluster: str, rate: int) -> None:
         """Hand the wait to the trigger; :meth:`execute_complete` resumes after it."""
+        from airflow_provider_kafka_zk.metrics.runs import reassignment_wait_metrics
+
         batch = batches[index]
         self.defer(
             trigger=ReassignmentTrigger(
@@ -511,6 +513,7 @@ class DrainExecuteOperator(BaseOperator):
                 deadline=time.time() + float(self.batch_timeout),
                 label=f"drain batch {index + 1}/{len(batches)}",
                 echo={"batch": index},
+                metrics=reassignment_wait_metrics(cluster, self.dag_id, batches, index, rate),
             ),
             method_name="execute_complete",
         )
@@ -563,6 +566,7 @@ class ClearReplicationThrottlesOperator(BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow_provider_kafka_zk.maintenance.drain import clear_throttles, release_lease_if_ours
+        from airflow_provider_kafka_zk.operators.approved_plan import approved_plan
 
         flags = parse_safety_flags(dry_run=self.dry_run, force=self.force)
         dry_run, force = flags["dry_run"], flags["force"]
@@ -596,6 +600,7 @@ class ClearReplicationThrottlesOperator(BaseOperator):
             dry_run=dry_run,
             force=force,
             expected=expected,
+            approval=approved_plan(self, context),  # a real run: the drain's approved plan, or nothing
         )
         if not dry_run:
             location.write(THROTTLES_CLEARED_FILE, json.dumps(result, indent=1, sort_keys=True))

@@ -4,7 +4,8 @@
 broker (which partition directories, their recovery points, the broker's Kafka release), runs the
 scan on the host (:mod:`~airflow_provider_kafka_zk.hooks.broker_log_scan`) and writes
 ``<base>/<cluster>/log-scan/<ts>/broker=<id>.parquet`` (one row per segment) with
-``_summary/broker=<id>.json`` (bytes read, budget, partitions and files skipped and why, the
+``_summary/broker=<id>.json`` (what was read -- every batch's CRC of the segments a start recovers,
+the segments not read and why --, bytes and seconds, budget, partitions and files skipped and why, the
 inventory it used). The scan only reads, only regular files, bounded in bytes and in time (each
 file's ``file_timeout``, the whole scan's ``scan_timeout``, the command's ``timeout``): what it could
 not read is said, and a verdict always comes back. ``LogScanVerdictOperator`` judges every broker's rows with the pure core
@@ -50,7 +51,12 @@ from airflow_provider_kafka_zk.kafka.log_scan_rules import (
 from airflow_provider_kafka_zk.kafka.versions import KafkaVersion
 from airflow_provider_kafka_zk.maintenance import parse_safety_flags
 from airflow_provider_kafka_zk.operators.inventory import _resolve_ts, read_inventory_summary
-from airflow_provider_kafka_zk.spark_jobs.log_scan import LogScanInputError, judge_scan, parquet_bytes
+from airflow_provider_kafka_zk.spark_jobs.log_scan import (
+    LogScanInputError,
+    describe_read,
+    judge_scan,
+    parquet_bytes,
+)
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -76,6 +82,7 @@ ROW_SCHEMA = pa.schema(
         ("high_watermark", pa.int64()),
         ("clean_shutdown", pa.bool_()),
         ("skipped", pa.string()),
+        ("read_json", pa.string()),  # how the segment was read and why (log_scan.scan_partition)
     ]
 )
 DEFAULT_KAFKA_VERSION = "3.3.1"  # what the rules assume when neither the jars nor the IBP say
@@ -143,8 +150,10 @@ class BrokerLogScanOperator(BaseOperator):
     :param scan_ts: this scan's folder name (default: the run's).
     :param kafka_version: the broker's release when the inventory cannot tell.
     :param budget_mb: stop reading after this many MiB on the broker (partial: said in the summary).
-    :param verify_crc: check every batch's CRC during the walk (slow).
-    :param walk_all: walk every segment, not only those an unclean restart recovers.
+    :param verify_crc: also read every segment Kafka will not recover, every batch's CRC checked
+        (damage no start notices; reads the whole log). The segments a start recovers are always
+        read so: the prediction does not depend on this.
+    :param walk_all: also walk the batch headers of every segment Kafka will not recover.
     :param nice: CPU niceness on the host.
     :param timeout: hard time limit (s) of the command (the partitions sent before it are kept).
     :param file_timeout: time limit (s) of reading one file on the host; a file past it is reported as
@@ -269,7 +278,14 @@ class BrokerLogScanOperator(BaseOperator):
             (d["log_dir"], d["dir_name"]): (d.get("high_watermark"), d.get("log_start_offset")) for d in dirs
         }
         partitions = [
-            PartitionToScan(d["log_dir"], d["dir_name"], d["topic"], int(d["partition"]), d["recovery_point"])
+            PartitionToScan(
+                d["log_dir"],
+                d["dir_name"],
+                d["topic"],
+                int(d["partition"]),
+                d["recovery_point"],
+                markers.get(d["log_dir"]),
+            )
             for d in dirs
             if d["kind"] == "normal" and d["topic"] is not None and d["partition"] is not None
         ]
@@ -360,6 +376,9 @@ class BrokerLogScanOperator(BaseOperator):
             "errors": errors,
             "verify_crc": flags["verify_crc"],
             "walk_all": flags["walk_all"],
+            "read": end.get("read") or {},
+            "seconds": end.get("seconds"),
+            "clean_shutdown": {d: m for d, m in markers.items() if d},
             "timeout_s": timeout,
             "file_timeout_s": file_timeout,
             "scan_timeout_s": scan_timeout,
@@ -375,10 +394,12 @@ class BrokerLogScanOperator(BaseOperator):
         for error in errors:
             self.log.warning("Broker %d: %s", broker_id, error)
         self.log.info(
-            "Broker %d: %d segments, %s bytes read; rows in %s",
+            "Broker %d: %d segments, %s bytes read in %ss; %s; rows in %s",
             broker_id,
             len(rows),
             end.get("bytes_read"),
+            end.get("seconds"),
+            describe_read(end.get("read") or {}),
             url,
         )
         return {**record, "scan_dir": url}

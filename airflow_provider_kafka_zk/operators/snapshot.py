@@ -74,6 +74,10 @@ class ZooKeeperSnapshotOperator(BaseOperator):
     :param reconnect_timeout: seconds the walk waits for a lost ZooKeeper session to come back.
     :param progress_every: seconds between progress lines in the task log.
     :param include_sensitive: store SCRAM credentials and delegation tokens in clear (true/false).
+    :param require_kafka_cluster: refuse at once (``ClusterIdentityError``, no retry) unless the
+        connection's chroot holds a Kafka cluster (``/brokers/ids`` and ``/cluster/id``, the pin every
+        mutation makes): a manual DAG's first read, so a wrong chroot stops the run before any slow
+        step, naming the chroot and what it holds.
     """
 
     template_fields: Sequence[str] = (
@@ -102,6 +106,7 @@ class ZooKeeperSnapshotOperator(BaseOperator):
         progress_every: float = 30.0,
         include_sensitive: bool | str = False,
         artefacts_conn_id: str | None = None,
+        require_kafka_cluster: bool = False,
         **kwargs: Any,
     ) -> None:
         if "outlets" not in kwargs and "{{" not in cluster:
@@ -119,6 +124,7 @@ class ZooKeeperSnapshotOperator(BaseOperator):
         self.progress_every = progress_every
         self.include_sensitive = include_sensitive
         self.artefacts_conn_id = artefacts_conn_id
+        self.require_kafka_cluster = require_kafka_cluster
 
     def _log_progress(self, progress: WalkProgress) -> None:
         self.log.info(
@@ -138,6 +144,11 @@ class ZooKeeperSnapshotOperator(BaseOperator):
         base = artefacts_url(self.base_path or default_artefacts_base(), self.artefacts_conn_id)
         hook = KafkaZooKeeperHook(self.kafka_zookeeper_conn_id)
         try:
+            if self.require_kafka_cluster:
+                from airflow_provider_kafka_zk.maintenance import pin_zookeeper_identity
+
+                identity = pin_zookeeper_identity(hook)  # ClusterIdentityError: a task failure, no retry
+                self.log.info("Cluster %s in chroot %s", identity.cluster_id, identity.chroot or "/")
             walk = hook.snapshot(
                 _paths(self.include),
                 _paths(self.exclude),

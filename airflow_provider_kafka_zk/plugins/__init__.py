@@ -14,6 +14,7 @@ from typing import Any
 
 from airflow.plugins_manager import AirflowPlugin
 
+from airflow_provider_kafka_zk.alerts.deadline import RecentRunsDeadline
 from airflow_provider_kafka_zk.plugins.links import URL_PREFIX, PlanLink, ReportLink, RunReportLink
 
 
@@ -39,3 +40,5 @@ class KafkaZkPlugin(AirflowPlugin):
         {"app": _AppOnFirstRequest(), "url_prefix": URL_PREFIX, "name": "Kafka ZooKeeper-mode artefacts"}
     ]
     operator_extra_links = [ReportLink(), RunReportLink(), PlanLink()]
+    # the daily DAG's default deadline: the scheduler evaluates it when a run is created
+    deadline_references = [RecentRunsDeadline]

@@ -45,6 +45,7 @@ from airflow_provider_kafka_zk.artefacts.snapshots import (
 from airflow_provider_kafka_zk.kafka import audit as rules
 from airflow_provider_kafka_zk.kafka.audit import BrokerSettings, ClusterFacts, ReplicaDir, TopicEvidence
 from airflow_provider_kafka_zk.kafka.errors import KafkaFormatError
+from airflow_provider_kafka_zk.kafka.figures import audit_figures
 from airflow_provider_kafka_zk.kafka.findings import Finding, triage_order
 from airflow_provider_kafka_zk.kafka.inventory import age_reference_ms
 from airflow_provider_kafka_zk.kafka.kraft_migration import broker_modes_from_settings, migration_state
@@ -676,4 +677,10 @@ def run_audit(
     summary["duration_s"] = round(time.monotonic() - started, 3)
     summary["replica_dirs"] = inputs.replica_dirs
     summary["topics"] = len(inputs.state.topics)
+    summary["figures"] = audit_figures(  # what the daily metrics publish (a dashboard's trend)
+        findings,
+        pending_deletions=inputs.state.pending_deletions,
+        deletion_marker_ctimes=dict(inputs.state.deletion_marker_ctimes),
+        now_ms=inputs.facts.now_ms,
+    )
     return write_findings(out, findings, summary)

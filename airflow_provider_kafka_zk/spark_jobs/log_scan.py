@@ -91,6 +91,8 @@ def _judge(
         "stopped": summary.get("stopped"),
         "errors": list(summary["errors"]),
         "bytes_read": summary["bytes_read"],
+        "read": dict(summary.get("read") or {}),
+        "seconds": summary.get("seconds"),
         "kafka_version": summary["kafka_version"],
     }
     return verdict, [f.to_row() for f in judged.findings]
@@ -221,11 +223,45 @@ def _judge_on_spark(
     return verdicts, [f for _, rows in results for f in rows]
 
 
+def describe_read(read: Mapping[str, Any]) -> str:
+    """What a broker's scan read and what it did not, in one sentence (a scan's ``read`` totals)."""
+    if not read:
+        return "what was read is not recorded"
+
+    def segs(n: int) -> str:
+        return f"{n} segment{'' if n == 1 else 's'}"
+
+    parts = [
+        f"read whole, every batch's CRC checked: {segs(read.get('crc_segments', 0))} "
+        f"({read.get('crc_segment_bytes', 0):,} bytes of .log) -- those a start recovers (after an unclean "
+        "shutdown: from the recovery point; in any start: a missing .index) and those with damaged indexes"
+    ]
+    if read.get("header_segments"):
+        parts.append(
+            f"batch headers only (walk_all): {segs(read['header_segments'])} "
+            f"({read.get('header_segment_bytes', 0):,} bytes of .log)"
+        )
+    parts.append(
+        f"not read (indexes only): {segs(read.get('not_read_segments', 0))} "
+        f"({read.get('not_read_bytes', 0):,} bytes of .log) -- no start reads them either"
+    )
+    if read.get("skipped_segments"):
+        parts.append(f"not read at all: {segs(read['skipped_segments'])} (see 'not read' below)")
+    if read.get("crc_impl"):
+        parts.append(f"CRC-32C by {read['crc_impl']}")
+    return "; ".join(parts)
+
+
 def render_report(verdicts: Sequence[Mapping[str, Any]], findings: Sequence[Mapping[str, Any]]) -> str:
-    """The report a person reads first: each broker's verdict, then the findings, worst first."""
+    """The report a person reads first: each broker's verdict and what its scan read, then the
+    findings, worst first."""
     lines = ["Pre-restart log and index scan"]
     for v in verdicts:
-        lines.append(f"  {v['describe']}  [{v['bytes_read']} bytes read; Kafka {v['kafka_version']} rules]")
+        seconds = f" in {v['seconds']} s" if v.get("seconds") is not None else ""
+        lines.append(
+            f"  {v['describe']}  [{v['bytes_read']} bytes read{seconds}; Kafka {v['kafka_version']} rules]"
+        )
+        lines.append(f"    {describe_read(v.get('read') or {})}")
         if v.get("scenarios"):
             lines.append(f"    predicted for: {'; '.join(v['scenarios'])}")
         lines += [f"    not scanned: {s}" for s in v["skipped"][:5]]

@@ -531,6 +531,43 @@ class LocalApiServer(ServerProcess, ApiClient):
         super().stop()
 
 
+class DagsTestRun:
+    """``airflow dags test <dag> [-c conf]`` in the background, its output in a file: a run that
+    waits for a person (answered over a :class:`LocalApiServer`) while the test watches the cluster.
+
+    :param dag_id: the DAG.
+    :param conf: the run's conf (None: the DAG's defaults).
+    :param log: where the run's output goes.
+    :param env: its environment (default: this process's).
+    """
+
+    def __init__(
+        self, dag_id: str, conf: Mapping[str, Any] | None, log: Path, env: Mapping[str, str] | None = None
+    ) -> None:
+        self.log = log
+        self._out = log.open("w")
+        command = [str(Path(sys.executable).parent / "airflow"), "dags", "test", dag_id]
+        if conf is not None:
+            command += ["-c", json.dumps(dict(conf))]
+        self.process = subprocess.Popen(
+            command, env=dict(env or os.environ), stdout=self._out, stderr=subprocess.STDOUT
+        )
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def wait(self, timeout: float = 600) -> tuple[int, str]:
+        """The exit code and the output, once the run ended (killed after ``timeout`` s)."""
+        try:
+            code = self.process.wait(timeout=timeout)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+                self.process.wait()
+            self._out.close()
+        return code, self.log.read_text(errors="replace")
+
+
 @dataclass
 class _Service:
     name: str

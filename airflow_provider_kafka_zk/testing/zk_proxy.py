@@ -82,6 +82,8 @@ class ZooKeeperProxy:
     :param refuse: opcodes answered as an older server answers an unknown one (default: those 3.6
         added, :data:`OPCODES_UNKNOWN_TO_3_5`).
     :param answer_unknown: send the UNIMPLEMENTED reply before closing (3.4/3.5); False: close only.
+    :param stalled: hold every reply (a server that stopped answering: the client's requests, its
+        connect and pings too, wait for ever); :attr:`stall` can be set and cleared later.
     """
 
     def __init__(
@@ -91,6 +93,7 @@ class ZooKeeperProxy:
         refuse: Iterable[int] = OPCODES_UNKNOWN_TO_3_5,
         answer_unknown: bool = True,
         host: str = "127.0.0.1",
+        stalled: bool = False,
     ) -> None:
         upstream_host, _, upstream_port = upstream.rpartition(":")
         self.upstream = (upstream_host, int(upstream_port))
@@ -104,6 +107,9 @@ class ZooKeeperProxy:
         self._links: set[_Link] = set()
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
+        self.stall = threading.Event()
+        if stalled:
+            self.stall.set()
 
     @property
     def connect_string(self) -> str:
@@ -215,7 +221,7 @@ class ZooKeeperProxy:
                     return
                 buffer += chunk
                 end = _complete_frames(buffer)[-1]
-                if end:
+                if end and not self.stall.is_set():
                     with link.client_lock:
                         link.client.sendall(buffer[:end])
                     del buffer[:end]

@@ -95,6 +95,8 @@ class ReassignmentTrigger(BaseTrigger):
     :param deadline: epoch seconds after which a ``timeout`` event fires (None: no deadline).
     :param label: what the log lines call this wait (e.g. ``batch 2/5``).
     :param echo: handed back unchanged in every event (e.g. which batch this was).
+    :param metrics: where to publish the partitions and bytes left while the batch moves
+        (:func:`~airflow_provider_kafka_zk.metrics.runs.reassignment_wait_metrics`; None: nowhere).
     """
 
     def __init__(
@@ -107,6 +109,7 @@ class ReassignmentTrigger(BaseTrigger):
         deadline: float | None = None,
         label: str = "reassignment",
         echo: Mapping[str, Any] | None = None,
+        metrics: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
         self.kafka_zookeeper_conn_id = kafka_zookeeper_conn_id
@@ -116,6 +119,7 @@ class ReassignmentTrigger(BaseTrigger):
         self.deadline = deadline
         self.label = label
         self.echo = dict(echo or {})  # handed back in every event (e.g. which batch this was)
+        self.metrics = dict(metrics) if metrics else None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -128,6 +132,7 @@ class ReassignmentTrigger(BaseTrigger):
                 "deadline": self.deadline,
                 "label": self.label,
                 "echo": self.echo,
+                "metrics": self.metrics,
             },
         )
 
@@ -137,6 +142,19 @@ class ReassignmentTrigger(BaseTrigger):
         return read_progress(
             session.zookeeper(self.kafka_zookeeper_conn_id), decode_targets(self.targets), sizes
         )
+
+    def _publish(self, found: Progress) -> None:
+        from airflow_provider_kafka_zk.metrics.runs import publish_reassignment_wait
+
+        try:
+            publish_reassignment_wait(
+                self.metrics or {},
+                moving=len(found.moving),
+                bytes_done=found.bytes_done,
+                bytes_total=found.bytes_total,
+            )
+        except Exception as exc:  # a metric never ends the wait
+            self.log.warning("Progress metrics not published: %s: %s", type(exc).__name__, exc)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         session = TriggerSession("reassignment")
@@ -154,6 +172,8 @@ class ReassignmentTrigger(BaseTrigger):
                 if described != last:
                     self.log.info("%s: %s", self.label, described)
                     last = described
+                    if self.metrics:  # on the session's thread: a slow Pushgateway never blocks the loop
+                        await session.call(self._publish, found)
                 payload = {
                     "done": len(found.done),
                     "total": found.total,

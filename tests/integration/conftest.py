@@ -41,6 +41,7 @@ from airflow_provider_kafka_zk.testing.simulator import DeployedCluster, healthy
 from airflow_provider_kafka_zk.testing.simulator.runtime import ClusterRuntime
 from airflow_provider_kafka_zk.testing.simulator.scenarios import kraft_ready_cluster, maintenance_cluster
 from airflow_provider_kafka_zk.testing.sshd import SshServer
+from airflow_provider_kafka_zk.testing.zk_proxy import ZooKeeperProxy
 from airflow_provider_kafka_zk.testing.zookeeper import ZooKeeperServer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -56,6 +57,8 @@ catchup off, unpausing such a DAG schedules nothing before 2028, so the triggere
 and ``healthy`` have no scheduled run competing with them (their DAGs allow one active run)."""
 ALERT_TIMEOUT = 1500
 HEALTHY_APPROVAL_TIMEOUT_S = 20
+LATE = "late@example.com"
+SLOW_DEADLINE_S = 20
 
 
 @dataclass
@@ -100,6 +103,28 @@ def kraft_settings(work: Path) -> dict[str, str]:
         "kraft_controllers": f'[{{ node_id = 3000, host = "{HOSTS[4]}", config_path = "{controller}/config/controller.properties", '
         f'log_dir = "{controller}/data" }}]',
     }
+
+
+def slow_cluster_table(artefacts: Path) -> str:
+    """Cluster ``slow`` (``test_production_deadline.py``): its ZooKeeper never answers, its daily run
+    retries its first tasks for minutes, past its deadline, and the late run pages ``LATE``."""
+    return "\n".join(
+        [
+            "[clusters.slow]",
+            'kafka_zookeeper_conn_id = "kafka_zk_slow"',
+            'ssh_conn_id = "kafka_zk_ssh"',
+            f'base_path = "{artefacts}"',
+            'engine = "in-process"',
+            f'schedule = "{NEVER}"',
+            "retries = 30",
+            "retry_delay_s = 2",
+            "max_retry_delay_s = 3",
+            "deletion_check = false",
+            # no deadline_s: the scheduler's RecentRunsDeadline, whose default holds until 3 runs succeeded
+            f"deadline_default_s = {SLOW_DEADLINE_S}",
+            f'notify = {{ kind = "smtp", to = ["{LATE}"], smtp_conn_id = "smtp_oncall" }}',
+        ]
+    )
 
 
 def assignment(deployed: DeployedCluster) -> dict[tuple[str, int], tuple[int, ...]]:
@@ -163,6 +188,8 @@ def deployment(tmp_path_factory) -> Iterator[Deployment]:
             kraft_ready_cluster(name="kraft"), zookeeper.connect_string, "/kafka_kraft", work / "kraft-hosts"
         ) as kraft,
         ClusterRuntime(prod, restart_dir=work / "prod-restarts", reassignments=True),
+        # a ZooKeeper that stopped answering: the daily run of cluster "slow" retries past its deadline
+        ZooKeeperProxy(zookeeper.connect_string, stalled=True) as stalled_zookeeper,
     ):
         clusters = {
             "prod": prod,
@@ -210,8 +237,15 @@ def deployment(tmp_path_factory) -> Iterator[Deployment]:
                 schedule=f'"{NEVER}"',
                 **kraft_settings(work),
             )
+            + slow_cluster_table(artefacts)
         )
         connections = {f"kafka_zk_{name}": _zookeeper_connection(d) for name, d in clusters.items()}
+        connections["kafka_zk_slow"] = {
+            "conn_type": "kafkazookeeper",
+            "host": stalled_zookeeper.connect_string,
+            "port": 2181,
+            "extra": {"chroot": "/kafka_slow", "connect_timeout": 5, "session_timeout": 10},
+        }
         connections["kafka_zk_ssh"] = sshd.airflow_connection_fields(HOSTS[0], conn_timeout=5)
         connections["spark_default"] = {"conn_type": "spark", "host": "local[1]"}
         connections["smtp_oncall"] = smtp.connection()
@@ -313,13 +347,28 @@ def production_browser(deployment: Deployment) -> Iterator[TriggerFormBrowser]:
 
 
 @pytest.fixture
-def clusters_without_approval(tmp_path_factory, monkeypatch) -> Path:
-    """A cluster file in which the deletion tests' clusters (``live``, ``test``, the property test's
-    ``prop-live``) are automation with its own review (``require_approval = false``): a real deletion cleanup plans and acts in one task,
-    so it cannot be approved, and refuses on a cluster that requires approval."""
+def opt_out_of_approval(tmp_path_factory, monkeypatch):
+    """``opt_out_of_approval(name, conn_id, **settings)``: a cluster file (``$KAFKA_ZK_CLUSTERS_FILE``)
+    in which the cluster behind ``conn_id`` -- its ensemble and chroot, as the approval rule matches
+    it (issue 31) -- is the entry ``name`` with ``require_approval = false``: automation with its own
+    review, whose real writes go ahead without a person. Entries accumulate over the test; a
+    ``settings`` value is written as TOML as given (``require_approval="true"`` makes one that
+    requires approval). Returns the file."""
     clusters = tmp_path_factory.mktemp("clusters") / "clusters.toml"
-    clusters.write_text(
-        "".join(f"[clusters.{name}]\nrequire_approval = false\n" for name in ("live", "test", "prop-live"))
-    )
-    monkeypatch.setenv("KAFKA_ZK_CLUSTERS_FILE", str(clusters))
-    return clusters
+    entries: dict[str, dict[str, str]] = {}
+
+    def opt_out(name: str, conn_id: str | None = None, **settings: str) -> Path:
+        entry = {"require_approval": "false", **settings}
+        if conn_id is not None:
+            entry["kafka_zookeeper_conn_id"] = f'"{conn_id}"'
+        entries[name] = entry
+        clusters.write_text(
+            "".join(
+                f"[clusters.{n}]\n" + "".join(f"{k} = {v}\n" for k, v in e.items())
+                for n, e in entries.items()
+            )
+        )
+        monkeypatch.setenv("KAFKA_ZK_CLUSTERS_FILE", str(clusters))
+        return clusters
+
+    return opt_out

@@ -80,7 +80,12 @@ def test_manual_dags_link_their_plan_and_report_and_publish_the_report():
     from airflow_provider_kafka_zk.plugins.assets import REPORTS_ALIAS
 
     dags = create_all_dags()
-    for dag_id in ("kafka_zk_pre_maintenance_drain", "kafka_zk_post_maintenance", "kafka_zk_topic_id_repair"):
+    for dag_id in (
+        "kafka_zk_pre_maintenance_drain",
+        "kafka_zk_post_maintenance",
+        "kafka_zk_topic_id_repair",
+        "kafka_zk_deletion_cleanup",
+    ):
         dag = dags[dag_id]
         assert [link.name for link in dag.get_task("plan").operator_extra_links] == ["Plan"], dag_id
         report = dag.get_task("report")

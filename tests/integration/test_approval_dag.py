@@ -209,7 +209,10 @@ def test_a_real_drain_waits_and_carries_out_exactly_the_approved_plan(live, api,
     shown = _shown_hash(request)
     recomputed = plan_digest(
         {n: (folder / n).read_bytes() for n in ("plan.json", "rollback.json")},
-        {"execute": {"throttle_bytes_per_sec": 50 * 1024 * 1024, "kafka_zookeeper_conn_id": ZK_CONN}},
+        {
+            "execute": {"throttle_bytes_per_sec": 50 * 1024 * 1024, "kafka_zookeeper_conn_id": ZK_CONN},
+            "clear_throttles": {"kafka_zookeeper_conn_id": ZK_CONN, "force": False},  # a writer too
+        },
     )
     assert shown == recomputed.sha256
     assert [u["id"] for u in request["assigned_users"]] == ["admin"]
@@ -311,20 +314,23 @@ def test_every_execute_step_of_the_shipped_dags_checks_the_approval_first():
     """Each writing task of a shipped manual DAG has the approval step upstream and is a known writer
     (its settings are part of the plan hash)."""
     from airflow_provider_kafka_zk.dags import create_all_dags
-    from airflow_provider_kafka_zk.operators.approved_plan import WRITERS
+    from airflow_provider_kafka_zk.operators.approved_plan import writer_fields
 
     dags = create_all_dags()
     writers = {
         (dag_id, task.task_id)
         for dag_id, dag in dags.items()
         for task in dag.tasks
-        if type(task).__name__ in WRITERS
+        if writer_fields(task) is not None
     }
     assert writers == {
         ("kafka_zk_pre_maintenance_drain", "execute"),
+        ("kafka_zk_pre_maintenance_drain", "clear_throttles"),
         ("kafka_zk_post_maintenance", "move_back"),
+        ("kafka_zk_post_maintenance", "clear_throttles"),
         ("kafka_zk_post_maintenance", "elect_preferred_leaders"),
         ("kafka_zk_topic_id_repair", "execute"),
+        ("kafka_zk_deletion_cleanup", "execute"),
     }
     for dag_id, task_id in writers:
         upstream = {t.task_id for t in dags[dag_id].task_dict[task_id].get_flat_relatives(upstream=True)}

@@ -40,7 +40,7 @@ from airflow_provider_kafka_zk.testing.simulator.render import render_zookeeper
 from airflow_provider_kafka_zk.testing.sshd import SshServer
 from airflow_provider_kafka_zk.triggers.deletion import check_deletions
 
-pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("clusters_without_approval")]
+pytestmark = pytest.mark.integration
 
 ADDRESSES = tuple(f"127.0.0.{2 + broker}" for broker in range(6))
 STOPPED = {3: "127.0.0.5", 4: "127.0.0.6"}  # incident cluster: stopped, so not registered
@@ -70,8 +70,9 @@ _deployments = iter(range(1_000_000))
 
 
 @pytest.fixture
-def deploy(zookeeper_server, tmp_path_factory, ssh_connection):
-    """Deploy a simulated cluster in its own chroot and host root, with its own ZooKeeper connection."""
+def deploy(zookeeper_server, tmp_path_factory, ssh_connection, opt_out_of_approval):
+    """Deploy a simulated cluster in its own chroot and host root, with its own ZooKeeper connection;
+    the cluster file names it ``test``, opted out of approval (the real cleanups here are automation)."""
     opened = []
     patch = pytest.MonkeyPatch()
 
@@ -93,6 +94,7 @@ def deploy(zookeeper_server, tmp_path_factory, ssh_connection):
                 }
             ),
         )
+        opt_out_of_approval("test", conn_id)
         return deployed, conn_id
 
     yield _deploy

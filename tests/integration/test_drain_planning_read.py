@@ -64,9 +64,12 @@ def _spec() -> ClusterSpec:
 
 
 @pytest.fixture
-def live(zookeeper_server, tmp_path, monkeypatch):
-    """A deployed simulated cluster and its connection; yields (client, base)."""
+def live(zookeeper_server, tmp_path, monkeypatch, opt_out_of_approval):
+    """A deployed simulated cluster and its connection; yields (client, base). The cluster opts out
+    of approval (automation): these tests are about the plan-read checks of real runs, which the
+    approval rule would otherwise refuse first."""
     chroot = zookeeper_server.new_chroot("/kafka_planning_read_")
+    opt_out_of_approval(CLUSTER, ZK_CONN)
     with DeployedCluster(
         SimulatedCluster(_spec()), zookeeper_server.connect_string, chroot, tmp_path / "hosts"
     ) as deployed:

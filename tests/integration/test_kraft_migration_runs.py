@@ -402,3 +402,20 @@ def test_a_plan_changed_after_its_approval_is_refused_before_any_change(migratio
             approval=approval,
         )
     assert not Path(m.controller.config_path).exists() and m.znode("/migration") is None
+
+
+def test_a_real_run_without_approval_is_refused_where_the_cluster_requires_it(migration):
+    """The one approval rule (issue 31) holds for the migration's writes: the same real run the other
+    tests make, on a cluster file that requires approval, with no approval step before it."""
+    import os
+
+    from airflow_provider_kafka_zk.maintenance.approval import ApprovalRequiredError
+
+    m = migration()
+    clusters = Path(os.environ["KAFKA_ZK_CLUSTERS_FILE"])
+    clusters.write_text(clusters.read_text().replace("require_approval = false", "require_approval = true"))
+    files = {p: p.read_bytes() for p in m.deployed.root.rglob("*.properties")}
+    with pytest.raises(ApprovalRequiredError, match="needs a person's approval"):
+        m.run("forward", verify=False)
+    assert not Path(m.controller.config_path).exists() and m.znode("/migration") is None
+    assert {p: p.read_bytes() for p in m.deployed.root.rglob("*.properties")} == files

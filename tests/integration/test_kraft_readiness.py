@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from kazoo.client import KazooClient
@@ -32,7 +33,14 @@ from airflow_provider_kafka_zk.operators.kraft_readiness import (
     KraftReadinessOperator,
 )
 from airflow_provider_kafka_zk.spark_jobs import audit as audit_job
+from airflow_provider_kafka_zk.testing.broker_processes import StandInBrokers
 from airflow_provider_kafka_zk.testing.simulator import DeployedCluster
+from airflow_provider_kafka_zk.testing.simulator.disk_writer import write_broker_hosts
+from airflow_provider_kafka_zk.testing.simulator.recorded_migration import (
+    PHASES,
+    RecordedMigration,
+    RecordedPhase,
+)
 from airflow_provider_kafka_zk.testing.simulator.scenarios import (
     READINESS_BLOCKERS,
     kraft_ready_cluster,
@@ -47,6 +55,20 @@ SSH_CONN = "kraft_ssh"
 HOSTS = {b: f"127.0.0.{b + 1}" for b in range(4)}
 
 
+def _zookeeper_connection(monkeypatch, hosts: str, chroot: str) -> None:
+    """The cluster's ZooKeeper connection (``ZK_CONN``) in an env var."""
+    monkeypatch.setenv(
+        f"AIRFLOW_CONN_{ZK_CONN.upper()}",
+        json.dumps(
+            {
+                "conn_type": "kafka_zookeeper",
+                "host": hosts,
+                "extra": {"chroot": chroot, "session_timeout": 10, "connect_timeout": 5},
+            }
+        ),
+    )
+
+
 @pytest.fixture
 def deploy(zookeeper_server, ssh_server, tmp_path, monkeypatch):
     """Deploys a simulated cluster in a fresh chroot; connections in env vars, a cluster file."""
@@ -56,16 +78,7 @@ def deploy(zookeeper_server, ssh_server, tmp_path, monkeypatch):
 
     def _deploy(cluster) -> DeployedCluster:
         chroot = zookeeper_server.new_chroot("/kafka_kraft_")
-        monkeypatch.setenv(
-            f"AIRFLOW_CONN_{ZK_CONN.upper()}",
-            json.dumps(
-                {
-                    "conn_type": "kafka_zookeeper",
-                    "host": zookeeper_server.connect_string,
-                    "extra": {"chroot": chroot, "session_timeout": 10, "connect_timeout": 5},
-                }
-            ),
-        )
+        _zookeeper_connection(monkeypatch, zookeeper_server.connect_string, chroot)
         hosts = tmp_path / f"hosts-{len(opened)}"
         deployed = DeployedCluster(cluster, zookeeper_server.connect_string, chroot, hosts)
         opened.append(deployed)
@@ -318,3 +331,181 @@ def test_the_daily_dag_reports_the_migration_and_its_readiness_stage_without_fai
     findings = audit_job.read_findings(str(findings_dir))
     assert [f.check for f in findings] == ["kraft-migration"], [(f.check, f.summary) for f in findings]
     assert deployed.cluster.kraft_controller_active
+
+
+# ---------------------------------------------------------------------------------------------
+# running brokers (issue 32, item 4) and every real phase of a migration (the recorded 3.9.0 one)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_readiness_reads_the_release_and_ibp_of_running_brokers(deploy, tmp_path):
+    """server_properties_path given and brokers running on those files (stand-in processes with
+    Kafka's command line): the release comes from the running process's jars -- no kafka_version param --
+    as it did for the identity check only before."""
+    deployed = deploy(kraft_ready_cluster(name=CLUSTER))
+    with StandInBrokers() as brokers:
+        brokers.start((h.server_properties for h in deployed.hosts.values()), "3.9.0")
+        result = _readiness(deployed, tmp_path / "artefacts")
+    report = result["readiness_json"]
+    release = next(c for c in report["checks"] if c["check"] == "release")
+    assert "3.9.0 on brokers 0, 1, 2 and 3" in release["evidence"], release
+    assert {b["from"] for b in release["details"]["brokers"].values()} == {
+        "its running process's kafka_<scala>-<release>.jar"
+    }
+    assert result["verdict"] == "ready to migrate", _status(report)
+
+
+GOLDEN_MIGRATION = Path(__file__).resolve().parents[1] / "fixtures" / "real-kafka-3.9-migration"
+
+
+def load_recorded_znodes(connect: str, chroot: str, phase: RecordedPhase) -> list[KazooClient]:
+    """Every znode of the recorded phase under ``chroot``: persistent ones from one session, each
+    ephemeral one from a session per owner, as the brokers' sessions held them. Returns the owners'
+    sessions (close them and ZooKeeper removes their znodes)."""
+    dump = json.loads((GOLDEN_MIGRATION / "zookeeper" / f"{phase.value}.json").read_text())
+    admin = KazooClient(hosts=connect + chroot)
+    admin.start(timeout=15)
+    owners: dict[int, KazooClient] = {}
+    try:
+        for znode in sorted(dump["znodes"], key=lambda z: z["path"].count("/")):
+            path = znode["path"][len(dump["root"]) :]
+            if not path:
+                continue
+            data = b"" if znode["data"] is None else znode["data"].encode()
+            owner = znode["stat"]["ephemeralOwner"]
+            if owner:
+                if owner not in owners:
+                    owners[owner] = KazooClient(hosts=connect + chroot)
+                    owners[owner].start(timeout=15)
+                owners[owner].create(path, data, ephemeral=True)
+            else:
+                admin.create(path, None if znode["data"] is None else data)
+    finally:
+        admin.stop()
+        admin.close()
+    return list(owners.values())
+
+
+@pytest.fixture
+def recorded_phase(zookeeper_server, ssh_server, tmp_path, monkeypatch):
+    """A recorded phase's real znodes in a fresh chroot of a real ZooKeeper, and the simulator's broker
+    hosts for that phase (server.properties, meta.properties, disks) behind the real sshd, each broker
+    "running" (a stand-in process on its server.properties, Kafka 3.9.0's jars)."""
+    sessions: list[KazooClient] = []
+    brokers = StandInBrokers()
+    for name, value in ssh_server.airflow_connection("127.0.0.1", SSH_CONN, conn_timeout=5).items():
+        monkeypatch.setenv(name, value)
+
+    def _load(phase: RecordedPhase):
+        chroot = zookeeper_server.new_chroot("/k39_")
+        sessions.extend(load_recorded_znodes(zookeeper_server.connect_string, chroot, phase))
+        _zookeeper_connection(monkeypatch, zookeeper_server.connect_string, chroot)
+        cluster = RecordedMigration(name=CLUSTER).play_to(phase)
+        root = tmp_path / "hosts"
+        hosts = write_broker_hosts(cluster, root, zookeeper_server.connect_string + chroot)
+        brokers.start((h.server_properties for h in hosts.values()), "3.9.0")
+        return SimpleNamespace(cluster=cluster, root=root, chroot=chroot, hosts=hosts)
+
+    yield _load
+    brokers.stop()
+    for session in sessions:
+        session.stop()
+        session.close()
+
+
+_STAGES = {
+    RecordedPhase.CONTROLLER_PROVISIONED: (
+        "waiting-for-brokers",
+        "controllers provisioned; brokers in ZooKeeper mode",
+    ),
+    RecordedPhase.BROKERS_IN_MIGRATION_MODE: (
+        "dual-write",
+        "dual-write; brokers in ZooKeeper mode (migration mode)",
+    ),
+    RecordedPhase.BROKERS_IN_KRAFT_MODE: (
+        "dual-write",
+        "dual-write; every broker in KRaft mode (not finalized)",
+    ),
+    RecordedPhase.ROLLBACK_BROKERS_IN_ZK_MIGRATION_MODE: (
+        "dual-write",
+        "dual-write; brokers in ZooKeeper mode (migration mode)",
+    ),
+    RecordedPhase.ROLLBACK_CONTROLLER_DEPROVISIONED: (
+        "reverting",
+        "rollback; ZooKeeper controller back, brokers 0, 1, 2 still in migration mode",
+    ),
+    RecordedPhase.ROLLBACK_COMPLETE: ("reverting", "rolled back to ZooKeeper mode; /migration left behind"),
+}
+
+
+@pytest.mark.parametrize("phase", PHASES, ids=[p.value for p in PHASES])
+def test_each_recorded_phase_is_read_right_by_audit_readiness_and_every_writer(
+    recorded_phase, phase, tmp_path, opt_out_of_approval
+):
+    """The recorded znodes of a real 3.9.0 migration in a real ZooKeeper, read through the snapshot hook,
+    each broker inventoried over SSH: the audit raises no false incident and names the phase, the readiness
+    report says where the migration is and what comes next, and a writer's session refuses naming both --
+    without writing anything."""
+    loaded = recorded_phase(phase)
+    result = _readiness(loaded, tmp_path / "artefacts")
+    report, findings = result["readiness_json"], result["findings"]
+    incidents = [(f.check, f.summary[:200]) for f in findings if f.severity.name in ("CRITICAL", "ERROR")]
+    assert incidents == []
+    assert not {"broker-down", "offline-partitions", "controller"} & {f.check for f in findings}
+    assert result["blockers"] == [], _status(report)
+    release = next(c for c in report["checks"] if c["check"] == "release")
+    assert "3.9.0 on brokers 0, 1 and 2" in release["evidence"]  # the running processes' jars
+    before = _tree(loaded_connect(loaded))
+    # The writer here runs behind no approval step: without the opt-out the approval rule refuses it
+    # before it reads the cluster (issue 31), and the migration refusal under test is never reached.
+    opt_out_of_approval(CLUSTER, ZK_CONN)
+    from airflow_provider_kafka_zk.maintenance import MaintenanceSession, RunIdentity
+    from airflow_provider_kafka_zk.maintenance.session import KraftMigrationInProgressError
+
+    with KafkaZooKeeperHook(ZK_CONN) as hook:
+        session = MaintenanceSession(
+            hook,
+            cluster=CLUSTER,
+            artefact_dir=str(tmp_path / "writer"),
+            run=RunIdentity("kafka_zk_pre_maintenance_drain", "r", "execute", 1, "h"),
+            dry_run=False,
+        )
+        if phase is RecordedPhase.ZK_MODE:
+            assert result["verdict"] == "ready to migrate"
+            assert not [f for f in findings if f.check.startswith("kraft-migration")]
+            return
+        with pytest.raises(KraftMigrationInProgressError) as refused:
+            session.open()
+    name, stage = _STAGES[phase]
+    assert result["verdict"] == f"migrating ({name})"
+    assert report["migration"]["stage"] == stage and report["migration"]["next_step"]
+    (state,) = [f for f in findings if f.check == "kraft-migration"]
+    assert stage in state.summary and "Next: " in state.action
+    text = str(refused.value)
+    assert f"is in progress, phase {name} (" in text and "Next: " in text and "Nothing was changed" in text
+    assert _tree(loaded_connect(loaded)) == before  # nothing written
+
+
+def loaded_connect(loaded) -> str:
+    return json.loads(os.environ[f"AIRFLOW_CONN_{ZK_CONN.upper()}"])["host"] + loaded.chroot
+
+
+def _tree(connect: str) -> dict[str, tuple[bytes, int]]:
+    """Every znode's data and version under ``connect`` (with its chroot)."""
+    client = KazooClient(hosts=connect)
+    client.start(timeout=15)
+    out: dict[str, tuple[bytes, int]] = {}
+
+    def walk(path: str) -> None:
+        for child in client.get_children(path):
+            sub = f"{path.rstrip('/')}/{child}"
+            data, stat = client.get(sub)
+            out[sub] = (data, stat.version)
+            walk(sub)
+
+    try:
+        walk("/")
+    finally:
+        client.stop()
+        client.close()
+    return out

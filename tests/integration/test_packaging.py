@@ -124,6 +124,7 @@ def test_one_file_with_every_factory_and_a_configured_cluster_file(installed, tm
         "kafka_zk_pre_maintenance_drain",
         "kafka_zk_post_maintenance",
         "kafka_zk_topic_id_repair",
+        "kafka_zk_deletion_cleanup",
         "kafka_zk_pre_restart_check",
         "kafka_zk_kraft_migration_readiness",
         "kafka_zk_test_alert",
@@ -261,6 +262,8 @@ def test_the_wheel_registers_the_plugin_and_carries_the_alert_templates(installe
     assert "kafka_zk = airflow_provider_kafka_zk.plugins:KafkaZkPlugin" in entry_points
     templates = installed / "airflow_provider_kafka_zk" / "templates"
     assert {"alert.html.j2", "alert.txt.j2", "report.html.j2"} <= {p.name for p in templates.iterdir()}
+    # the Grafana dashboard, as `python -m airflow_provider_kafka_zk.metrics dashboard` prints it
+    assert (installed / "airflow_provider_kafka_zk" / "metrics" / "grafana_dashboard.json").is_file()
     env = {**os.environ, "PYTHONPATH": str(installed), "AIRFLOW_HOME": str(tmp_path)}
     listed = subprocess.run(
         [str(VENV_BIN / "airflow"), "plugins", "-o", "json"],

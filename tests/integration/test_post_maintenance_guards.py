@@ -231,8 +231,9 @@ def _old_decision(world: World, plan_dir: str, topic: str, partition: int) -> Ac
 
 
 @pytest.fixture
-def world(zookeeper_server, tmp_path, monkeypatch) -> Iterator[World]:
+def world(zookeeper_server, tmp_path, monkeypatch, opt_out_of_approval) -> Iterator[World]:
     w = World(zookeeper_server, tmp_path, monkeypatch)
+    opt_out_of_approval(CLUSTER, w.conn_id)  # the writers here run behind no approval step
     try:
         yield w
     finally:

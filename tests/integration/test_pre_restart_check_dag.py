@@ -469,7 +469,11 @@ def test_the_verdict_for_a_crashed_broker_is_what_its_start_then_does(damaged):
     assert outcome.fatal is None and outcome.log_end_after == bases[1]
     assert [s.action for s in outcome.segments] == ["kept", "emptied"] + ["deleted"] * (len(bases) - 2)
     assert predicted_log == outcome.lines
-    assert f"WARN Corruption found in segment {bases[1]}, truncating to offset {bases[1]}" in outcome.lines
+    ident = f"[LogLoader partition={part.name}, dir={part.parent}] "  # LogLoader's logIdent (3.3.1)
+    assert (
+        f"WARN {ident}Corruption found in segment {bases[1]}, truncating to offset {bases[1]}"
+        in outcome.lines
+    )
     # on the disk after the start (kept across syncs, as on a real disk): the log ends where the
     # verdict said, and the first segment holds every offset below it
     assert sorted(int(p.name[:20]) for p in part.glob("*.log")) == bases[:2]
@@ -479,6 +483,51 @@ def test_the_verdict_for_a_crashed_broker_is_what_its_start_then_does(damaged):
     ]
     assert kept[-1] == bases[1] - 1 and (part / f"{bases[1]:020d}.log").stat().st_size == 0
     assert deployed.cluster.brokers[2].online
+
+
+def test_a_corrupt_batch_in_the_middle_of_the_active_segment_is_found_by_the_default_check(damaged):
+    """Issue 32, item 1, over SSH: broker 2 killed while producing, a bit flipped in a batch in the
+    middle of an RF=1 partition's active segment. The default check (no option) reads every batch of
+    every segment the start recovers, CRCs included, and predicts the truncation; the simulated start
+    (Kafka 3.3.1's LogLoader) then does exactly that. The summary says what was read and not."""
+    from airflow_provider_kafka_zk.kafka.records import iter_log_entries
+    from airflow_provider_kafka_zk.testing.simulator.log_damage import LogDamage, plant
+    from airflow_provider_kafka_zk.testing.simulator.log_recovery import start_broker
+
+    deployed, base = damaged
+    deployed.cluster.stop_broker(2, clean=False)
+    deployed.sync()
+    stem = plant(deployed, LogDamage(2, DAMAGED, 6, "corrupt_batch", segment=-1))
+    log = stem.with_suffix(".log")
+    entries = list(iter_log_entries(log.read_bytes(), str(log), verify_crc=True))
+    [bad] = [e for e in entries if e.crc_valid is False]
+    assert bad is not entries[-1]  # not the last batch: the old default never read its CRC
+    run = _dags_test({"broker": 2, "fail_on": "never"})
+    assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
+    scan = _scan_dir(base)
+    [loss] = [
+        f
+        for f in pq.read_table(scan / "findings.parquet").to_pylist()
+        if f["kind"] == "recovery-loses-data" and f["partition"] == 6
+    ]
+    assert (loss["lost_first"], loss["lost_end"], loss["position"]) == (bad.base_offset, 1200, bad.position)
+    assert loss["bytes_at_risk"] == log.stat().st_size - bad.position
+    lines = json.loads(loss["kafka_log_json"])
+    assert (
+        f"WARN Found invalid messages in log segment {log} at byte offset {bad.position}: Record is corrupt (stored crc = {bad.crc}, computed crc = "
+        in "\n".join(lines)
+    )
+    summary = json.loads((scan / "_summary" / "broker=2.json").read_text())
+    read = summary["read"]
+    assert read["crc_segments"] >= 9 and read["crc_bytes"] > 0 and read["not_read_segments"] > 0
+    assert read["crc_impl"] in ("libext2fs", "crc32c module", "python")
+    report = (scan / "report.txt").read_text()
+    assert "read whole, every batch's CRC checked:" in report and "no start reads them either" in report
+
+    starts = start_broker(deployed, 2)
+    outcome = next(p for s in starts for n, p in s.partitions.items() if n == stem.parent.name)
+    assert outcome.log_end_after == bad.base_offset and outcome.lines == lines
+    assert log.stat().st_size == bad.position
 
 
 def test_the_simulated_restart_loads_logs_as_kafka_does_and_a_fatal_load_keeps_the_broker_down(
@@ -502,5 +551,22 @@ def test_the_simulated_restart_loads_logs_as_kafka_does_and_a_fatal_load_keeps_t
                 time.sleep(0.1)
         assert runtime.restarted == [1]
     assert deployed.cluster.brokers[1].online and not deployed.cluster.brokers[2].online
-    # Kafka deleted the marker as it started: the next start is an unclean one
-    assert not any((d / ".kafka_cleanshutdown").exists() for d in deployed.hosts[2].log_dirs)
+    # Kafka 3.3.1 exits through KafkaServer.shutdown: LogManager.shutdown marks every log dir clean and
+    # checkpoints the recovery points of the logs it loaded only (issue 32, item 3) -- kept across syncs
+    from airflow_provider_kafka_zk.kafka.logdir import OffsetCheckpoint
+    from airflow_provider_kafka_zk.testing.simulator.log_recovery import start_broker
+
+    deployed.sync()
+    [log_dir] = deployed.hosts[2].log_dirs
+    assert (log_dir / ".kafka_cleanshutdown").exists()
+    checkpoint = log_dir / "recovery-point-offset-checkpoint"
+    loaded = OffsetCheckpoint.parse(checkpoint.read_bytes(), str(checkpoint)).offsets
+    assert sorted(loaded) == [("bulky", 0)]  # loaded before damaged-0 threw; the others dropped
+    part = log_dir / f"{DAMAGED}-0"
+    active = sorted(part.glob("*.log"))[-1]
+    size = active.stat().st_size
+    assert active.with_suffix(".index").stat().st_size == 10_485_760  # left by the failed rebuild
+    # the next plain start skips recovery: the broker comes up with the repeated batches kept
+    starts = start_broker(deployed, 2)
+    assert not any(s.fatal for s in starts) and all(s.clean_shutdown for s in starts)
+    assert deployed.cluster.brokers[2].online and active.stat().st_size == size

@@ -37,6 +37,7 @@ from airflow_provider_kafka_zk.maintenance import (
     RunIdentity,
     SafetyFlagError,
 )
+from airflow_provider_kafka_zk.maintenance.approval import ClusterEntryMismatchError
 from airflow_provider_kafka_zk.operators.deletion import TopicDeletionVerifyOperator
 from airflow_provider_kafka_zk.testing.simulator import (
     BrokerSpec,
@@ -48,7 +49,7 @@ from airflow_provider_kafka_zk.testing.simulator import (
 from airflow_provider_kafka_zk.testing.sshd import SshServer
 from airflow_provider_kafka_zk.triggers.deletion import check_deletions
 
-pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("clusters_without_approval")]
+pytestmark = pytest.mark.integration
 
 ADDRESSES = tuple(f"127.0.0.{2 + n}" for n in range(6))
 LIVE_HOSTS = {0: ADDRESSES[0], 1: ADDRESSES[1], 2: ADDRESSES[2]}  # cluster "live"
@@ -175,6 +176,13 @@ def live(zookeeper_server, tmp_path_factory, ssh_connection):
     ):
         patch.setenv("AIRFLOW_CONN_SAFETY_LIVE_ZK", _zk_connection(zookeeper_server, chroot))
         yield deployed, "safety_live_zk"
+
+
+@pytest.fixture(autouse=True)
+def live_opted_out(opt_out_of_approval):
+    """The cluster file names the live cluster (by its connection) ``live`` and opts it out of
+    approval: the cleanups here are automation (issue 31: the rule follows the connection)."""
+    return opt_out_of_approval("live", "safety_live_zk")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -319,10 +327,13 @@ def other(zookeeper_server, tmp_path_factory, monkeypatch):
     return deployed, "safety_other_zk"
 
 
-def _refuse_in_other_cluster(other, live, tmp_path):
-    """Cleanup of ``events`` through the connection of ``other`` with the disks of ``live``."""
+def _refuse_in_other_cluster(other, live, tmp_path, opt_out):
+    """Cleanup of ``events`` through the connection of ``other`` with the disks of ``live``, the
+    cluster file's entry ``live`` pointing at ``other`` (a wrong connection in the cluster file: the
+    approval rule, which follows the file, lets it through, so the broker pins are what refuse)."""
     deployed, _ = live
     other, other_conn = other
+    opt_out("live", other_conn)
     before = _state(deployed, other)
     operator = _operator(other_conn, deployed.root, tmp_path, topics=["events"], cleanup=True, dry_run=False)
     with pytest.raises(ClusterIdentityError) as refused:
@@ -335,7 +346,9 @@ def _refuse_in_other_cluster(other, live, tmp_path):
 # ---------------------------------------------------------------------------------------------
 
 
-def test_wrong_cluster_connection_refuses_to_quarantine_the_live_replicas(live, other, tmp_path):
+def test_wrong_cluster_connection_refuses_to_quarantine_the_live_replicas(
+    live, other, tmp_path, opt_out_of_approval
+):
     deployed, _ = live
     other, other_conn = other
     live_id, other_id = deployed.cluster.cluster_id, other.cluster.cluster_id
@@ -358,6 +371,14 @@ def test_wrong_cluster_connection_refuses_to_quarantine_the_live_replicas(live, 
 
     before = _state(deployed, other)
     operator = _operator(other_conn, deployed.root, tmp_path, topics=["events"], cleanup=True, dry_run=False)
+    # The cluster file names live by its connection: the connection of another cluster refuses
+    # before anything is read (issue 31), naming the entry and the chroot reached
+    with pytest.raises(ClusterEntryMismatchError, match="cluster 'live' names the entry live") as refused:
+        operator.execute({"ts_nodash": TS})
+    assert other.chroot in str(refused.value)
+    assert _state(deployed, other) == before and not (tmp_path / "live").exists()
+    # A cluster file whose entry itself has the wrong connection: the broker pins refuse
+    opt_out_of_approval("live", other_conn)
     with pytest.raises(ClusterIdentityError) as refused:
         operator.execute({"ts_nodash": TS})
     message = str(refused.value)
@@ -379,9 +400,9 @@ def test_wrong_cluster_connection_refuses_to_quarantine_the_live_replicas(live, 
     assert not (artefacts / "rollback").exists()  # refused before the list of moves was written
 
 
-def test_refused_cleanup_leaves_no_maintenance_lease_behind(live, other, tmp_path):
+def test_refused_cleanup_leaves_no_maintenance_lease_behind(live, other, tmp_path, opt_out_of_approval):
     deployed, _ = live
-    other, before, refused = _refuse_in_other_cluster(other, live, tmp_path)
+    other, before, refused = _refuse_in_other_cluster(other, live, tmp_path, opt_out_of_approval)
     assert other.cluster.cluster_id in str(refused)
     after = _state(deployed, other)
     zk_other = after[str(other.root)]["zk"]
@@ -395,7 +416,9 @@ def test_refused_cleanup_leaves_no_maintenance_lease_behind(live, other, tmp_pat
 # ---------------------------------------------------------------------------------------------
 
 
-def test_wrong_chroot_refuses_before_any_move(live, zookeeper_server, tmp_path, monkeypatch):
+def test_wrong_chroot_refuses_before_any_move(
+    live, zookeeper_server, tmp_path, monkeypatch, opt_out_of_approval
+):
     deployed, _ = live
     assert _zookeeper(zookeeper_server.connect_string, "/nope") == {}
     monkeypatch.setenv("AIRFLOW_CONN_SAFETY_NOPE_ZK", _zk_connection(zookeeper_server, "/nope"))
@@ -422,6 +445,7 @@ def test_wrong_chroot_refuses_before_any_move(live, zookeeper_server, tmp_path, 
     # refuses, so no verdict -- and no cleanup -- is ever made from that chroot.
     with pytest.raises(ClusterIdentityError, match=r"chroot /nope holds no Kafka cluster"):
         _check("safety_nope_zk", deployed.root, ["events"])
+    opt_out_of_approval("live", "safety_nope_zk")  # the typo in the cluster file's own connection
     before = _state(deployed)
     operator = _operator(
         "safety_nope_zk", deployed.root, tmp_path, topics=["events"], cleanup=True, dry_run=False
@@ -538,11 +562,12 @@ def test_unwritable_artefact_store_is_reported_as_the_refusal(live, tmp_path, de
 
 
 def test_lease_held_by_another_run_refuses_then_the_real_cleanup_moves_exactly_the_leftovers(
-    deploy, tmp_path, deletion_clock
+    deploy, tmp_path, deletion_clock, opt_out_of_approval
 ):
     deletion_clock(RENAMED_AGO_MS)
     # broker 1 stopped: its plain leftover directory may move (never under a running broker)
     deployed, conn_id = deploy(_live_cluster(seed=23, stopped=1))
+    opt_out_of_approval("live", conn_id)
     root = deployed.root
     leftovers = _dirs_of(deployed, "old-logs-")
     assert len(leftovers) == 3

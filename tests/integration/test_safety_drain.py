@@ -35,6 +35,7 @@ from airflow_provider_kafka_zk.maintenance import (
     RollbackArtefactError,
     SafetyFlagError,
 )
+from airflow_provider_kafka_zk.maintenance.approval import ClusterEntryMismatchError
 from airflow_provider_kafka_zk.operators.drain import (
     ClearReplicationThrottlesOperator,
     DrainExecuteOperator,
@@ -98,13 +99,15 @@ def _set_connection(
 
 
 @pytest.fixture
-def live(zookeeper_server, tmp_path, monkeypatch):
-    """A fresh deployed cluster X and its connection; yields (deployed, client, base)."""
+def live(zookeeper_server, tmp_path, monkeypatch, opt_out_of_approval):
+    """A fresh deployed cluster X and its connection; yields (deployed, client, base). The cluster file
+    names X (by its connection) and opts it out of approval: these writers run behind no approval step."""
     chroot = zookeeper_server.new_chroot("/kafka_safety_drain_")
     with DeployedCluster(
         SimulatedCluster(_spec()), zookeeper_server.connect_string, chroot, tmp_path / "hosts"
     ) as deployed:
         _set_connection(monkeypatch, ZK_CONN, zookeeper_server.connect_string, chroot)
+        opt_out_of_approval(CLUSTER, ZK_CONN)
         client = KazooClient(hosts=deployed.zookeeper_connect)
         client.start(timeout=15)
         try:
@@ -457,9 +460,13 @@ def test_execute_refuses_another_cluster_behind_the_connection(live, zookeeper_s
                         _context("wrong-cluster", "execute")
                     )
                 message = str(refused.value)
-                assert id_x in message and id_y in message, message
-                assert deployed_x.chroot in message and chroot_y in message  # the chroots differ too
+                assert deployed_x.chroot in message and chroot_y in message  # the chroots differ
                 assert "Refusing to change anything" in message
+                if dry_run:  # the plan's pinned identity, read from Y
+                    assert id_x in message and id_y in message, message
+                else:  # a real run: the cluster file already says Y is not the plan's entry, before any I/O
+                    assert isinstance(refused.value, ClusterEntryMismatchError), message
+                    assert f"cluster '{CLUSTER}' names the entry {CLUSTER}" in message, message
 
             assert _tree(client_x) == tree_x and _tree(client_y) == tree_y
             assert _lease(client_x) is None and _lease(client_y) is None
@@ -487,8 +494,15 @@ def test_execute_refuses_a_chroot_without_a_kafka_cluster(live, zookeeper_server
         top, tree_x, files = sorted(root.get_children("/")), _tree(client_x), _files(plan["plan_dir"])
         chroot_before = root.exists(chroot)
 
-        with pytest.raises(ClusterIdentityError, match="holds no Kafka cluster") as refused:
+        # a real run: the cluster file already says this chroot is not the plan's cluster (no I/O at
+        # all); the dry run looks, and finds no Kafka cluster there
+        with pytest.raises(ClusterEntryMismatchError, match=f"names the entry {CLUSTER}") as refused:
             _execute_operator(plan["plan_dir"], conn_id=OTHER_CONN).execute(_context("typo", "execute"))
+        assert f"chroot {chroot}" in str(refused.value)
+        with pytest.raises(ClusterIdentityError, match="holds no Kafka cluster") as refused:
+            _execute_operator(plan["plan_dir"], conn_id=OTHER_CONN, dry_run=True).execute(
+                _context("typo", "execute")
+            )
         assert chroot in str(refused.value) and zk.BROKER_IDS in str(refused.value)
 
         assert sorted(root.get_children("/")) == top

@@ -15,9 +15,6 @@ import hashlib
 import json
 import os
 import re
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -29,6 +26,7 @@ from airflow_provider_kafka_zk.kafka.logdir import DirKind
 from airflow_provider_kafka_zk.kafka.versions import MATRIX_RELEASES, KafkaVersion
 from airflow_provider_kafka_zk.maintenance import BrokerIdentityPinError, MaintenanceSession, RunIdentity
 from airflow_provider_kafka_zk.operators.deletion import TopicDeletionVerifyOperator
+from airflow_provider_kafka_zk.testing.broker_processes import StandInBrokers
 from airflow_provider_kafka_zk.testing.simulator import (
     BrokerSpec,
     ClusterSpec,
@@ -39,7 +37,7 @@ from airflow_provider_kafka_zk.testing.simulator import (
 from airflow_provider_kafka_zk.testing.sshd import SshServer
 from airflow_provider_kafka_zk.triggers.deletion import check_deletions
 
-pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("clusters_without_approval")]
+pytestmark = pytest.mark.integration
 
 ADDRESSES = tuple(f"127.0.0.{2 + n}" for n in range(6))
 LIVE_HOSTS = {0: ADDRESSES[0], 1: ADDRESSES[1], 2: ADDRESSES[2]}
@@ -47,7 +45,6 @@ OTHER_HOSTS = {0: ADDRESSES[3], 1: ADDRESSES[4], 2: ADDRESSES[5]}  # another clu
 SSH_CONN = "legacy_identity_ssh"
 TS = "20260102T030405"
 DAY_MS = 86_400_000
-KAFKA_MAIN = "kafka.Kafka"
 
 
 def _cluster(name: str, hosts: dict[int, str], kafka_version: str, seed: int) -> SimulatedCluster:
@@ -100,9 +97,11 @@ _numbers = iter(range(1_000_000))
 
 
 @pytest.fixture
-def deploy(zookeeper_server, tmp_path_factory, ssh_connection, deletion_clock):
+def deploy(zookeeper_server, tmp_path_factory, ssh_connection, deletion_clock, opt_out_of_approval):
     """``deploy(name, hosts, release)``: a cluster in its own chroot and host root, every broker
-    running (registered); (deployed, its connection id). The -delete directories are past the delay."""
+    running (registered); (deployed, its connection id). The -delete directories are past the delay.
+    The cluster file names it ``name``, opted out of approval: the cleanups here are automation (a
+    real cleanup of a cluster that requires approval refuses before any I/O, issue 31)."""
     deletion_clock(2 * DAY_MS)
     opened = []
     patch = pytest.MonkeyPatch()
@@ -117,6 +116,7 @@ def deploy(zookeeper_server, tmp_path_factory, ssh_connection, deletion_clock):
         opened.append(deployed)
         conn_id = f"legacy_zk_{number}"
         patch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", _zk_connection(zookeeper_server, chroot))
+        opt_out_of_approval(name, conn_id)
         return deployed, conn_id
 
     yield _deploy
@@ -306,46 +306,16 @@ def test_a_symlinked_server_properties_refuses(deploy, tmp_path):
     assert len(_leftovers(deployed)) == 2
 
 
-def _kafka_pids() -> set[int]:
-    found = set()
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            if KAFKA_MAIN.encode() in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0"):
-                found.add(int(pid))
-        except OSError:
-            continue
-    return found
-
-
 @pytest.fixture
 def broker_processes(deploy):
     """Stand-ins for the running brokers (command line ``kafka.Kafka <server.properties>``), so the
     inventory finds server.properties without ``server_properties_path``."""
-    started = []
+    with StandInBrokers(lifetime_s=120) as brokers:
 
-    def _start(deployed: DeployedCluster, release: str | None = None) -> None:
-        classpath = ["-cp", f"/opt/kafka/libs/zookeeper-3.4.14.jar:/opt/kafka/libs/kafka_2.12-{release}.jar"]
-        for host in deployed.hosts.values():
-            started.append(
-                subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-c",
-                        "import time; time.sleep(120)",
-                        *(classpath if release else []),
-                        KAFKA_MAIN,
-                        str(host.server_properties),
-                    ]
-                )
-            )
-        deadline = time.monotonic() + 15  # their command lines are in /proc once exec'd
-        while len(_kafka_pids() & {p.pid for p in started}) < len(started) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        def _start(deployed: DeployedCluster, release: str | None = None) -> None:
+            brokers.start((host.server_properties for host in deployed.hosts.values()), release)
 
-    yield _start
-    for process in started:
-        process.kill()
-        process.wait()
+        yield _start
 
 
 def test_without_server_properties_path_the_pin_refuses(deploy, broker_processes, tmp_path):

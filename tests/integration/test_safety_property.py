@@ -15,10 +15,18 @@ log dir / through a symlink / with ``..``) -- each operator run must end in one 
 * it returns (or defers) and the state is the one predicted from the inputs: unchanged for a dry
   run; for a real run with the right connection, what the plan says and nothing else.
 
-Operators: the drain's execute and clear steps, the deletion cleanup, the snapshot load, the topicId
-repair, and the post-maintenance path -- the move-back of a real drain (also with its returning
+Operators: the drain's execute and clear steps, the deletion cleanup (the verifier's one-task cleanup,
+and the execute step of ``kafka_zk_deletion_cleanup`` on its plan step's plan), the snapshot load, the
+topicId repair, and the post-maintenance path -- the move-back of a real drain (also with its returning
 broker down again, or a moved-back topic deleted and created again, after the plan: both must refuse)
 and the preferred leader election (also while someone else's election is in flight).
+
+Every writer is also drawn against the approval rule (issue 31): a real run with every other input
+valid, on a cluster the cluster file does not opt out -- its entry requires approval (``none``), the
+writer's ``cluster`` names an opted-out entry of another cluster (``wrong_label``), or the cluster is
+in no entry (``no_entry``) -- must refuse with nothing changed; only an entry that names the cluster
+by its connection and sets ``require_approval = false`` (``opted_out``, every other case) lets a
+writer without an approval step write.
 
 The draw is seeded: ``KAFKA_ZK_SAFETY_PROPERTY_SEED`` (default below) fixes every case, the case's
 own seed and its drawn inputs are in its test id and in every failure message. The schedule is
@@ -63,6 +71,10 @@ from airflow_provider_kafka_zk.operators.deletion import (
     TopicDeletionUnsuccessfulError,
     TopicDeletionVerifyOperator,
 )
+from airflow_provider_kafka_zk.operators.deletion_cleanup import (
+    DeletionCleanupExecuteOperator,
+    DeletionCleanupPlanOperator,
+)
 from airflow_provider_kafka_zk.operators.drain import (
     ClearReplicationThrottlesOperator,
     DrainExecuteOperator,
@@ -98,7 +110,7 @@ from airflow_provider_kafka_zk.testing.simulator.runtime import ClusterRuntime
 from airflow_provider_kafka_zk.testing.simulator.scenarios import topic_id_repair_cluster
 from airflow_provider_kafka_zk.testing.sshd import SshServer
 
-pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("clusters_without_approval")]
+pytestmark = pytest.mark.integration
 
 BASE_SEED = int(os.environ.get("KAFKA_ZK_SAFETY_PROPERTY_SEED", "20260517"))
 
@@ -129,6 +141,8 @@ BAD_QUARANTINES = ("relative", "inside_log_dir", "contains_log_dir", "symlink", 
 GOOD_LOAD_TARGETS = ("fresh", "missing")
 BAD_LOAD_TARGETS = ("source", "inside_source", "other_cluster", "zk_root", "relative", "dotdot")
 GOOD_THROTTLES = (1000, "4096", 1_048_576)
+APPROVAL_KINDS = ("none", "wrong_label", "no_entry")  # besides "opted_out": each must refuse
+WRITERS = ("execute", "clear", "cleanup", "cleanup_dag", "repair", "moveback", "elect")
 BAD_THROTTLES = (0, "-5", "fast", None, True)
 
 
@@ -166,6 +180,7 @@ class Case:
     snapshot: str | None = None  # load: ok | missing
     race: bool = False  # repair: the plan's second topic znode changes after the plan
     incident: str | None = None  # moveback / elect: the cluster changes after the plan (must refuse)
+    approval: str = "opted_out"  # what the cluster file says of the cluster written to (APPROVAL_KINDS)
 
     @property
     def flag(self) -> dict[str, Any]:
@@ -178,12 +193,15 @@ class Case:
             "execute": ("throttle",),
             "clear": ("state",),
             "cleanup": ("quarantine",),
+            "cleanup_dag": ("quarantine",),
             "repair": ("race",),
             "moveback": ("throttle", "incident"),
             "elect": ("incident",),
         }
         for name in extra.get(self.op, ("target", "snapshot")):
             parts.append(f"{name}={getattr(self, name)!r}")
+        if self.approval != "opted_out":
+            parts.append(f"approval={self.approval}")
         return " ".join(parts)
 
     # ----------------------------------------------------------------- the oracle
@@ -205,8 +223,8 @@ class Case:
             return False
         if self.op == "load":
             return self.conn == "right" and self.target in GOOD_LOAD_TARGETS and self.snapshot == "ok"
-        if self.conn != "right":
-            return False
+        if self.conn != "right" or self.approval != "opted_out":
+            return False  # a wrong connection, or a cluster that needs approval (none is given here)
         if self.op == "execute" and not positive(self.throttle):
             return False
         if self.op == "repair" and self.race:
@@ -275,6 +293,13 @@ def _draw_cases(base_seed: int) -> list[Case]:
     profiles += [("moveback", "bad_flag")]
     profiles += [("elect", p) for p in ["real", "real", "dry", "foreign", *schedule.sample(WRONG_CONNS, 3)]]
     profiles += [("elect", "bad_flag")]
+    # the deletion cleanup DAG's execute step, on a plan made by its plan step
+    profiles += [
+        ("cleanup_dag", p) for p in ["real", "real", "dry", "other", *schedule.sample(WRONG_CONNS[1:], 2)]
+    ]
+    profiles += [("cleanup_dag", "bad_flag")]
+    # every writer, a real run with every other input valid, on a cluster that is not opted out
+    profiles += [(op, f"approval:{kind}") for op in WRITERS for kind in APPROVAL_KINDS]
     cases = []
     counters: dict[str, int] = {}
     for number, (op, profile) in enumerate(profiles):
@@ -289,6 +314,9 @@ def _draw_cases(base_seed: int) -> list[Case]:
         def anything(rng: random.Random = rng) -> Any:
             return rng.choice(FLAG_VALUES)
 
+        if kind == "approval":
+            cases.append(_approval_case(op, index, seed, detail, rng))
+            continue
         conn = "right"
         if kind in WRONG_CONNS:
             conn = kind
@@ -335,6 +363,18 @@ def _draw_cases(base_seed: int) -> list[Case]:
             elif kind in WRONG_CONNS and rng.random() < 0.3:
                 flags[rng.choice(tuple(flags))] = anything()
             cases.append(Case(op, index, seed, conn, tuple(flags.items()), quarantine=quarantine))
+        elif op == "cleanup_dag":
+            if kind == "real":
+                dry_run = valid(REAL)
+            elif kind == "dry":
+                dry_run = valid(DRY)
+            elif kind == "bad_flag":
+                dry_run = next(bad_flags)
+            else:
+                dry_run = valid(REAL + DRY) if rng.random() < 0.75 else anything()
+            cases.append(
+                Case(op, index, seed, conn, (("dry_run", dry_run),), quarantine=valid(GOOD_QUARANTINES))
+            )
         elif op == "repair":
             if kind in ("real", "race"):
                 dry_run = valid(REAL)
@@ -385,6 +425,26 @@ def _draw_cases(base_seed: int) -> list[Case]:
                 )
             )
     return cases
+
+
+def _approval_case(op: str, index: int, seed: int, approval: str, rng: random.Random) -> Case:
+    """A real run of ``op`` with the right connection and every other input valid, on a cluster
+    whose cluster-file entry is ``approval`` (one of :data:`APPROVAL_KINDS`)."""
+    real = (("dry_run", rng.choice(REAL)),)
+    if op == "clear":
+        flags = (*real, ("force", rng.choice(REAL + DRY)))
+        return Case(op, index, seed, "right", flags, state="settled", approval=approval)
+    if op == "cleanup":
+        flags = (("cleanup", rng.choice(DRY)), *real, ("allow_running_broker_orphans", rng.choice(REAL)))
+        return Case(
+            op, index, seed, "right", flags, quarantine=rng.choice(GOOD_QUARANTINES), approval=approval
+        )
+    if op == "cleanup_dag":
+        return Case(
+            op, index, seed, "right", real, quarantine=rng.choice(GOOD_QUARANTINES), approval=approval
+        )
+    throttle = rng.choice(GOOD_THROTTLES) if op in ("execute", "moveback") else None
+    return Case(op, index, seed, "right", real, throttle=throttle, approval=approval)
 
 
 CASES = _draw_cases(BASE_SEED)
@@ -537,6 +597,8 @@ class World:
         self.dirty: set[str] = set()
         self.opened: list[DeployedCluster] = []
         self.base = tmp.mktemp("artefacts")
+        self.clusters_file = tmp.mktemp("clusters") / "clusters.toml"
+        self.built: dict[str, str] = {}  # label -> connection of its latest deployment (opted out)
         self.client = KazooClient(hosts=zookeeper_server.connect_string)
         self.client.start(timeout=15)
         self.missing_chroot = f"/kafka_prop_missing_{uuid.uuid4().hex[:10]}"
@@ -555,18 +617,46 @@ class World:
         self.client.stop()
         self.client.close()
 
+    def write_clusters(self, entries: Mapping[str, tuple[str, bool]]) -> None:
+        """The cluster file: label -> (its connection, require_approval)."""
+        self.clusters_file.write_text(
+            "".join(
+                f'[clusters.{label}]\nkafka_zookeeper_conn_id = "{conn}"\n'
+                f"require_approval = {'true' if required else 'false'}\n"
+                for label, (conn, required) in entries.items()
+            )
+        )
+        self.patch.setenv("KAFKA_ZK_CLUSTERS_FILE", str(self.clusters_file))
+
+    def use_clusters(self, case: Case, label: str, deployment: Deployment) -> None:
+        """The cluster file of one case: the cluster ``label`` names is ``deployment``'s (by its
+        connection), opted out of approval -- or, for the approval cases, not (see the module doc)."""
+        entries = {
+            "opted_out": {label: (deployment.conn_id, False)},
+            "none": {label: (deployment.conn_id, True)},
+            "wrong_label": {label: (self.other.conn_id, False), "prop-prod": (deployment.conn_id, True)},
+            "no_entry": {"prop-lab": (self.other.conn_id, False)},
+        }[case.approval]
+        self.write_clusters(entries)
+
     def set_conn(self, conn_id: str, chroot: str) -> str:
         self.patch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", _zk_conn(self.server.connect_string, chroot))
         return conn_id
 
-    def _deploy(self, cluster: SimulatedCluster, kind: str) -> Deployment:
+    def _deploy(self, cluster: SimulatedCluster, kind: str, label: str | None = None) -> Deployment:
+        """Deploy ``cluster``; named ``label`` in the cluster file (opted out of approval) while the
+        world builds on it (the real drains a clear or a move-back case starts from)."""
         number = next(self.numbers)
         chroot = self.server.new_chroot(f"/kafka_prop_{kind.replace('-', '_')}_")
         deployed = DeployedCluster(
             cluster, self.server.connect_string, chroot, self.tmp.mktemp(f"hosts-{kind}-{number}")
         )
         self.opened.append(deployed)
-        return Deployment(deployed, self.set_conn(f"prop_{kind.replace('-', '_')}_zk_{number}", chroot))
+        deployment = Deployment(deployed, self.set_conn(f"prop_{kind.replace('-', '_')}_zk_{number}", chroot))
+        if label is not None:
+            self.built[label] = deployment.conn_id
+            self.write_clusters({name: (conn, False) for name, conn in self.built.items()})
+        return deployment
 
     def conn_for(self, kind: str, deployment: Deployment) -> str:
         return {
@@ -598,7 +688,9 @@ class World:
 
     # ------------------------------------------------------------------ drain
     def _build_execute(self) -> Deployment:
-        deployment = self._deploy(SimulatedCluster(_drain_spec(DRAIN_CLUSTER, seed=5)), "execute")
+        deployment = self._deploy(
+            SimulatedCluster(_drain_spec(DRAIN_CLUSTER, seed=5)), "execute", DRAIN_CLUSTER
+        )
         with KafkaZooKeeperHook(deployment.conn_id) as hook:
             walk = hook.snapshot()
             ref, _ = write_snapshot(str(self.base), DRAIN_CLUSTER, walk, source=hook.target_description())
@@ -718,7 +810,9 @@ class World:
     def _build_moveback(self) -> Deployment:
         """A real drain of broker 1, the maintenance, and the post-maintenance plan that moves its four
         RF=1 partitions back in two batches (the move-back cases each execute a fresh copy of it)."""
-        deployment = self._deploy(SimulatedCluster(_drain_spec(MOVEBACK_CLUSTER, seed=9)), "moveback")
+        deployment = self._deploy(
+            SimulatedCluster(_drain_spec(MOVEBACK_CLUSTER, seed=9)), "moveback", MOVEBACK_CLUSTER
+        )
         drain_dir = self._drain_for_real(deployment, MOVEBACK_CLUSTER)
         self._maintenance(deployment)
         with KafkaZooKeeperHook(deployment.conn_id) as hook:
@@ -830,6 +924,7 @@ REFUSALS: dict[str, tuple[type[BaseException], ...]] = {
     "execute": (MaintenanceRefusedError, DrainError, ZooKeeperConnectionError),
     "clear": (MaintenanceRefusedError, DrainError, ZooKeeperConnectionError),
     "cleanup": (MaintenanceRefusedError, QuarantinePathError, ZooKeeperConnectionError),
+    "cleanup_dag": (MaintenanceRefusedError, QuarantinePathError, ZooKeeperConnectionError),
     "load": (
         SafetyFlagError,
         MaintenanceRefusedError,
@@ -887,12 +982,13 @@ def _execute_operator(plan_dir: str, conn_id: str, *, dry_run: Any, throttle: An
 def test_wrong_inputs_refuse_or_end_in_the_predicted_state(
     case: Case, world: World, tmp_path: Path, deletion_clock: Callable[[int], None]
 ) -> None:
-    if case.op == "cleanup":
+    if case.op in ("cleanup", "cleanup_dag"):
         deletion_clock(RENAMED_AGO_MS)
     {
         "execute": _case_execute,
         "clear": _case_clear,
         "cleanup": _case_cleanup,
+        "cleanup_dag": _case_cleanup_dag,
         "load": _case_load,
         "repair": _case_repair,
         "moveback": _case_moveback,
@@ -996,6 +1092,7 @@ def _assert_rest_unchanged(
 # ------------------------------------------------------------------------------------- execute
 def _case_execute(case: Case, world: World, tmp_path: Path) -> None:
     deployment = world.get("execute")
+    world.use_clusters(case, DRAIN_CLUSTER, deployment)
     plan_dir = world.plan(deployment, f"case-{case.seed}")
     run_id = f"prop-execute-{case.seed}"
     conn = world.conn_for(case.conn, deployment)
@@ -1048,6 +1145,7 @@ def _case_execute(case: Case, world: World, tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------- repair
 def _case_repair(case: Case, world: World, tmp_path: Path) -> None:
     deployment = world.get("repair")
+    world.use_clusters(case, REPAIR_CLUSTER, deployment)
     plan_dir = tmp_path / "plan"  # a fresh copy per case: progress and identity are the run's own
     shutil.copytree(deployment.extra["plan_dir"], plan_dir)
     plan = json.loads((plan_dir / "plan.json").read_text())
@@ -1124,6 +1222,7 @@ def _recreate(deployment: Deployment, topic: str) -> None:
 
 def _case_moveback(case: Case, world: World, tmp_path: Path) -> None:
     deployment = world.get("moveback")
+    world.use_clusters(case, MOVEBACK_CLUSTER, deployment)
     plan_dir = tmp_path / "post"  # a fresh copy per case: progress and identity are the run's own
     shutil.copytree(deployment.extra["plan_dir"], plan_dir)
     plan = json.loads((plan_dir / "plan.json").read_text())
@@ -1176,6 +1275,7 @@ def _case_moveback(case: Case, world: World, tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------- elect
 def _case_elect(case: Case, world: World, tmp_path: Path) -> None:
     deployment = world.get("elect")
+    world.use_clusters(case, ELECT_CLUSTER, deployment)
     if case.incident == "foreign":  # someone else's election is in flight
         world.client.create(
             deployment.chroot + zk.PREFERRED_REPLICA_ELECTION,
@@ -1221,6 +1321,7 @@ def _case_elect(case: Case, world: World, tmp_path: Path) -> None:
 def _case_clear(case: Case, world: World, tmp_path: Path) -> None:
     kind = f"clear-{case.state}"
     deployment = world.get(kind)
+    world.use_clusters(case, DRAIN_CLUSTER, deployment)
     # a fresh plan dir per case: a copy of the run's artefacts (the lease is the run's, via run_id)
     plan_dir = tmp_path / "plan"
     shutil.copytree(
@@ -1285,8 +1386,61 @@ def _quarantine_dir(case: Case, deployment: Deployment) -> str | None:
     }[str(case.quarantine)]
 
 
+def _assert_cleaned(
+    what: str,
+    world: World,
+    deployment: Deployment,
+    before: State,
+    after: State,
+    chroots: set[str],
+    quarantine: str | None,
+    ts: str,
+) -> None:
+    """A real cleanup's predicted end state: the leftover config znode gone, exactly the leftovers
+    moved into ``<quarantine>/<ts>/``, byte for byte, a listing beside them, nothing else changed."""
+    root = deployment.root
+    # ZooKeeper: exactly the leftover config znode is gone (the lease came and went)
+    b, a = before.zk[deployment.chroot], after.zk[deployment.chroot]
+    assert a == {p: v for p, v in b.items() if p != "/config/topics/old-logs"}, f"[{what}] " + str(
+        differences(before, after)
+    )
+    for chroot in chroots - {deployment.chroot}:
+        assert before.zk[chroot] == after.zk[chroot], f"[{what}] {chroot} changed"
+    assert before.root_children == after.root_children
+    assert before.disk[str(world.other.root)] == after.disk[str(world.other.root)]
+
+    # disks: exactly the leftovers moved into <quarantine>/<ts>/, byte for byte, plus a listing
+    # per broker (two brokers sharing an absolute quarantine: the second listing takes the next name)
+    def rel(path: str | Path) -> str:
+        return str(Path(path).relative_to(root))
+
+    tops, q_roots = {}, set()
+    for log_dir, name in deployment.extra["leftovers"]:
+        q_root = Path(quarantine or default_quarantine(log_dir))
+        q_roots.add(q_root)
+        tops[rel(f"{log_dir}/{name}")] = rel(q_root / ts / name)
+    disk_b, disk_a = before.disk[str(root)], after.disk[str(root)]
+    expected = {}
+    for path, value in disk_b.items():
+        top = next((t for t in tops if path == t or path.startswith(t + "/")), None)
+        expected[tops[top] + path[len(top) :] if top else path] = value
+    for q_root in q_roots:
+        for parent in [q_root / ts, *(q_root / ts).parents]:
+            if parent == root:
+                break
+            expected.setdefault(rel(parent), ("d", 0, None))
+    listings = {p for p in disk_a if Path(p).name.startswith("quarantine-listing") and p not in disk_b}
+    assert len(listings) == 2 and all(disk_a[p][0] == "f" for p in listings), f"[{what}] listings {listings}"
+    assert {p: v for p, v in disk_a.items() if p not in listings} == expected, f"[{what}] " + str(
+        differences(before, after)
+    )
+    entries = [e["name"] for p in listings for e in json.loads((root / p).read_text())]
+    assert sorted(entries) == sorted(n for _, n in deployment.extra["leftovers"])
+
+
 def _case_cleanup(case: Case, world: World, tmp_path: Path) -> None:
     deployment = world.get("cleanup")
+    world.use_clusters(case, DELETION_CLUSTER, deployment)
     conn = world.conn_for(case.conn, deployment)
     quarantine = _quarantine_dir(case, deployment)
     ts = f"20260101T{case.seed % 1_000_000:06d}"
@@ -1319,49 +1473,62 @@ def _case_cleanup(case: Case, world: World, tmp_path: Path) -> None:
         assert [(v["topic"], v["verdict"], v["deleted_everywhere"]) for v in outcome.result] == [
             ("old-logs", "deleted", True)
         ], f"[{what}] {outcome.result}"
-        # ZooKeeper: exactly the leftover config znode is gone (the lease came and went)
-        b, a = before.zk[deployment.chroot], after.zk[deployment.chroot]
-        assert a == {p: v for p, v in b.items() if p != "/config/topics/old-logs"}, f"[{what}] " + str(
-            differences(before, after)
-        )
-        for chroot in chroots - {deployment.chroot}:
-            assert before.zk[chroot] == after.zk[chroot], f"[{what}] {chroot} changed"
-        assert before.root_children == after.root_children
-        assert before.disk[str(world.other.root)] == after.disk[str(world.other.root)]
-
-        # disks: exactly the leftovers moved into <quarantine>/<ts>/, byte for byte, plus a listing
-        # per broker (two brokers sharing an absolute quarantine: the second listing takes the next name)
-        def rel(path: str | Path) -> str:
-            return str(Path(path).relative_to(root))
-
-        tops, q_roots = {}, set()
-        for log_dir, name in deployment.extra["leftovers"]:
-            q_root = Path(quarantine or default_quarantine(log_dir))
-            q_roots.add(q_root)
-            tops[rel(f"{log_dir}/{name}")] = rel(q_root / ts / name)
-        disk_b, disk_a = before.disk[str(root)], after.disk[str(root)]
-        expected = {}
-        for path, value in disk_b.items():
-            top = next((t for t in tops if path == t or path.startswith(t + "/")), None)
-            expected[tops[top] + path[len(top) :] if top else path] = value
-        for q_root in q_roots:
-            for parent in [q_root / ts, *(q_root / ts).parents]:
-                if parent == root:
-                    break
-                expected.setdefault(rel(parent), ("d", 0, None))
-        listings = {p for p in disk_a if Path(p).name.startswith("quarantine-listing") and p not in disk_b}
-        assert len(listings) == 2 and all(disk_a[p][0] == "f" for p in listings), (
-            f"[{what}] listings {listings}"
-        )
-        assert {p: v for p, v in disk_a.items() if p not in listings} == expected, f"[{what}] " + str(
-            differences(before, after)
-        )
-        entries = [e["name"] for p in listings for e in json.loads((root / p).read_text())]
-        assert sorted(entries) == sorted(n for _, n in deployment.extra["leftovers"])
+        _assert_cleaned(what, world, deployment, before, after, chroots, quarantine, ts)
 
     if before != after:
         world.dirty.add("cleanup")
     _judge(case, outcome, before, after, predict, allowed_failures=VERDICT_FAILURES)
+
+
+def _case_cleanup_dag(case: Case, world: World, tmp_path: Path) -> None:
+    """The ``execute`` step of ``kafka_zk_deletion_cleanup`` on a plan its ``plan`` step made (with
+    the right connection and a cluster file naming the cluster): the case's connection, flag and
+    cluster-file entry go to the execute step only."""
+    deployment = world.get("cleanup")
+    root = deployment.root
+    quarantine = _quarantine_dir(case, deployment)
+    ts = f"20260102T{case.seed % 1_000_000:06d}"
+    reach = {
+        "ssh_conn_id": SSH_CONN,
+        "broker_hosts": LIVE_HOSTS,
+        "server_properties_path": str(root / "broker-{broker_id}" / "config" / "server.properties"),
+        "connect_timeout": 3,
+    }
+    world.write_clusters({DELETION_CLUSTER: (deployment.conn_id, False)})
+    planned = DeletionCleanupPlanOperator(
+        task_id="plan",
+        cluster=DELETION_CLUSTER,
+        topics=["old-logs"],
+        base_path=str(tmp_path / "artefacts"),
+        kafka_zookeeper_conn_id=deployment.conn_id,
+        quarantine_dir=quarantine,
+        run_ts=ts,
+        **reach,
+    ).execute({"run_id": f"prop-cleanup-plan-{case.seed}"})
+    assert planned["steps"] == 3, planned  # two brokers' moves and the config znode
+    world.use_clusters(case, DELETION_CLUSTER, deployment)
+    chroots = {deployment.chroot, world.other.chroot, world.missing_chroot}
+    roots = {root, world.other.root}
+    before = capture(world.client, chroots, roots)
+    operator = DeletionCleanupExecuteOperator(
+        task_id="execute",
+        plan_dir=planned["plan_dir"],
+        kafka_zookeeper_conn_id=world.conn_for(case.conn, deployment),
+        dry_run=case.flag["dry_run"],
+        **reach,
+    )
+    outcome = _run(lambda: operator.execute({"run_id": f"prop-cleanup-{case.seed}"}))
+    after = capture(world.client, chroots, roots)
+
+    def predict() -> None:
+        what = case.describe()
+        assert outcome.raised is None, f"[{what}] {outcome.raised!r}"
+        assert (outcome.result["moved"], outcome.result["deleted"]) == (2, 1), f"[{what}] {outcome.result}"
+        _assert_cleaned(what, world, deployment, before, after, chroots, quarantine, ts)
+
+    if before != after:
+        world.dirty.add("cleanup")
+    _judge(case, outcome, before, after, predict)
 
 
 # ------------------------------------------------------------------------------------- load
@@ -1437,7 +1604,7 @@ def test_the_draw_covers_every_kind_of_wrong_input() -> None:
     for case in CASES:
         by_op.setdefault(case.op, []).append(case)
     assert {c.conn for c in by_op["execute"]} == {"right", *WRONG_CONNS}
-    for op in ("execute", "clear", "cleanup", "load", "repair", "moveback", "elect"):
+    for op in ("execute", "clear", "cleanup", "cleanup_dag", "load", "repair", "moveback", "elect"):
         assert sum(c.fully_valid() and c.mutates() for c in by_op[op]) >= 2, op
         assert len({c.conn for c in by_op[op]}) >= 2, op
     # every bad quarantine path is tried by a real cleanup with the right connection
@@ -1452,7 +1619,12 @@ def test_the_draw_covers_every_kind_of_wrong_input() -> None:
     assert any(c.race and c.mutates() and c.conn == "right" for c in by_op["repair"])
     assert {c.incident for c in by_op["moveback"]} == {None, "broker_down", "recreated"}
     assert {c.incident for c in by_op["elect"]} == {None, "foreign"}
-    assert 25 <= len(CASES) <= 80
+    for op in WRITERS:  # every writer against every cluster-file entry that is not an opt-out
+        assert {c.approval for c in by_op[op] if c.mutates() and c.conn == "right" and c.flags_valid()} == {
+            "opted_out",
+            *APPROVAL_KINDS,
+        }, op
+    assert 25 <= len(CASES) <= 100
     assert len({c.describe() for c in CASES}) == len(CASES)
     # the same seed draws the same cases
     assert _draw_cases(BASE_SEED) == CASES

@@ -67,30 +67,7 @@ def _live(cluster, zookeeper_server, ssh_server, tmp_path, monkeypatch):
             "require_approval = false\n"
         )
         monkeypatch.setenv("KAFKA_ZK_CLUSTERS_FILE", str(clusters))
-        airflow = str(Path(sys.executable).parent / "airflow")
-        subprocess.run(
-            [airflow, "connections", "delete", ZK_CONN], capture_output=True, env=os.environ.copy()
-        )
-        added = subprocess.run(
-            [
-                airflow,
-                "connections",
-                "add",
-                ZK_CONN,
-                "--conn-json",
-                json.dumps(
-                    {
-                        "conn_type": "kafka_zookeeper",
-                        "host": zookeeper_server.connect_string,
-                        "extra": {"chroot": chroot, "session_timeout": 10, "connect_timeout": 5},
-                    }
-                ),
-            ],
-            capture_output=True,
-            text=True,
-            env=os.environ.copy(),
-        )
-        assert added.returncode == 0, added.stderr
+        _store_zk_connection(zookeeper_server.connect_string, chroot)
         for name, value in ssh_server.airflow_connection("127.0.0.1", SSH_CONN, conn_timeout=5).items():
             monkeypatch.setenv(name, value)
         client = KazooClient(hosts=deployed.zookeeper_connect)
@@ -100,6 +77,25 @@ def _live(cluster, zookeeper_server, ssh_server, tmp_path, monkeypatch):
         finally:
             client.stop()
             client.close()
+
+
+def _store_zk_connection(connect_string: str, chroot: str) -> None:
+    """The cluster's ZooKeeper connection in the Airflow metadata DB, as ``airflow connections add``
+    leaves it (replacing an earlier one)."""
+    airflow = str(Path(sys.executable).parent / "airflow")
+    subprocess.run([airflow, "connections", "delete", ZK_CONN], capture_output=True, env=os.environ.copy())
+    conn = {
+        "conn_type": "kafka_zookeeper",
+        "host": connect_string,
+        "extra": {"chroot": chroot, "session_timeout": 10, "connect_timeout": 5},
+    }
+    added = subprocess.run(
+        [airflow, "connections", "add", ZK_CONN, "--conn-json", json.dumps(conn)],
+        capture_output=True,
+        text=True,
+        env=os.environ.copy(),
+    )
+    assert added.returncode == 0, added.stderr
 
 
 def _dags_test(conf: dict) -> subprocess.CompletedProcess:
@@ -371,3 +367,36 @@ def test_a_failed_restart_gate_stops_the_run_and_clearing_the_task_resumes_witho
         assert runtime.restarted == [2]  # ... without restarting broker 0 again
         assert set(_disk_ids(deployed, "split").values()) == {_zk_id(client, "split")}
         assert _healthy(client, "split")
+
+
+def test_a_wrong_chroot_is_refused_at_once_naming_the_chroot_and_what_it_holds(
+    live, zookeeper_server, tmp_path
+):
+    """Issue 32, item 6: the connection's chroot mistyped onto another application's tree. Before,
+    the snapshot of that tree passed, the broker list failed and was retried, and the run ended after
+    123 s on a DrainError; now its first task refuses at once -- ClusterIdentityError, no retry --
+    naming the chroot and what it holds, and nothing else runs (no inventory, no SSH, no plan)."""
+    deployed, _, base = live
+    wrong = deployed.chroot + "_typo"
+    other = KazooClient(hosts=zookeeper_server.connect_string)
+    other.start(timeout=15)
+    try:
+        for child in ("config", "consumers", "leases"):  # another application's znodes
+            other.ensure_path(f"{wrong}/{child}")
+    finally:
+        other.stop()
+        other.close()
+    _store_zk_connection(zookeeper_server.connect_string, wrong)
+    run = _dags_test({"topics": ["precursor"]})
+    output = run.stdout + run.stderr
+    assert run.returncode != 0
+    assert "ClusterIdentityError" in output and "DrainError" not in output
+    assert (
+        f"chroot {wrong} holds no Kafka cluster (/brokers/ids is missing): found there: /config, /consumers, /leases"
+        in output
+    )
+    # nothing read after the first task: no snapshot, no broker inventoried (only the coverage task,
+    # which runs whatever happened, says none was), no plan
+    assert not (base / CLUSTER / "snapshots").exists()
+    assert not list((base / CLUSTER).rglob("broker=*")) and not (base / CLUSTER / "topic-id-repair").exists()
+    assert "up_for_retry" not in output.lower() and "Brokers to inventory" not in output

@@ -59,6 +59,7 @@ class World:
         self.base = tmp / "artefacts"
         self.deployed: DeployedCluster | None = None
         self.conn_id = ""
+        self.opt_out: Any = None  # the cluster file's entry of the deployed cluster (no approval step here)
         for name, value in ssh_server.airflow_connection("127.0.0.1", SSH_CONN, conn_timeout=5).items():
             monkeypatch.setenv(name, value)
         self.client = KazooClient(hosts=zookeeper_server.connect_string)
@@ -81,6 +82,8 @@ class World:
                 }
             ),
         )
+        if self.opt_out is not None:
+            self.opt_out(CLUSTER, self.conn_id)
         return self.deployed
 
     def close(self) -> None:
@@ -159,8 +162,9 @@ class World:
 
 
 @pytest.fixture
-def world(zookeeper_server, ssh_server, tmp_path, monkeypatch) -> Iterator[World]:
+def world(zookeeper_server, ssh_server, tmp_path, monkeypatch, opt_out_of_approval) -> Iterator[World]:
     w = World(zookeeper_server, ssh_server, tmp_path, monkeypatch)
+    w.opt_out = opt_out_of_approval
     try:
         yield w
     finally:

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -109,8 +110,20 @@ def _pipelined(hook: KafkaZooKeeperHook, fast) -> None:
     assert _full_rows(slow) == _full_rows(fast) and slow.consistent
 
 
-def _session(hook: KafkaZooKeeperHook, tmp_path) -> MaintenanceSession:
-    return MaintenanceSession(hook, cluster="t", artefact_dir=str(tmp_path / "art"), run=RUN, dry_run=False)
+@contextlib.contextmanager
+def _session(hook: KafkaZooKeeperHook, tmp_path) -> Iterator[MaintenanceSession]:
+    """A real session on the hook's cluster, which the cluster file names and opts out of approval
+    (the writes here are the test's own, behind no approval step: issue 31's rule)."""
+    clusters = tmp_path / "clusters.toml"
+    clusters.write_text(
+        f'[clusters.t]\nkafka_zookeeper_conn_id = "{hook.kafka_zookeeper_conn_id}"\nrequire_approval = false\n'
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("KAFKA_ZK_CLUSTERS_FILE", str(clusters))
+        with MaintenanceSession(
+            hook, cluster="t", artefact_dir=str(tmp_path / "art"), run=RUN, dry_run=False
+        ) as session:
+            yield session
 
 
 # ---------------------------------------------------------------------------------------------

@@ -53,6 +53,10 @@ def _approval(folder: Path, decision: str = "approved", task_id: str = "execute"
     )
     record = {
         "decision": decision,
+        "dag_id": RUN.dag_id,
+        "run_id": RUN.run_id,
+        "task_id": "approve",
+        "cluster": "c",
         "plan_dir": str(folder),
         "plan": digest.to_dict(),
         "decided_at": "2026-01-01T00:00:00+00:00",

@@ -474,6 +474,16 @@ def test_no_leader_changing_advice_for_a_topic_whose_replicas_disagree_with_zook
     assert "topic-id:clickstream" in imbalance.evidence["act_after"]
 
 
+def test_leftover_findings_link_to_the_deletion_cleanup_dag_with_the_exact_conf(incident):
+    from airflow_provider_kafka_zk.kafka.deletion_cleanup import cleanup_commands
+    from airflow_provider_kafka_zk.kafka.findings import APPROVAL_STEP
+
+    _, by = incident
+    [orphan] = by["orphan-partition-dirs"]
+    dry, real = cleanup_commands(orphan.cluster, ["old-logs"])
+    assert dry in orphan.action and real in orphan.action and APPROVAL_STEP in orphan.action
+
+
 def test_moving_a_live_named_dir_is_advised_only_while_its_broker_is_stopped(incident):
     """``old-logs-*`` on running broker 5 is a loaded log: moving it under the broker takes the log dir
     offline, the action the cleanup refuses (allow_running_broker_orphans)."""

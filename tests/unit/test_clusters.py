@@ -13,6 +13,7 @@ MANUAL_DAGS = {
     "kafka_zk_pre_maintenance_drain",
     "kafka_zk_post_maintenance",
     "kafka_zk_topic_id_repair",
+    "kafka_zk_deletion_cleanup",
     "kafka_zk_pre_restart_check",
     "kafka_zk_kraft_migration_readiness",
     "kafka_zk_kraft_migration",

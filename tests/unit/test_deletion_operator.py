@@ -159,15 +159,43 @@ def test_the_cleanup_plan_leaves_orphans_of_running_brokers_and_topics_that_came
     assert sum(len(m.dirs) for m in allowed.moves) == 4 and not allowed.left_dirs
 
 
-def _cleanup_operator(tmp_path, **kwargs):
+PROD_CONN = "kafka_zk_unit_prod"
+LAB_CONN = "kafka_zk_unit_lab"
+
+
+class ClusterIO(Exception):
+    """Raised by the first look at a cluster (the test's stand-in for ZooKeeper)."""
+
+
+@pytest.fixture
+def no_cluster_io(monkeypatch):
+    """Two connections (prod, lab) that the approval rule can read, and no cluster behind them: the
+    first ZooKeeper session a task opens raises :class:`ClusterIO`."""
+    from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook
+
+    for conn_id, chroot in ((PROD_CONN, "/prod"), (LAB_CONN, "/lab")):
+        monkeypatch.setenv(
+            f"AIRFLOW_CONN_{conn_id.upper()}",
+            json.dumps(
+                {"conn_type": "kafka_zookeeper", "host": "zk1:2181,zk2:2181", "extra": {"chroot": chroot}}
+            ),
+        )
+
+    def cluster_io(self):
+        raise ClusterIO(f"connecting to {self.kafka_zookeeper_conn_id}")
+
+    monkeypatch.setattr(KafkaZooKeeperHook, "get_conn", cluster_io)
+
+
+def _cleanup_operator(tmp_path, cluster="prod", conn_id=PROD_CONN, **kwargs):
     from airflow_provider_kafka_zk.operators.deletion import TopicDeletionVerifyOperator
 
     return TopicDeletionVerifyOperator(
         task_id="verify",
-        cluster="live",
+        cluster=cluster,
         topics=["gone"],
         base_path=str(tmp_path / "artefacts"),
-        kafka_zookeeper_conn_id="no_such_connection",  # any I/O fails on its lookup
+        kafka_zookeeper_conn_id=conn_id,
         ssh_conn_id="no_such_ssh",
         deferrable=False,
         wait_timeout=0,
@@ -175,24 +203,58 @@ def _cleanup_operator(tmp_path, **kwargs):
     )
 
 
-def test_a_real_cleanup_on_a_cluster_that_requires_approval_refuses_before_any_io(tmp_path, monkeypatch):
-    from airflow_provider_kafka_zk.maintenance.approval import PlanNotApprovedError
-
-    monkeypatch.setenv("KAFKA_ZK_CLUSTERS_FILE", str(tmp_path / "absent.toml"))  # defaults: approval on
-    with pytest.raises(PlanNotApprovedError, match=r"cluster live: a real deletion cleanup needs") as refused:
-        _cleanup_operator(tmp_path, cleanup=True, dry_run=False).execute({})
-    assert "require_approval = false in [clusters.live]" in str(refused.value)
-    assert not (tmp_path / "artefacts").exists()
-    # its dry run, a verification without cleanup, and a cluster whose file opts out go on to the
-    # cluster (here: the connection lookup, the first I/O)
+def _clusters(tmp_path, monkeypatch, text: str) -> None:
     clusters = tmp_path / "clusters.toml"
-    clusters.write_text("[clusters.live]\nrequire_approval = false\n")
-    for kwargs, file in (
-        ({"cleanup": True, "dry_run": True}, "absent.toml"),
-        ({"cleanup": False, "dry_run": False}, "absent.toml"),
-        ({"cleanup": True, "dry_run": False}, "clusters.toml"),
+    clusters.write_text(text)
+    monkeypatch.setenv("KAFKA_ZK_CLUSTERS_FILE", str(clusters))
+
+
+CLUSTERS = (
+    f'[clusters.prod]\nkafka_zookeeper_conn_id = "{PROD_CONN}"\n'
+    f'[clusters.lab]\nkafka_zookeeper_conn_id = "{LAB_CONN}"\nrequire_approval = false\n'
+)
+
+
+def test_a_real_cleanup_on_a_cluster_that_requires_approval_refuses_before_any_io(
+    tmp_path, monkeypatch, no_cluster_io
+):
+    from airflow_provider_kafka_zk.maintenance.approval import ApprovalRequiredError
+
+    _clusters(tmp_path, monkeypatch, CLUSTERS)
+    with pytest.raises(ApprovalRequiredError, match=r"needs a person's approval") as refused:
+        _cleanup_operator(tmp_path, cleanup=True, dry_run=False).execute({})
+    assert "PlanApprovalOperator" in str(refused.value) and "require_approval = false" in str(refused.value)
+    assert not (tmp_path / "artefacts").exists()
+    # a cluster in no entry of the file counts as requiring approval
+    _clusters(
+        tmp_path,
+        monkeypatch,
+        f'[clusters.lab]\nkafka_zookeeper_conn_id = "{LAB_CONN}"\nrequire_approval = false\n',
+    )
+    with pytest.raises(ApprovalRequiredError, match=r"in no entry of the cluster file"):
+        _cleanup_operator(tmp_path, cluster="unlisted", cleanup=True, dry_run=False).execute({})
+    # its dry run, a verification without cleanup, and a cluster whose entry opts out go on to the
+    # cluster (the first ZooKeeper session)
+    _clusters(tmp_path, monkeypatch, CLUSTERS)
+    for kwargs in (
+        {"cleanup": True, "dry_run": True},
+        {"cleanup": False, "dry_run": False},
+        {"cleanup": True, "dry_run": False, "cluster": "lab", "conn_id": LAB_CONN},
     ):
-        monkeypatch.setenv("KAFKA_ZK_CLUSTERS_FILE", str(tmp_path / file))
-        with pytest.raises(Exception, match="no_such_connection") as reached:
+        with pytest.raises(ClusterIO):
             _cleanup_operator(tmp_path, **kwargs).execute({})
-        assert not isinstance(reached.value, PlanNotApprovedError), kwargs
+
+
+def test_a_real_cleanup_labelled_as_an_opted_out_cluster_refuses_before_any_io(
+    tmp_path, monkeypatch, no_cluster_io
+):
+    """Issue 31: cluster="lab" (require_approval = false) with prod's connection moved prod's
+    directories; the rule follows the connection, so the label refuses, naming both entries."""
+    from airflow_provider_kafka_zk.maintenance.approval import ClusterEntryMismatchError
+
+    _clusters(tmp_path, monkeypatch, CLUSTERS)
+    with pytest.raises(ClusterEntryMismatchError) as refused:
+        _cleanup_operator(tmp_path, cluster="lab", conn_id=PROD_CONN, cleanup=True, dry_run=False).execute({})
+    message = str(refused.value)
+    assert "cluster 'lab' names the entry lab" in message and "which is prod" in message, message
+    assert not (tmp_path / "artefacts").exists()

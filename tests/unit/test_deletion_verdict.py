@@ -205,3 +205,31 @@ def test_a_stopped_broker_whose_disk_was_not_read_makes_coverage_partial():
     brokers = {**BROKERS, 2: BrokerDeletionFacts(2, live=False)}
     v = verdict(gone(), brokers=brokers, inventoried=(0, 1))
     assert v.verdict is Verdict.DELETED and v.uninventoried_brokers == (2,)
+
+
+def test_blocked_by_an_offline_broker_says_what_the_live_brokers_disks_hold():
+    """Issue 32, item 5 (a real 3.3.1 cluster): with broker 2 down, the live replicas were renamed
+    ``-delete`` at once and removed 60 s later; a verdict in between said "replicas on live brokers are
+    already gone" while their ``-delete`` directories still existed. It names what the disks hold."""
+    brokers = {**BROKERS, 2: BrokerDeletionFacts(2, live=False)}
+    dirs = [
+        d(0, DirKind.DELETE, age_ms=4_600, partition=0),
+        d(1, DirKind.DELETE, age_ms=4_600, partition=0),
+        d(1, DirKind.DELETE, age_ms=4_600, partition=1),
+    ]
+    v = verdict(zk(), dirs, brokers=brokers, inventoried=(0, 1))
+    assert v.verdict is Verdict.BLOCKED and v.blocking_brokers == (2,)
+    text = "; ".join(v.evidence)
+    assert "already gone" not in text
+    assert "broker 0: 1 -delete directory waiting for its kafka-delete-logs task (due in 55.4 s" in text
+    assert "broker 1: 2 -delete directories waiting for its kafka-delete-logs task (due in 55.4 s" in text
+    assert "broker 2 (offline, its disk not read)" in text
+
+    # once Kafka removed them: said so from the disks read, not assumed
+    v = verdict(zk(), (), brokers=brokers, inventoried=(0, 1))
+    assert "the live replica brokers [0, 1] hold no directory of it: removed" in "; ".join(v.evidence)
+    # a replica not renamed yet (the controller's StopReplica still on its way), a disk not read
+    v = verdict(zk(), [d(0, DirKind.NORMAL)], brokers=brokers, inventoried=(0,))
+    text = "; ".join(v.evidence)
+    assert "broker 0: 1 partition directory not renamed yet" in text
+    assert "broker 1: its disk was not read" in text

@@ -7,14 +7,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
 from airflow_provider_kafka_zk.kafka import audit as rules
 from airflow_provider_kafka_zk.kafka import znodes as zk
 from airflow_provider_kafka_zk.kafka.findings import Severity
-from airflow_provider_kafka_zk.kafka.inventory import BrokerFacts
 from airflow_provider_kafka_zk.kafka.kraft_migration import MigrationPhase, migration_state
 from airflow_provider_kafka_zk.kafka.kraft_readiness import (
     BrokerConfig,
@@ -23,14 +21,14 @@ from airflow_provider_kafka_zk.kafka.kraft_readiness import (
     ZooKeeperExtras,
     assess,
 )
-from airflow_provider_kafka_zk.kafka.logdir import DirKind, parse_java_properties
+from airflow_provider_kafka_zk.kafka.logdir import DirKind
 from airflow_provider_kafka_zk.kafka.model import ClusterState
 from airflow_provider_kafka_zk.kafka.topic_id_repair import diagnose
 from airflow_provider_kafka_zk.kafka.uuid import ONE_UUID
 from airflow_provider_kafka_zk.spark_jobs.audit import cluster_facts
+from airflow_provider_kafka_zk.testing.in_process import audit_and_assess
 from airflow_provider_kafka_zk.testing.simulator import SimulationError
-from airflow_provider_kafka_zk.testing.simulator.disk_writer import broker_host, server_properties
-from airflow_provider_kafka_zk.testing.simulator.rows import audit_dirs, cluster_rows
+from airflow_provider_kafka_zk.testing.simulator.rows import audit_dirs, cluster_rows, inventory_summaries
 from airflow_provider_kafka_zk.testing.simulator.scenarios import (
     kraft_ready_cluster,
     mid_migration_cluster,
@@ -42,46 +40,30 @@ CLUSTER = "kraft"
 
 def _summaries(cluster, jars: dict[int, str] | None = None) -> dict[int, dict]:
     """Each broker's inventory summary as the inventory makes it: its server.properties parsed."""
-    out = {}
-    for b, broker in cluster.brokers.items():
-        host = broker_host(cluster, b, Path("/sim"))
-        text = server_properties(cluster, broker, host, "127.0.0.1:2181/kafka")
-        facts = BrokerFacts.from_properties(
-            parse_java_properties(text.encode(), "server.properties"),
-            path=str(host.server_properties),
-            kafka_version=(jars or {}).get(b),
-        )
-        out[b] = {"broker_id": b, "host": broker.spec.host, "facts": facts.to_dict()}
-    return out
+    return inventory_summaries(cluster, jars)
 
 
 def _report(
     cluster, *, jars=None, users=None, controller_ids=(3000, 3001, 3002), kafka_version=None, rows=None
 ):
-    rows = rows if rows is not None else cluster_rows(cluster)
-    state = ClusterState.from_snapshot(rows, cluster=CLUSTER)
-    summaries = _summaries(cluster, jars)
-    dirs = [d for d in audit_dirs(cluster) if d.broker_id in summaries]
-    facts = cluster_facts(CLUSTER, state, summaries, list(summaries), int(time.time() * 1000))
-    findings = rules.audit(state, rules.gather_evidence(state, dirs), facts)
-    return assess(
-        ReadinessInputs(
-            cluster=CLUSTER,
-            state=state,
-            findings=findings,
-            brokers={b: BrokerConfig.from_inventory_summary(b, s) for b, s in summaries.items()},
-            diagnoses=diagnose(state, dirs, facts.inventoried),
-            extras=ZooKeeperExtras.from_rows(rows),
-            user_configs=users
-            if users is not None
-            else {
-                u: {k: "[redacted]" if k.startswith("SCRAM") else v for k, v in c.items()}
-                for u, c in cluster.user_configs.items()
-            },
-            controller_node_ids=tuple(controller_ids),
-            kafka_version=kafka_version,
-        )
+    users = (
+        users
+        if users is not None
+        else {
+            u: {k: "[redacted]" if k.startswith("SCRAM") else v for k, v in c.items()}
+            for u, c in cluster.user_configs.items()
+        }
     )
+    _, _, report = audit_and_assess(
+        CLUSTER,
+        rows if rows is not None else cluster_rows(cluster),
+        _summaries(cluster, jars),
+        audit_dirs(cluster),
+        user_configs=users,
+        controller_node_ids=controller_ids,
+        kafka_version=kafka_version,
+    )
+    return report
 
 
 def _blockers(report) -> list[str]:

@@ -18,6 +18,7 @@ from airflow_provider_kafka_zk.kafka.log_scan import (
     crc32c,
     open_regular,
     scan_partition,
+    select_crc,
     walk_log,
 )
 from airflow_provider_kafka_zk.kafka.log_scan_rules import (
@@ -59,6 +60,21 @@ def _rows(
 
 def test_crc32c_is_castagnoli():
     assert crc32c(b"123456789") == 0xE3069283  # the standard check value
+
+
+@pytest.mark.parametrize("name", ["crc32c module", "libext2fs", "python"])
+def test_every_crc_implementation_the_host_may_use_agrees_with_the_crc32c_package(name):
+    """The broker host runs the fastest it has (the ``crc32c`` package, libext2fs through ctypes,
+    else the vectorised pure-Python one): each must give the package's value on every length and
+    offset, or a sound batch would read as corrupt."""
+    import crc32c as package
+
+    chosen, function = select_crc(name)
+    if chosen != name:
+        pytest.skip(f"{name} is not on this machine")
+    for size in (0, 1, 7, 8, 9, 61, 63, 64, 65, 100, 4097, 16_384, 100_003):
+        data = os.urandom(size + 10)
+        assert function(data, 5, 5 + size) == package.crc32c(data[5 : 5 + size]), (name, size)
 
 
 def test_nothing_reported_on_the_real_kafka_3_3_1_log_dirs():
@@ -187,6 +203,7 @@ def test_the_walk_names_the_exception_offset_and_where_a_remedy_cuts(tmp_path):
     }
     assert walk["kept"] == {
         "batches": 12,
+        "records": 480,
         "min_offset": 0,
         "max_offset": 479,
         "last_offset": 479,

@@ -20,7 +20,6 @@ import pytest
 
 from airflow_provider_kafka_zk.kafka import audit as rules
 from airflow_provider_kafka_zk.kafka.findings import Severity
-from airflow_provider_kafka_zk.kafka.inventory import BrokerFacts
 from airflow_provider_kafka_zk.kafka.kraft_migration import (
     MigrationPhase,
     classify,
@@ -34,17 +33,19 @@ from airflow_provider_kafka_zk.kafka.kraft_readiness import (
     ZooKeeperExtras,
     assess,
 )
-from airflow_provider_kafka_zk.kafka.logdir import parse_java_properties
 from airflow_provider_kafka_zk.kafka.model import ClusterState
-from airflow_provider_kafka_zk.kafka.topic_id_repair import diagnose
 from airflow_provider_kafka_zk.spark_jobs.audit import cluster_facts
-from airflow_provider_kafka_zk.testing.simulator.disk_writer import broker_host, server_properties
+from airflow_provider_kafka_zk.testing.in_process import audit_and_assess
 from airflow_provider_kafka_zk.testing.simulator.recorded_migration import (
     PHASES,
     RecordedMigration,
     RecordedPhase,
 )
-from airflow_provider_kafka_zk.testing.simulator.rows import audit_dirs, rows_from_zk_dump
+from airflow_provider_kafka_zk.testing.simulator.rows import (
+    audit_dirs,
+    inventory_summaries,
+    rows_from_zk_dump,
+)
 
 GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "real-kafka-3.9-migration"
 CLUSTER = "k39"
@@ -108,18 +109,8 @@ def real_rows(phase: RecordedPhase):
 
 
 def summaries(cluster) -> dict[int, dict]:
-    """Each broker's inventory summary: its server.properties parsed, its running process's release."""
-    out = {}
-    for b, broker in cluster.brokers.items():
-        host = broker_host(cluster, b, Path("/sim"))
-        text = server_properties(cluster, broker, host, "127.0.0.1:42181/k39")
-        facts = BrokerFacts.from_properties(
-            parse_java_properties(text.encode(), "server.properties"),
-            path=str(host.server_properties),
-            kafka_version="3.9.0",
-        )
-        out[b] = {"broker_id": b, "host": broker.spec.host, "facts": facts.to_dict()}
-    return out
+    """Each broker's inventory summary: its server.properties, its running process's release."""
+    return inventory_summaries(cluster, "3.9.0", zookeeper_connect="127.0.0.1:42181/k39")
 
 
 @pytest.fixture(scope="module")
@@ -129,23 +120,14 @@ def phases() -> dict[RecordedPhase, tuple[ClusterState, list, object, dict]]:
     out = {}
     for phase in PHASES:
         cluster = migration.play_to(phase)
-        rows = real_rows(phase)
-        state = ClusterState.from_snapshot(rows, cluster=CLUSTER)
         inventory = summaries(cluster)
-        dirs = audit_dirs(cluster)
-        facts = cluster_facts(CLUSTER, state, inventory, list(inventory), int(time.time() * 1000))
-        findings = rules.audit(state, rules.gather_evidence(state, dirs), facts)
-        report = assess(
-            ReadinessInputs(
-                cluster=CLUSTER,
-                state=state,
-                findings=findings,
-                brokers={b: BrokerConfig.from_inventory_summary(b, s) for b, s in inventory.items()},
-                diagnoses=diagnose(state, dirs, facts.inventoried),
-                extras=ZooKeeperExtras.from_rows(rows),
-                user_configs={},
-                controller_node_ids=(3000,),
-            )
+        state, findings, report = audit_and_assess(
+            CLUSTER,
+            real_rows(phase),
+            inventory,
+            audit_dirs(cluster),
+            user_configs={},
+            controller_node_ids=(3000,),
         )
         out[phase] = (state, findings, report, inventory)
     return out

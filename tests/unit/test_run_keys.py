@@ -114,6 +114,7 @@ def test_every_template_of_every_shipped_dag_renders_without_a_logical_date(clus
         "kafka_zk_pre_maintenance_drain",
         "kafka_zk_post_maintenance",
         "kafka_zk_topic_id_repair",
+        "kafka_zk_deletion_cleanup",
         "kafka_zk_pre_restart_check",
     } <= set(dags)
     rendered = 0

@@ -360,3 +360,34 @@ def test_the_3_9_scenarios_write_the_recorded_layouts(trees):
             if key not in allowed:
                 unknown[f"{name}: {record.path}"] = key
     assert not unknown, unknown
+
+
+def test_the_kraft_controllers_files_are_the_recorded_ones():
+    """The controller's server.properties has the recorded controller's keys (with the security protocol
+    map and log.dirs the docs' sample lacks) and its meta.properties is what ``kafka-storage format`` wrote:
+    version 1, node.id, directory.id, cluster.id, in that order."""
+    from airflow_provider_kafka_zk.testing.simulator.controller_host import (
+        controller_hosts,
+        controller_meta_properties,
+        controller_server_properties,
+    )
+
+    cluster = RecordedMigration().play_to(RecordedPhase.CONTROLLER_PROVISIONED)
+    (host,) = controller_hosts(cluster, Path("/hosts")).values()
+    mine = _properties(controller_server_properties(cluster, host, "127.0.0.1:42181/k39"))
+    real = _properties((GOLDEN / "config" / "controller-3000.properties").read_text())
+    assert list(mine) == list(real)
+    for key in (
+        "process.roles",
+        "node.id",
+        "controller.listener.names",
+        "zookeeper.metadata.migration.enable",
+    ):
+        assert mine[key] == real[key], key
+    log = (GOLDEN / "logs" / "01-controller.txt").read_text()
+    recorded = log[log.index("#\n#") :].split("\n")[:6]
+    meta = controller_meta_properties(cluster, 3000).decode().split("\n")
+    assert [line.split("=")[0] for line in meta[2:6]] == [line.split("=")[0] for line in recorded[2:6]]
+    assert (
+        meta[2] == recorded[2] and meta[4] == recorded[4] and meta[5] == recorded[5]
+    )  # node.id, version, cluster.id

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
+from airflow_provider_kafka_zk.kafka.kraft_migration import BrokerMode
 from airflow_provider_kafka_zk.kafka.logdir import DirKind
 from airflow_provider_kafka_zk.kafka.uuid import KafkaUuid
 from airflow_provider_kafka_zk.kafka.versions import (
@@ -126,6 +127,9 @@ class BrokerModel:
     # meta.properties' directory.id per log dir: given at the first start with the migration on, kept
     # from then on, also in KRaft mode and after a rollback (``KafkaServer.startup``, 3.9.0-rc3)
     directory_ids: tuple[KafkaUuid, ...] = ()
+    # server.properties as someone wrote it on the host (a migration DAG), kept byte for byte; None: the
+    # simulator renders it from the spec and ``properties``
+    server_properties_text: str | None = None
 
     @property
     def broker_id(self) -> int:
@@ -240,6 +244,15 @@ class SimulatedCluster:
 
     def online_broker_ids(self) -> list[int]:
         return sorted(b for b, m in self.brokers.items() if m.online)
+
+    def broker_mode(self, broker_id: int) -> BrokerMode:
+        """How broker ``broker_id`` is configured to run (:func:`~airflow_provider_kafka_zk.kafka.
+        kraft_migration.broker_mode` of its settings)."""
+        broker = self.broker(broker_id)
+        if broker.kraft_mode:
+            return BrokerMode.KRAFT
+        flag = broker.properties.get("zookeeper.metadata.migration.enable")
+        return BrokerMode.MIGRATION if (flag or "").strip().lower() == "true" else BrokerMode.ZOOKEEPER
 
     def zookeeper_broker_ids(self) -> list[int]:
         """Running brokers in ZooKeeper mode: registered in ``/brokers/ids``, candidates in an election
@@ -1222,7 +1235,9 @@ class SimulatedCluster:
     def set_broker_properties(self, broker_id: int, changes: Mapping[str, str | None]) -> None:
         """Change broker ``broker_id``'s server.properties (None removes the key), as an operator edits
         the file before a restart."""
-        self.broker(broker_id).properties.update(changes)
+        broker = self.broker(broker_id)
+        broker.properties.update(changes)
+        broker.server_properties_text = None
         self.history.append(f"broker {broker_id}: server.properties {sorted(changes)} changed")
 
     def kraft_controller_address(self, node_id: int, port: int = KRAFT_CONTROLLER_PORT) -> str:
@@ -1289,6 +1304,15 @@ class SimulatedCluster:
         self.history.append(f"KRaft controllers {list(ids)} provisioned for migration: /migration created")
         self.tick()
 
+    def kraft_controller_directory_id(self, node_id: int) -> KafkaUuid:
+        """The ``directory.id`` ``kafka-storage format`` gave KRaft controller ``node_id``'s metadata log dir
+        (random, never reserved; a stream of its own so the cluster's other random values stay)."""
+        rng = random.Random(f"{self.spec.seed}/controller-directory/{node_id}")
+        while True:
+            candidate = KafkaUuid(rng.randbytes(16))
+            if not candidate.is_reserved:
+                return candidate
+
     def _directory_ids(self, broker: BrokerModel) -> tuple[KafkaUuid, ...]:
         """Fresh ``directory.id`` values for a broker's log dirs (``MetaPropertiesEnsemble.Copier.
         generateValidDirectoryId``: random, never a reserved one), drawn from a stream of their own so
@@ -1320,6 +1344,7 @@ class SimulatedCluster:
         )
         if broker.kraft_mode:
             raise SimulationError(f"broker {broker_id} runs in KRaft mode: use roll_broker_back_to_zookeeper")
+        broker.server_properties_text = None
         if broker.online:
             self.stop_broker(broker_id, clean=True)
         broker.properties.update(self.migration_properties(nodes))
@@ -1493,6 +1518,7 @@ class SimulatedCluster:
         broker = self.broker(broker_id)
         if broker.kraft_mode:
             raise SimulationError(f"broker {broker_id} already runs in KRaft mode")
+        broker.server_properties_text = None
         if broker.online:
             self.stop_broker(broker_id, clean=True)
         broker.properties.update(self.kraft_broker_properties(broker_id))
@@ -1523,6 +1549,7 @@ class SimulatedCluster:
         broker = self.broker(broker_id)
         if not broker.kraft_mode:
             raise SimulationError(f"broker {broker_id} is not in KRaft mode")
+        broker.server_properties_text = None
         if broker.online:
             self.stop_broker(broker_id, clean=True)
         for key in self.kraft_broker_properties(broker_id):
@@ -1590,6 +1617,7 @@ class SimulatedCluster:
         broker = self.broker(broker_id)
         if broker.kraft_mode:
             raise SimulationError(f"broker {broker_id} runs in KRaft mode: roll it back to ZooKeeper first")
+        broker.server_properties_text = None
         if broker.online:
             self.stop_broker(broker_id, clean=True)
         for key in self.migration_properties(()):

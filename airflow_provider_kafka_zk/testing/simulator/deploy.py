@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .cluster import SimulatedCluster
+from .controller_host import ControllerHost, write_controller_hosts
 from .disk_writer import BrokerHost, write_broker_hosts
 from .log_damage import LogDamage, segment_stem
 from .log_damage import apply as apply_log_damage
@@ -29,6 +30,7 @@ class DeployedCluster:
         self.root = Path(root)
         self.writer = ZooKeeperTreeWriter(zookeeper_hosts, chroot)
         self.hosts: dict[int, BrokerHost] = {}
+        self.controller_hosts: dict[int, ControllerHost] = {}
         self.log_damage: list[LogDamage] = []
         self.sync()
 
@@ -49,6 +51,7 @@ class DeployedCluster:
         self.hosts = write_broker_hosts(
             self.cluster, self.root, self.zookeeper_connect, prepare=self._damage_again
         )
+        self.controller_hosts = write_controller_hosts(self.cluster, self.root, self.zookeeper_connect)
         return counts
 
     def _damage_again(self, staging_root: Path) -> None:

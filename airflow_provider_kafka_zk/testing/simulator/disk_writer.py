@@ -112,8 +112,13 @@ def write_broker_hosts(
         host = broker_host(cluster, broker_id, root)
         staged = broker_host(cluster, broker_id, staging_root)
         staged.server_properties.parent.mkdir(parents=True)
-        # the content names the live paths (log.dirs): only where it is written differs
-        staged.server_properties.write_text(server_properties(cluster, broker, host, zookeeper_connect))
+        # the content names the live paths (log.dirs): only where it is written differs; a file someone
+        # wrote on the host is kept as written
+        text = broker.server_properties_text
+        staged.server_properties.write_text(
+            text if text is not None else server_properties(cluster, broker, host, zookeeper_connect),
+            encoding="latin-1" if text is not None else None,
+        )
         for index, log_dir in enumerate(staged.log_dirs):
             _write_log_dir(cluster, broker, log_dir, index)
         staged_hosts[broker_id], hosts[broker_id] = staged, host

@@ -24,7 +24,9 @@ to that segment's base offset: the broker was killed while producing and its las
 (``LogLoader.recoverLog`` at 3.3.1).
 
 A simulated start (:func:`.log_recovery.restart_broker`) records what it left on disk as a
-:class:`RecordedPartition`, re-applied after every sync in place of the damage it recovered.
+:class:`RecordedPartition`, re-applied after every sync in place of the damage it recovered; a start
+that failed also leaves each log dir's recovery-point checkpoint as its exit wrote it
+(:class:`RecordedCheckpoint`).
 
 ``index_rule="first"`` rewrites the planted segment's offset index as a 0.11-1.1 broker writes it
 (each entry holds the first offset of the batch at its position), for tests with those rules.
@@ -162,6 +164,20 @@ class RecordedPartition:
             _set_recovery_point(directory.parent, self.topic, self.partition, self.recovery_point)
 
 
+@dataclass(frozen=True)
+class RecordedCheckpoint:
+    """A log dir's ``recovery-point-offset-checkpoint`` as a failed start's shutdown left it (only the
+    logs that loaded: ``LogManager.shutdown``, 3.3.1), put back after each sync until the broker
+    starts again (applied after the :class:`RecordedPartition` entries, which set their own lines)."""
+
+    broker_id: int
+    relative_path: str  # under the host root
+    data: bytes
+
+    def restore(self, root: Path) -> None:
+        (root / self.relative_path).write_bytes(self.data)
+
+
 def _set_recovery_point(log_dir: Path, topic: str, partition: int, offset: int) -> None:
     """Rewrite the partition's line of ``recovery-point-offset-checkpoint`` (the rest kept)."""
     checkpoint = log_dir / "recovery-point-offset-checkpoint"
@@ -174,9 +190,11 @@ def _set_recovery_point(log_dir: Path, topic: str, partition: int, offset: int) 
     checkpoint.write_bytes(OffsetCheckpoint.from_offsets(offsets).encode())
 
 
-def apply(cluster: SimulatedCluster, root: Path, damage: LogDamage | RecordedPartition) -> None:
+def apply(
+    cluster: SimulatedCluster, root: Path, damage: LogDamage | RecordedPartition | RecordedCheckpoint
+) -> None:
     """Put the damage on the freshly written host root (called after each sync)."""
-    if isinstance(damage, RecordedPartition):
+    if isinstance(damage, (RecordedPartition, RecordedCheckpoint)):
         damage.restore(root)
         return
     stem = segment_stem(cluster, root, damage)

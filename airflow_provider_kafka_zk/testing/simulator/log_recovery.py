@@ -11,19 +11,32 @@ Sources (read at each tag): ``LogManager.loadLogs`` / ``loadLog`` (3.3.1; 3.9.0-
 ``CleanShutdownFileHandler``), ``LogLoader.loadSegmentFiles`` / ``recoverLog`` / ``recoverSegment``
 (3.3.1, 3.9.0-rc3; ``Log`` of the same names at 0.11.0.0, 2.0.0, 2.8.0), ``LogSegment.recover`` /
 ``truncateTo`` / ``sanityCheck``, ``OffsetIndex.append`` / ``sanityCheck``, ``TimeIndex.maybeAppend`` /
-``sanityCheck``. The log lines are the 3.3.1 texts (``LogLoader``/``LogSegment``/``Kafka.scala``).
+``sanityCheck``, ``DefaultRecordBatch``/``LegacyRecord.ensureValid``, ``FileLogInputStream.nextBatch``.
+The log lines are the 3.3.1 texts (``LogLoader`` with its ``logIdent``, ``LogSegment``, ``LogManager``,
+``Kafka.scala``).
+
+A start that throws while loading logs ends the way ``KafkaServer.startup`` ends it at 3.3.1: its
+``shutdown()`` runs ``LogManager.shutdown``, which flushes the logs it loaded, rewrites each log dir's
+``recovery-point-offset-checkpoint`` with those logs only and writes ``.kafka_cleanshutdown`` in every
+log dir -- so the next start skips recovery everywhere, and the logs the failed start never loaded lose
+their recovery point. From 3.5.2 (KAFKA-15375) the marker goes only to a log dir that had one or
+whose logs all loaded.
 """
 
 from __future__ import annotations
 
 import os
+import struct
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import crc32c
+
 from airflow_provider_kafka_zk.kafka.errors import RecordFormatError
-from airflow_provider_kafka_zk.kafka.logdir import OffsetCheckpoint
+from airflow_provider_kafka_zk.kafka.logdir import CleanShutdownMarker, OffsetCheckpoint
 from airflow_provider_kafka_zk.kafka.records import (
     DEFAULT_INDEX_INTERVAL_BYTES,
     DEFAULT_MAX_INDEX_SIZE,
@@ -36,10 +49,10 @@ from airflow_provider_kafka_zk.kafka.records import (
     parse_offset_index,
     parse_time_index,
 )
-from airflow_provider_kafka_zk.kafka.versions import KafkaVersion
+from airflow_provider_kafka_zk.kafka.versions import KafkaVersion, clean_shutdown_marker_has_json
 
 from .disk_writer import broker_host
-from .log_damage import RecordedPartition
+from .log_damage import RecordedCheckpoint, RecordedPartition
 
 if TYPE_CHECKING:
     from .deploy import DeployedCluster
@@ -48,7 +61,10 @@ _INT32_MAX = 2**31 - 1
 
 
 class _InvalidOffset(Exception):
-    """``InvalidOffsetException`` from ``OffsetIndex.append`` or ``TimeIndex.maybeAppend``."""
+    """``InvalidOffsetException`` from ``OffsetIndex.append`` or ``TimeIndex.maybeAppend``; ``partial``:
+    the index entries appended before it (they stay in the mmap'd files)."""
+
+    partial: _Rebuilt | None = None
 
 
 class _Overflow(Exception):
@@ -80,6 +96,31 @@ class _Rebuilt:
     valid_bytes: int
     offsets: list[OffsetIndexEntry]
     times: list[TimeIndexEntry]
+    invalid: str | None = None  # the CorruptRecordException's message that stopped the walk
+
+
+def _ident(directory: Path) -> str:
+    """``LogLoader``'s ``logIdent`` (3.3.1): ``[LogLoader partition=$topicPartition, dir=${dir.getParent}] ``."""
+    return f"[LogLoader partition={directory.name}, dir={directory.parent}] "
+
+
+def _invalid_batch(data: bytes, position: int, source: str) -> str:
+    """Why ``batch.ensureValid()`` throws for the batch at ``position`` (``DefaultRecordBatch`` and
+    ``LegacyRecord.ensureValid``, 3.3.1): the ``CorruptRecordException`` message."""
+    length = struct.unpack_from(">i", data, position + 8)[0]
+    size = length + 12
+    magic = struct.unpack_from(">b", data, position + 16)[0]
+    if magic >= 2:
+        if size < 61:
+            return (
+                f"Record batch is corrupt (the size {size} is smaller than the minimum allowed overhead 61)"
+            )
+        stored = struct.unpack_from(">I", data, position + 17)[0]
+        computed = crc32c.crc32c(data[position + 21 : position + size])
+    else:
+        stored = struct.unpack_from(">I", data, position + 12)[0]
+        computed = zlib.crc32(data[position + 16 : position + size])
+    return f"Record is corrupt (stored crc = {stored}, computed crc = {computed})"
 
 
 def _recover(data: bytes, base: int, release: KafkaVersion, source: str) -> _Rebuilt:
@@ -104,9 +145,11 @@ def _recover(data: bytes, base: int, release: KafkaVersion, source: str) -> _Reb
         if timestamp > (times[-1].timestamp if times else NO_TIMESTAMP):
             times.append(TimeIndexEntry(timestamp, offset))
 
+    invalid = None
     try:
         for entry in iter_log_entries(data, source, verify_crc=True):
             if entry.crc_valid is False:
+                invalid = _invalid_batch(data, entry.position, source)
                 break  # ensureValid: CorruptRecordException, caught in recover
             last = entry.last_offset
             if last_rule and not 0 <= last - base <= _INT32_MAX:
@@ -125,10 +168,20 @@ def _recover(data: bytes, base: int, release: KafkaVersion, source: str) -> _Reb
                 time_append(max_ts, offset_of_max)
                 last_index_entry = valid
             valid += entry.size
+    except _InvalidOffset as exc:
+        exc.partial = _Rebuilt(valid, offsets, times)
+        raise
     except RecordFormatError:
-        pass  # a size below 14 or an unknown magic: CorruptRecordException, caught in recover
+        # nextBatch: a size below 14 is a CorruptRecordException naming the file (caught in recover);
+        # an unknown magic is read as a v2 batch (2+) or a legacy one and fails ensureValid
+        length = struct.unpack_from(">i", data, valid + 8)[0]
+        invalid = (
+            f"Found record size {length} smaller than minimum record overhead (14) in file {source}."
+            if length < 14
+            else _invalid_batch(data, valid, source)
+        )
     time_append(max_ts, offset_of_max)  # the closing entry (skipFullCheck = true)
-    return _Rebuilt(valid, offsets, times)
+    return _Rebuilt(valid, offsets, times, invalid)
 
 
 def _next_offset(data: bytes, base: int, source: str) -> int:
@@ -172,9 +225,22 @@ def _sanity_fails(stem: Path, base: int, release: KafkaVersion) -> str | None:
     return None
 
 
-def _write_indexes(stem: Path, rebuilt: _Rebuilt, base: int) -> None:
+def _write_indexes(stem: Path, rebuilt: _Rebuilt, base: int, *, preallocated: bool = False) -> None:
+    """The rebuilt indexes, trimmed (recovery ended) or ``preallocated`` (zero tail, sparse)."""
     stem.with_suffix(".index").write_bytes(encode_offset_index(rebuilt.offsets, base))
     stem.with_suffix(".timeindex").write_bytes(encode_time_index(rebuilt.times, base))
+    if preallocated:
+        for suffix, entry in ((".index", 8), (".timeindex", 12)):
+            os.truncate(stem.with_suffix(suffix), DEFAULT_MAX_INDEX_SIZE // entry * entry)
+
+
+def _invalid_messages_line(log_file: Path, rebuilt: _Rebuilt) -> str:
+    """``LogSegment.recover``'s warning (3.3.1): ``"Found invalid messages in log segment %s at byte offset
+    %d: %s. %s".format(path, validBytes, e.getMessage, e.getCause)`` -- the cause is null."""
+    return (
+        f"WARN Found invalid messages in log segment {log_file} at byte offset {rebuilt.valid_bytes}: "
+        f"{rebuilt.invalid}. null"
+    )
 
 
 def _delete(stem: Path) -> None:
@@ -196,6 +262,7 @@ def start_partition(
     """Load one partition directory as a broker of ``release`` does at start, changing its files."""
     directory = Path(directory)
     name = directory.name
+    ident = _ident(directory)
     out = PartitionOutcome(directory)
     bases = sorted(int(p.name[:20]) for p in directory.iterdir() if p.is_file() and p.name.endswith(".log"))
     stems = {b: directory / f"{b:020d}" for b in bases}
@@ -212,30 +279,40 @@ def start_partition(
         if why is None:
             continue
         if index_missing:
-            out.lines.append(
-                f"ERROR Could not find offset index file corresponding to log file {log_file}, recovering segment "
-                "and rebuilding index files..."
-            )
+            # 3.2+: logged only after a clean shutdown or below the recovery point
+            if clean_shutdown or not release.at_least("3.2") or base < (recovery_point or 0):
+                out.lines.append(
+                    f"ERROR {ident}Could not find offset index file corresponding to log file {log_file}, "
+                    "recovering segment and rebuilding index files..."
+                )
         else:
             out.lines.append(
-                f"WARN Found a corrupted index file corresponding to log file {log_file} due to {why}}}, "
+                f"WARN {ident}Found a corrupted index file corresponding to log file {log_file} due to {why}}}, "
                 "recovering segment and rebuilding index files..."
             )
         data = log_file.read_bytes()
         try:
             rebuilt = _recover(data, base, release, str(log_file))
         except _InvalidOffset as exc:
+            # recover() reset both indexes first (OffsetIndex.reset: the file created and preallocated
+            # when missing) and appended up to the throw; nothing closes the failed log, so they stay
+            # preallocated with a zero tail
+            if exc.partial is not None:
+                _write_indexes(stem, exc.partial, base, preallocated=True)
             out.fatal = f"InvalidOffsetException: {exc}"
-            out.lines += [f"ERROR {out.fatal}", "ERROR Exiting Kafka due to fatal exception during startup."]
+            out.lines += [
+                "ERROR There was an error in one of the threads during logs loading: "
+                f"org.apache.kafka.common.errors.{out.fatal}",
+                "ERROR Exiting Kafka due to fatal exception during startup.",
+            ]
             actions[base] = SegmentOutcome(base, "fatal")
             out.segments = [actions.get(b, SegmentOutcome(b, "kept")) for b in bases]
             return out
         truncated = len(data) - rebuilt.valid_bytes
         if truncated:
             os.truncate(log_file, rebuilt.valid_bytes)
-            out.lines.append(
-                f"WARN Found invalid messages in log segment {log_file} at byte offset {rebuilt.valid_bytes}"
-            )
+            if rebuilt.invalid is not None:
+                out.lines.append(_invalid_messages_line(log_file, rebuilt))
         _write_indexes(stem, rebuilt, base)
         actions[base] = SegmentOutcome(base, "truncated" if truncated else "rebuilt_at_load", truncated)
     # recoverLog
@@ -245,7 +322,7 @@ def start_partition(
         unflushed = [b for b in bases if b >= floor]
         for i, base in enumerate(unflushed):
             out.lines.append(
-                f"INFO Recovering unflushed segment {base}. {i}/{len(unflushed)} recovered for {name}."
+                f"INFO {ident}Recovering unflushed segment {base}. {i}/{len(unflushed)} recovered for {name}."
             )
             stem = stems[base]
             log_file = stem.with_suffix(".log")
@@ -254,16 +331,15 @@ def start_partition(
                 rebuilt = _recover(data, base, release, str(log_file))
                 truncated = len(data) - rebuilt.valid_bytes
                 if truncated:
-                    out.lines.append(
-                        f"WARN Found invalid messages in log segment {log_file} at byte offset {rebuilt.valid_bytes}"
-                    )
+                    if rebuilt.invalid is not None:
+                        out.lines.append(_invalid_messages_line(log_file, rebuilt))
                     os.truncate(log_file, rebuilt.valid_bytes)
                 _write_indexes(stem, rebuilt, base)
                 action = "truncated" if truncated else "recovered"
             except _InvalidOffset:
                 out.lines.append(
-                    "WARN Found invalid offset during recovery. Deleting the corrupt segment and creating an empty one "
-                    f"with starting offset {base}"
+                    f"WARN {ident}Found invalid offset during recovery. Deleting the corrupt segment and creating an "
+                    f"empty one with starting offset {base}"
                 )
                 truncated = len(data)  # truncateTo(baseOffset): the first batch is at position 0
                 os.truncate(log_file, 0)
@@ -277,13 +353,13 @@ def start_partition(
             if truncated:
                 next_offset = _next_offset(log_file.read_bytes(), base, str(log_file))
                 out.lines.append(
-                    f"WARN Corruption found in segment {base}, truncating to offset {next_offset}"
+                    f"WARN {ident}Corruption found in segment {base}, truncating to offset {next_offset}"
                 )
                 later = unflushed[i + 1 :]
                 if later:
                     sizes = [stems[b].with_suffix(".log").stat().st_size for b in later]
                     out.lines.append(
-                        "INFO Deleting segments as part of log recovery: "
+                        f"INFO {ident}Deleting segments as part of log recovery: "
                         + ",".join(
                             f"LogSegment(baseOffset={b}, size={s}, ...)"
                             for b, s in zip(later, sizes, strict=True)
@@ -299,7 +375,7 @@ def start_partition(
         out.log_end_after = _next_offset(last.read_bytes(), remaining[-1], str(last))
         if log_start_offset is not None and out.log_end_after < log_start_offset:
             out.lines.append(
-                f"WARN Deleting all segments because logEndOffset ({out.log_end_after}) is smaller than logStartOffset "
+                f"WARN {ident}Deleting all segments because logEndOffset ({out.log_end_after}) is smaller than logStartOffset "
                 f"{log_start_offset}. This could happen if segment files were deleted from the file system."
             )
             for b in remaining:
@@ -322,23 +398,34 @@ class LogDirStart:
     log_dir: Path
     clean_shutdown: bool
     partitions: dict[str, PartitionOutcome] = field(default_factory=dict)
+    # after a start that threw: what its shutdown left (LogManager.shutdown)
+    marker_written: bool = False
+    recovery_points_after: dict[tuple[str, int], int] | None = None
 
     @property
     def fatal(self) -> str | None:
         return next((p.fatal for p in self.partitions.values() if p.fatal), None)
 
+    @property
+    def loaded(self) -> list[str]:
+        """The partition directories whose load completed."""
+        return [name for name, p in self.partitions.items() if p.fatal is None]
+
 
 def start_log_dirs(log_dirs: Iterable[Path], release: KafkaVersion) -> list[LogDirStart]:
     """``LogManager.loadLogs`` over a broker's log dirs: the marker decides clean or not (and is deleted),
     each partition's recovery point comes from ``recovery-point-offset-checkpoint`` (0 when absent or
-    unreadable). Stops at the first partition whose load throws (the broker exits)."""
+    unreadable). Stops at the first partition whose load throws (the broker exits), after writing what
+    the exit's ``LogManager.shutdown`` writes (:func:`_shut_down_after_failed_start`). One recovery
+    thread per log dir (``num.recovery.threads.per.data.dir`` = 1) loads its partitions one by one;
+    Kafka takes them in ``File.listFiles`` order, the simulator in name order."""
+    log_dirs = [Path(d) for d in log_dirs]
     out = []
     for log_dir in log_dirs:
-        log_dir = Path(log_dir)
         marker = log_dir / ".kafka_cleanshutdown"
         clean = marker.exists()
         if clean:
-            marker.unlink()
+            marker.unlink()  # KAFKA-10471: a crash while loading is an unclean shutdown next time
         started = LogDirStart(log_dir, clean)
         out.append(started)
         points = _checkpoint(log_dir / "recovery-point-offset-checkpoint")
@@ -357,8 +444,50 @@ def start_log_dirs(log_dirs: Iterable[Path], release: KafkaVersion) -> list[LogD
             )
             started.partitions[directory.name] = result
             if result.fatal:
+                for other in log_dirs[len(out) :]:
+                    out.append(LogDirStart(other, (other / ".kafka_cleanshutdown").exists()))
+                _shut_down_after_failed_start(out, release)
                 return out
     return out
+
+
+def _shut_down_after_failed_start(starts: list[LogDirStart], release: KafkaVersion) -> None:
+    """What ``KafkaServer.startup``'s catch does before ``Kafka.main`` exits (3.3.1): ``shutdown()`` ->
+    ``LogManager.shutdown``: every loaded log flushed (``log.flush(true)``: its recovery point is its
+    log end) and closed, then per log dir ``checkpointRecoveryOffsetsInDir(dir, logs)`` and
+    ``checkpointLogStartOffsetsInDir`` with the *loaded* logs only, and ``.kafka_cleanshutdown``
+    created -- for every live log dir at 3.3.1; from 3.5.2 only where the dir had the marker
+    (``hadCleanShutdownFlags``) or every log of it loaded (``loadLogsCompletedFlags``)."""
+    for started in starts:
+        log_dir = started.log_dir
+        points = {}
+        for name, outcome in started.partitions.items():
+            if outcome.fatal is None:
+                topic, _, number = name.rpartition("-")
+                points[(topic, int(number))] = outcome.log_end_after or 0
+        (log_dir / "recovery-point-offset-checkpoint").write_bytes(
+            OffsetCheckpoint.from_offsets(points).encode()
+        )
+        log_starts = _checkpoint(log_dir / "log-start-offset-checkpoint")
+        (log_dir / "log-start-offset-checkpoint").write_bytes(
+            OffsetCheckpoint.from_offsets({k: v for k, v in log_starts.items() if k in points}).encode()
+        )
+        started.recovery_points_after = points
+        all_loaded = not started.fatal and len(started.partitions) == len(
+            [
+                p
+                for p in log_dir.iterdir()
+                if p.is_dir() and "-" in p.name and not p.name.endswith(("-delete", "-future", "-stray"))
+            ]
+        )
+        if not release.at_least("3.5.2") or started.clean_shutdown or all_loaded:
+            marker = (
+                CleanShutdownMarker(broker_epoch=-1, version=0)
+                if clean_shutdown_marker_has_json(release)
+                else CleanShutdownMarker()
+            )
+            (log_dir / ".kafka_cleanshutdown").write_bytes(marker.encode())
+            started.marker_written = True
 
 
 def _checkpoint(path: Path) -> dict[tuple[str, int], int]:
@@ -392,12 +521,20 @@ def load_broker_logs(deployed: DeployedCluster, broker_id: int) -> list[LogDirSt
     recovery after an unclean shutdown, rebuilds at load, the clean-shutdown marker deleted. What the
     start left of each damaged partition replaces that damage in ``deployed.log_damage`` (a sync then
     brings back neither the damage nor the pristine log). When it throws, the broker must stay down
-    (Kafka exits) and its marker is gone (deleted at start, KAFKA-10471): the model says so; the
+    (Kafka exits), and what the exit's shutdown wrote stays: the marker (the model's
+    ``clean_shutdown``) and each log dir's ``recovery-point-offset-checkpoint`` holding only the logs
+    that loaded (kept as a :class:`~.log_damage.RecordedCheckpoint` until the broker starts). The
     caller syncs."""
     cluster = deployed.cluster
     host = broker_host(cluster, broker_id, deployed.root)
     starts = start_log_dirs(host.log_dirs, cluster.spec.release)
-    damaged = {(d.topic, d.partition) for d in deployed.log_damage if d.broker_id == broker_id}
+    failed = any(s.fatal for s in starts)
+    damaged = {
+        (d.topic, d.partition)
+        for d in deployed.log_damage
+        if d.broker_id == broker_id and not isinstance(d, RecordedCheckpoint)
+    }
+    # a start rewrites the checkpoints (a failed one: below); the damage of other brokers stays
     kept = [d for d in deployed.log_damage if d.broker_id != broker_id]
     for started in starts:
         for outcome in started.partitions.values():
@@ -417,10 +554,18 @@ def load_broker_logs(deployed: DeployedCluster, broker_id: int) -> list[LogDirSt
                     int(number),
                     str(outcome.directory.relative_to(deployed.root)),
                     files,
-                    recovery_point=remaining[-1] if remaining else None,
+                    recovery_point=remaining[-1] if remaining and not failed else None,
                 )
             )
+    if failed:
+        for started in starts:
+            checkpoint = started.log_dir / "recovery-point-offset-checkpoint"
+            kept.append(
+                RecordedCheckpoint(
+                    broker_id, str(checkpoint.relative_to(deployed.root)), checkpoint.read_bytes()
+                )
+            )
+        # the exit's LogManager.shutdown: marked clean again (3.3.1; from 3.5.2 only where it had been)
+        cluster.brokers[broker_id].clean_shutdown = any(s.marker_written for s in starts)
     deployed.log_damage[:] = kept
-    if any(s.fatal for s in starts):
-        cluster.brokers[broker_id].clean_shutdown = False
     return starts

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from airflow_provider_kafka_zk.kafka import znodes as zk
@@ -190,3 +191,34 @@ def audit_dirs(cluster: SimulatedCluster, root: str = "/sim") -> list:
         )
         for d in cluster.dirs
     ]
+
+
+def inventory_summaries(
+    cluster: SimulatedCluster,
+    releases: Mapping[int, str | None] | str | None = None,
+    *,
+    root: str = "/sim",
+    zookeeper_connect: str = "127.0.0.1:2181/kafka",
+) -> dict[int, dict[str, Any]]:
+    """Each broker's inventory summary (for in-process audits and readiness reports) as the inventory reads
+    a configured server.properties -- the simulator's file for that broker -- with the release of the broker
+    process running on it: ``releases`` is one release for every broker, one per broker, or None (no
+    process: the release stays unknown)."""
+    from airflow_provider_kafka_zk.kafka.inventory import ServerPropertiesCandidate
+
+    from .disk_writer import broker_host, server_properties
+
+    out = {}
+    for b, broker in cluster.brokers.items():
+        host = broker_host(cluster, b, Path(root))
+        text = broker.server_properties_text or server_properties(cluster, broker, host, zookeeper_connect)
+        release = releases.get(b) if isinstance(releases, Mapping) else releases
+        record = {
+            "source": "configured",
+            "path": str(host.server_properties),
+            "file": {"data": text, "size": len(text)},
+            "running_kafka_jars": [f"kafka_2.13-{release}.jar"] if release else None,
+        }
+        facts = ServerPropertiesCandidate.from_record(record).facts()
+        out[b] = {"broker_id": b, "host": broker.spec.host, "facts": facts.to_dict()}
+    return out

@@ -13,7 +13,9 @@ Each tick, in a thread of the test process:
   (``SimulatedCluster.preferred_replica_election``);
 * restart requests written by :mod:`.restart` (the broker host's restart command) are carried out:
   a controlled shutdown, then a start (or, for a broker in ``fail_restart``, no start: a broker that
-  does not come back);
+  does not come back); the broker starts with the server.properties on its host: one someone wrote
+  there (a migration DAG) is adopted and kept byte for byte, and a change of migration mode is that
+  step of a ZooKeeper-to-KRaft migration (into migration mode, to KRaft, back, out);
 * with ``reassignments``, a :class:`~.controller.SimulatedController` steps in the same thread, so
   one runtime serves a drain, a restart and a move-back in turn;
 * with ``delete_logs``, each running broker's ``kafka-delete-logs`` task removes ``-delete``
@@ -29,6 +31,7 @@ while a DAG inventories them, as a real cluster's would.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import shlex
 import sys
@@ -40,13 +43,14 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from airflow_provider_kafka_zk.kafka import znodes as zk
-from airflow_provider_kafka_zk.kafka.errors import ZnodeFormatError
-from airflow_provider_kafka_zk.kafka.logdir import DirKind, format_partition_dir_name
+from airflow_provider_kafka_zk.kafka.errors import KafkaFormatError, ZnodeFormatError
+from airflow_provider_kafka_zk.kafka.kraft_migration import BrokerMode, broker_mode
+from airflow_provider_kafka_zk.kafka.logdir import DirKind, format_partition_dir_name, parse_java_properties
 
-from .cluster import ReplicaDir
+from .cluster import BrokerModel, ReplicaDir
 from .controller import SimulatedController
 from .deploy import DeployedCluster
-from .disk_writer import broker_host
+from .disk_writer import broker_host, server_properties
 from .log_deletion import DeleteLogsTask
 from .log_recovery import load_broker_logs
 from .render import topic_assignment
@@ -239,10 +243,14 @@ class ClusterRuntime:
             # files removed after this tick's first look and before the request: the broker reads its
             # disk as it starts, so look again now (else a sync could write them back)
             self._note_removed_files()
+            configured = self._configuration_written(broker_id)
             if broker_id in self.fail_restart:
                 cluster.stop_broker(broker_id, clean=False)
                 self._sync()
                 log.info("simulated broker %d stopped and did not start again", broker_id)
+            elif configured is not None and self._roll(broker_id, *configured):
+                self._sync()
+                self.restarted.append(broker_id)
             else:
                 cluster.stop_broker(broker_id, clean=True)
                 self._sync()  # the registration goes with the old session
@@ -251,6 +259,80 @@ class ClusterRuntime:
                     self._sync()
                     self.restarted.append(broker_id)
             done.write_text(f"broker {broker_id} at {cluster.clock_ms}\n")
+
+    def _configuration_written(self, broker_id: int) -> tuple[str, dict[str, str]] | None:
+        """The broker's server.properties when someone (a migration DAG) wrote it since the last sync:
+        a broker reads its file as it starts. None when it is what the model wrote."""
+        cluster = self.deployed.cluster
+        host = self.deployed.hosts.get(broker_id)
+        if host is None:
+            return None
+        try:
+            raw = host.server_properties.read_bytes()
+        except OSError:
+            return None
+        broker = cluster.brokers[broker_id]
+        text = raw.decode("latin-1")
+        if text == (broker.server_properties_text or self._rendered(broker_id, broker)):
+            return None
+        try:
+            settings = parse_java_properties(raw, str(host.server_properties))
+        except KafkaFormatError as exc:
+            log.warning(
+                "broker %d: unreadable server.properties, restarting as configured before: %s", broker_id, exc
+            )
+            return None
+        return text, settings
+
+    def _rendered(self, broker_id: int, broker: BrokerModel) -> str:
+        return server_properties(
+            self.deployed.cluster, broker, self.deployed.hosts[broker_id], self.deployed.zookeeper_connect
+        )
+
+    def _roll(self, broker_id: int, text: str, settings: dict[str, str]) -> bool:
+        """Restart a broker with the server.properties written on its host: the model adopts the file (its
+        settings over what the simulator renders, the file kept byte for byte), and a change of mode is the
+        migration's roll -- into migration mode (the KRaft controller claims after the last broker), to
+        KRaft mode, back to ZooKeeper mode, out of migration mode (``SimulatedCluster.roll_broker_*``).
+        Returns False when the mode stays (the caller restarts it the ordinary way)."""
+        cluster = self.deployed.cluster
+        broker = cluster.brokers[broker_id]
+        before, after = cluster.broker_mode(broker_id), broker_mode(settings)
+        base = parse_java_properties(
+            self._rendered(
+                broker_id, dataclasses.replace(broker, properties={}, server_properties_text=None)
+            ).encode("latin-1"),
+            "server.properties",
+        )
+        overlay: dict[str, str | None] = {k: v for k, v in settings.items() if base.get(k) != v}
+        overlay.update({k: None for k in base if k not in settings})
+
+        def adopt() -> None:
+            broker.properties = dict(overlay)
+            broker.server_properties_text = text
+
+        rolls = {
+            (BrokerMode.ZOOKEEPER, BrokerMode.MIGRATION): cluster.roll_broker_into_migration_mode,
+            (BrokerMode.MIGRATION, BrokerMode.KRAFT): cluster.roll_broker_to_kraft,
+            (BrokerMode.KRAFT, BrokerMode.MIGRATION): cluster.roll_broker_back_to_zookeeper,
+            (BrokerMode.MIGRATION, BrokerMode.ZOOKEEPER): cluster.roll_broker_out_of_migration_mode,
+        }
+        roll = rolls.get((before, after))
+        if before is not after and roll is None:
+            log.warning(
+                "broker %d: %s -> %s is no migration step; restarting it as configured",
+                broker_id,
+                before,
+                after,
+            )
+        if roll is None or before is after:
+            adopt()
+            return False
+        self._sync()  # nothing pending before the roll changes the registrations
+        roll(broker_id)
+        adopt()
+        log.info("simulated broker %d restarted from %s to %s mode", broker_id, before.value, after.value)
+        return True
 
     def _load_logs(self, broker_id: int) -> bool:
         """Kafka's log loading at the broker's start, on its disk (``log_recovery.load_broker_logs``:
