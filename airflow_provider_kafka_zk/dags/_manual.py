@@ -172,6 +172,30 @@ def cluster_audit(task_id: str, snapshot_task: str, inventory: str, out: str) ->
     )
 
 
+def stop_if_dry_run() -> Any:
+    """Task ``stop_if_dry_run``: the after-run reads and the verify step are skipped after a dry run;
+    the report still runs."""
+    from airflow.providers.standard.operators.python import ShortCircuitOperator
+
+    return ShortCircuitOperator(
+        task_id="stop_if_dry_run",
+        python_callable=lambda params, **_: not params["dry_run"],
+        ignore_downstream_trigger_rules=False,  # the report still runs after a dry run
+    )
+
+
+def after_run_reads(brokers: Any) -> tuple[Any, Any]:
+    """Tasks ``snapshot_after`` and ``inventory_after`` (one per broker ``brokers`` lists): the cluster
+    as the run left it, the inventory under ``<run key>-after``."""
+    from airflow_provider_kafka_zk.operators.inventory import BrokerInventoryOperator
+
+    snapshot = cluster_snapshot("snapshot_after")
+    inventory = BrokerInventoryOperator.partial(
+        task_id="inventory_after", inventory_ts="{{ " + RUN_TS + " ~ '-after' }}", **inventory_settings()
+    ).expand(broker_id=brokers.output)
+    return snapshot, inventory
+
+
 def snapshot_path(task_id: str) -> str:
     """The template of the snapshot path the snapshot task ``task_id`` returned."""
     return f"{{{{ ti.xcom_pull(task_ids='{task_id}')['path'] }}}}"

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow.providers.standard.operators.python import ShortCircuitOperator
 from airflow.sdk import DAG, Param, task
 
 from airflow_provider_kafka_zk.dags._alerting import add_run_alert
@@ -30,6 +29,7 @@ from airflow_provider_kafka_zk.dags._manual import (
     PLAN_DIR,
     READ_RETRIES,
     RUN_TS,
+    after_run_reads,
     approval_step,
     artefact_url,
     brokers_inventory_and_coverage,
@@ -37,12 +37,11 @@ from airflow_provider_kafka_zk.dags._manual import (
     cluster_choices,
     cluster_snapshot,
     final_report,
-    inventory_settings,
     manual_dag,
     setting,
     snapshot_path,
+    stop_if_dry_run,
 )
-from airflow_provider_kafka_zk.operators.inventory import BrokerInventoryOperator
 from airflow_provider_kafka_zk.operators.kraft_migration import (
     MIGRATION_DIR,
     REPORT_FILE,
@@ -155,16 +154,8 @@ def build_dag() -> DAG:
             wait_timeout="{{ params.wait_timeout_s }}",
             poll_interval="{{ params.poll_interval_s }}",
         )
-        stop_if_dry_run = ShortCircuitOperator(
-            task_id="stop_if_dry_run",
-            python_callable=lambda params, **_: not params["dry_run"],
-            ignore_downstream_trigger_rules=False,  # the report still runs after a dry run
-        )
-        after_ts = "{{ " + RUN_TS + " ~ '-after' }}"
-        snapshot_after = cluster_snapshot("snapshot_after")
-        inventory_after = BrokerInventoryOperator.partial(
-            task_id="inventory_after", inventory_ts=after_ts, **inventory_settings()
-        ).expand(broker_id=brokers.output)
+        stop_if_dry = stop_if_dry_run()
+        snapshot_after, inventory_after = after_run_reads(brokers)
         findings_after = artefact_url(MIGRATION_DIR, RUN_TS, "audit-after")
         after_inventory = artefact_url("inventory", RUN_TS, suffix="-after")
         audit_after = cluster_audit("audit_after", "snapshot_after", after_inventory, findings_after)
@@ -192,9 +183,9 @@ def build_dag() -> DAG:
             >> plan
             >> approve
             >> execute
-            >> stop_if_dry_run
+            >> stop_if_dry
         )
-        stop_if_dry_run >> snapshot_after >> inventory_after >> audit_after >> verify
+        stop_if_dry >> snapshot_after >> inventory_after >> audit_after >> verify
         final = report(plan.output)
         execute >> final
         verify >> final

@@ -42,16 +42,8 @@ def deploy(zookeeper_server, ssh_server, tmp_path, monkeypatch):
 
     def _deploy(*, format_command: str = FORMAT) -> tuple[DeployedCluster, str, Path]:
         chroot = zookeeper_server.new_chroot("/kafka_kraftmig_")
-        monkeypatch.setenv(
-            f"AIRFLOW_CONN_{ZK_CONN.upper()}",
-            json.dumps(
-                {
-                    "conn_type": "kafka_zookeeper",
-                    "host": zookeeper_server.connect_string,
-                    "extra": {"chroot": chroot, "session_timeout": 10, "connect_timeout": 5},
-                }
-            ),
-        )
+        for name, value in zookeeper_server.airflow_connection(ZK_CONN, chroot).items():
+            monkeypatch.setenv(name, value)
         hosts = tmp_path / "hosts"
         deployed = DeployedCluster(
             kraft_ready_cluster(name=CLUSTER), zookeeper_server.connect_string, chroot, hosts

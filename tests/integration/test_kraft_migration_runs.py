@@ -166,16 +166,8 @@ def migration(zookeeper_server, ssh_server, tmp_path, monkeypatch) -> Iterator[A
 
     def _start(**plants: Any) -> Migration:
         chroot = zookeeper_server.new_chroot("/k39_")
-        monkeypatch.setenv(
-            f"AIRFLOW_CONN_{ZK_CONN.upper()}",
-            json.dumps(
-                {
-                    "conn_type": "kafka_zookeeper",
-                    "host": zookeeper_server.connect_string,
-                    "extra": {"chroot": chroot, "session_timeout": 10, "connect_timeout": 5},
-                }
-            ),
-        )
+        for name, value in zookeeper_server.airflow_connection(ZK_CONN, chroot).items():
+            monkeypatch.setenv(name, value)
         recorded = RecordedMigration()
         hosts = tmp_path / "hosts"
         deployed = OperatorOwnedDeployment(recorded.cluster, zookeeper_server.connect_string, chroot, hosts)
