@@ -160,6 +160,9 @@ def load_clusters(
                 f"{file}: clusters.{name}.deletion_wait_s must be a number of seconds >= 0"
             )
         _check_kraft(file, name, merged)
+        tasks = merged.get("inventory_tasks")
+        if tasks is not None and (type(tasks) is not int or tasks < 1):
+            raise ClusterFileError(f"{file}: clusters.{name}.inventory_tasks must be a whole number >= 1")
         _check_notify(file, name, merged.get("notify"))
         _check_approval(file, name, merged)
         if merged["log_scan_fail_on"] not in LOG_SCAN_FAIL_ON:

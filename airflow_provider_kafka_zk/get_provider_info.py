@@ -136,6 +136,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_provider_kafka_zk.operators.log_scan",
                     "airflow_provider_kafka_zk.operators.topic_id_repair",
                     "airflow_provider_kafka_zk.operators.audit",
+                    "airflow_provider_kafka_zk.operators.undo",
                 ],
             }
         ],

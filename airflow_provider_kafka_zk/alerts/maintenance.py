@@ -17,13 +17,19 @@ does not trigger the same failing drain every day without knowing.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from airflow_provider_kafka_zk.alerts.incidents import TASKS, Incident
 from airflow_provider_kafka_zk.kafka.safety import LEASE_PATH, LEASE_ROOT
+from airflow_provider_kafka_zk.kafka.undo import (
+    DAG_KINDS,
+    UNDO_DAG_ID,
+    UNDO_FOLDER,
+    trigger_command,
+    undo_conf,
+)
 
 FAILURE_XCOM_KEY = "kafka_zk_failure"
 """The XCom a failed task of a maintenance DAG leaves its error in (:func:`failure_record`)."""
@@ -44,6 +50,7 @@ TOPIC_ID_REPAIR = "kafka_zk_topic_id_repair"
 DELETION_CLEANUP = "kafka_zk_deletion_cleanup"
 PRE_RESTART_CHECK = "kafka_zk_pre_restart_check"
 KRAFT_READINESS = "kafka_zk_kraft_migration_readiness"
+UNDO = UNDO_DAG_ID
 READ_ONLY = (PRE_RESTART_CHECK, KRAFT_READINESS)
 """Manual DAGs that only read: their runs change nothing, whatever fails."""
 ARTEFACT_KIND = {
@@ -53,6 +60,7 @@ ARTEFACT_KIND = {
     DELETION_CLEANUP: "deletion-cleanup",
     PRE_RESTART_CHECK: "log-scan",
     KRAFT_READINESS: "kraft-readiness",
+    UNDO: UNDO_FOLDER,
 }
 """Each manual DAG's run folder under ``<base>/<cluster>/`` (its run key below it)."""
 
@@ -169,7 +177,8 @@ def change_logs(logs: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
         writes = [
             c
             for c in changes
-            if c.get("op") != "approval" and not str(c.get("path", "")).startswith(LEASE_ROOT)
+            if c.get("op") not in ("approval", "CheckVersionOp")  # a decision, a version check: no write
+            and not str(c.get("path", "")).startswith(LEASE_ROOT)
         ]
         lease_ops += [
             (str(c.get("at", "")), str(c.get("op", ""))) for c in changes if c.get("path") == LEASE_PATH
@@ -197,7 +206,7 @@ def _log_order(name: str) -> tuple[int, str]:
 
 
 def _conf_command(dag_id: str, conf: Mapping[str, Any]) -> str:
-    return f"airflow dags trigger {dag_id} --conf '{json.dumps(dict(conf), separators=(', ', ': '))}'"
+    return trigger_command(dag_id, conf)
 
 
 def next_steps(
@@ -242,31 +251,46 @@ def next_steps(
         "lease) -- or undo what it did, as below."
     ]
     commands: list[dict[str, str]] = []
-    if dag_id == DRAIN:
+    if dag_id in DAG_KINDS:
+        what = {
+            DRAIN: "moves every partition this drain moved that is still where it put them back where it was "
+            "(throttled, as the drain moved them) and removes the throttles it left -- only while the drained "
+            "brokers are still up",
+            POST_MAINTENANCE: "moves the partitions this run moved back to where it found them (its preferred "
+            "leader election is not undone)",
+            TOPIC_ID_REPAIR: "writes every topic znode this run changed back to its bytes before (versioned: it "
+            "refuses a znode changed since), moves the controller again if this run did, and writes removed "
+            "partition.metadata files back (a broker restart that passed its gate is not undone)",
+        }.get(dag_id, "puts back what this run changed, from its rollback artefacts")
         text.append(
-            "Undo (only while the drained brokers are still up): kafka_zk_post_maintenance moves back "
-            "exactly the partitions this drain moved that are still where it put them (rollback.json "
-            "holds where each one was), once no reassignment is running; run it as a dry run first."
+            f"Undo: {UNDO_DAG_ID} {what}, once this run no longer holds the lease and nothing of it is in flight; "
+            "it shows its plan and waits for approval. Trigger it as a dry run first (the command below), then "
+            "with dry_run false. The rollback files stay the fallback by hand (they carry no TLS/SASL options)."
         )
         commands.append(
             {
-                "label": "Move this drain's partitions back (dry run first)",
+                "label": "Undo this run (dry run first)",
+                "command": _conf_command(UNDO_DAG_ID, undo_conf(cluster, run_id, dag_id)),
+            }
+        )
+    if dag_id == DRAIN:
+        text.append(
+            "Or finish the maintenance as planned and put the partitions back afterwards with "
+            "kafka_zk_post_maintenance, which leaves alone any partition moved since the drain."
+        )
+        commands.append(
+            {
+                "label": "Move this drain's partitions back after the maintenance (dry run first)",
                 "command": _conf_command(
                     POST_MAINTENANCE, {"cluster": cluster, "drain_run": run_id, "dry_run": True}
                 ),
             }
         )
-    elif dag_id == POST_MAINTENANCE:
+    elif dag_id == UNDO:
         text.append(
-            "Undo: rollback.json is Kafka's reassignment JSON of where the moved partitions were before "
-            "this run; kafka-reassign-partitions --execute with it (and a --throttle) puts them back, "
-            "once no reassignment is running."
-        )
-    elif dag_id == TOPIC_ID_REPAIR:
-        text.append(
-            "Undo: rollback.json holds every topic znode this run changed as it was before (data and "
-            "version); rollback-files.json the broker files it removed and where their copies are. A "
-            "broker restart that passed its gate is never repeated by a rerun."
+            "This undo stopped part-way: clear its failed task to finish it (it resumes after the last step it "
+            "completed). An undo is not undone by another undo: to make the original change again, trigger the "
+            "DAG that made it (the undo's plan.json names the run it undoes)."
         )
     if lease == "held":
         text.append(

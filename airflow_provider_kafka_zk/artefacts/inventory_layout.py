@@ -15,17 +15,33 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cache
+from typing import TYPE_CHECKING
 
 import fsspec
 import pyarrow as pa
-import pyarrow.dataset as ds
 
 from .files import display_url
 
+if TYPE_CHECKING:
+    import pyarrow.dataset as ds
+
 PARTITION_COLUMN = "broker"
 PART_FILE = "part-0.parquet"
-HIVE = ds.partitioning(pa.schema([(PARTITION_COLUMN, pa.int32())]), flavor="hive")
-"""``broker=<id>`` directories; an id that is not a whole number fails the discovery."""
+
+
+@cache
+def hive_partitioning() -> ds.Partitioning:
+    """``broker=<id>`` directories; an id that is not a whole number fails the discovery.
+
+    Made when first needed: ``pyarrow.dataset`` loads pandas (about 0.4 s of CPU), which every task
+    process of a DAG importing this module would pay for at parse time otherwise.
+    """
+    import pyarrow.dataset as ds
+
+    return ds.partitioning(pa.schema([(PARTITION_COLUMN, pa.int32())]), flavor="hive")
+
+
 _LEGACY_PREFIX, _LEGACY_SUFFIX = f"{PARTITION_COLUMN}=", ".parquet"
 
 
@@ -103,13 +119,15 @@ def _fragments(
     root = root.rstrip("/") or "/"
     if not fs.exists(root):
         return
+    import pyarrow.dataset as ds
+
     try:
         dataset = ds.dataset(
             root,
             filesystem=fs,
             format="parquet",
             schema=pa.schema([(PARTITION_COLUMN, pa.int32())]),  # no file is opened to list them
-            partitioning=HIVE,
+            partitioning=hive_partitioning(),
             exclude_invalid_files=False,
             ignore_prefixes=[".", "_"],
         )

@@ -1,8 +1,9 @@
 """Daily hygiene of ZooKeeper-mode Kafka clusters: one DAG per cluster in the cluster file.
 
-    snapshot ZooKeeper -> list brokers -> inventory each broker (mapped, retried) -> coverage (all_done)
-      -> audit (Spark: the packaged kafka_zk_audit.py with the package as --py-files, or in-process)
-      -> gate   [+ optional pre-restart log scan of every broker -> verdicts]
+    snapshot ZooKeeper -> list brokers ------------------------------------------> coverage (all_done)
+    group the brokers -> inventory each group (mapped, retried; beside the snapshot) --^
+    coverage -> audit (Spark: the packaged kafka_zk_audit.py with the package as --py-files, or
+      in-process) -> gate   [+ optional pre-restart log scan of every broker -> verdicts]
     list brokers -> deletions (every topic marked for deletion: deleted everywhere, or why not)
 
 DAG ids: ``kafka_zk_daily_hygiene_<cluster>``. The cluster file is found as
@@ -91,6 +92,7 @@ def build_dag(cluster: str, settings: Mapping[str, Any]) -> DAG:
     from airflow_provider_kafka_zk.dags._engine import audit_engine
     from airflow_provider_kafka_zk.operators.audit import ClusterAuditOperator, FindingsGateOperator
     from airflow_provider_kafka_zk.operators.inventory import (
+        BrokerGroupsOperator,
         BrokerInventoryOperator,
         InventoryCoverageOperator,
         ListBrokerIdsOperator,
@@ -135,8 +137,16 @@ def build_dag(cluster: str, settings: Mapping[str, Any]) -> DAG:
         brokers = ListBrokerIdsOperator(
             task_id="brokers", kafka_zookeeper_conn_id=settings["kafka_zookeeper_conn_id"]
         )
+        # a task per group of brokers, as many as the deployment runs at once (inventory_tasks); the
+        # groups are listed from ZooKeeper at the start: the inventory runs beside the snapshot
+        groups = BrokerGroupsOperator(
+            task_id="inventory_groups",
+            kafka_zookeeper_conn_id=settings["kafka_zookeeper_conn_id"],
+            groups=settings.get("inventory_tasks"),
+        )
         inventory = BrokerInventoryOperator.partial(
             task_id="inventory",
+            map_index_template="brokers {{ task.broker_ids | join(', ') }}",
             cluster=cluster,
             base_path=base,
             artefacts_conn_id=store,
@@ -145,7 +155,7 @@ def build_dag(cluster: str, settings: Mapping[str, Any]) -> DAG:
             broker_hosts=settings.get("broker_hosts"),
             server_properties_path=settings.get("server_properties_path"),
             connect_timeout=settings.get("connect_timeout"),
-        ).expand(broker_id=brokers.output)
+        ).expand(broker_ids=groups.output)
         coverage = InventoryCoverageOperator(
             task_id="coverage",
             cluster=cluster,

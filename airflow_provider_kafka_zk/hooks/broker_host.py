@@ -56,6 +56,7 @@ from airflow_provider_kafka_zk.kafka.inventory import (
     readable_name,
 )
 from airflow_provider_kafka_zk.kafka.logdir import parse_java_properties
+from airflow_provider_kafka_zk.kafka.snapshot import gc_paused
 
 log = logging.getLogger(__name__)
 
@@ -491,13 +492,15 @@ class BrokerHostHook(BaseHook):
         )
         started = time.monotonic()
         client = self.connect(address)
-        try:
-            assembler = InventoryAssembler(broker_id, address.host)
-            self._run(client, address, assembler)
-            peer = _peer_address(client)
-        finally:
-            client.close()
-        inventory = assembler.result(view)
+        # tens of thousands of parsed directories, no cycles among them: no cyclic GC walking them
+        with gc_paused():
+            try:
+                assembler = InventoryAssembler(broker_id, address.host)
+                self._run(client, address, assembler)
+                peer = _peer_address(client)
+            finally:
+                client.close()
+            inventory = assembler.result(view)
         inventory.remote[IDENTITY_EVIDENCE] = identity_evidence(assembler, address.host, peer)
         effective = effective_broker_id(inventory.facts, inventory.log_dirs)
         if effective is not None and effective != broker_id:
@@ -628,21 +631,12 @@ class BrokerHostHook(BaseHook):
             buffer += chunk
             lines = buffer.split(b"\n")
             buffer = lines.pop()
-            for line in lines:
-                if not seen_record and not line.startswith(b'{"t":'):
+            if not seen_record:
+                while lines and not lines[0].startswith(b'{"t":'):
+                    del lines[0]
                     skipped += 1
-                    continue
-                seen_record = True
-                try:
-                    record = json.loads(line)
-                except ValueError:
-                    raise BrokerHostCommandError(
-                        address.broker_id,
-                        address.host,
-                        address.port,
-                        f"not an inventory record: {line[:80].decode('utf-8', 'replace')!r}",
-                    ) from None
-                yield record
+                seen_record = bool(lines)
+            yield from _decode_records(lines, address)
         if skipped:
             log.warning(
                 "Broker %d: skipped %d non-record line(s) before the inventory", address.broker_id, skipped
@@ -718,6 +712,32 @@ def _peer_address(client: paramiko.SSHClient) -> str | None:
     except OSError:
         return None
     return str(peer[0]) if peer else None
+
+
+def _decode_records(lines: list[bytes], address: BrokerAddress) -> list[dict[str, Any]]:
+    """The JSON records of ``lines``, decoded in one call (a chunk holds hundreds); a line that is
+    no JSON is named (BrokerHostCommandError)."""
+    if not lines:
+        return []
+    try:
+        records: list[dict[str, Any]] = json.loads(b"[" + b",".join(lines) + b"]")
+    except ValueError:
+        pass
+    else:
+        if len(records) == len(lines):  # else a line held more (or less) than one value: say which
+            return records
+    records = []
+    for line in lines:  # one of them is bad: which
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            raise BrokerHostCommandError(
+                address.broker_id,
+                address.host,
+                address.port,
+                f"not an inventory record: {line[:80].decode('utf-8', 'replace')!r}",
+            ) from None
+    return records
 
 
 def _json_line(value: Any) -> bytes:

@@ -307,9 +307,10 @@ def still_same(c):
     return None
 
 
-def hold_back(candidates, records, dry_run):
+def hold_back(candidates, records, dry_run, verb="removed"):
     blockers = [r for r in records if r["status"] in BLOCKING]
-    why = "nothing is removed on this broker%s: %s" % (
+    why = "nothing is %s on this broker%s: %s" % (
+        verb,
         " (dry run)" if dry_run else "",
         "; ".join("%s %s" % (r["path"] or r["name"], r["status"]) for r in blockers))
     for c in candidates:
@@ -370,14 +371,158 @@ def unlink_all(candidates):
         emit(rec)
 
 
+O_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+TMP_PREFIX = ".kafka-zk-restore."
+
+
+def check_restore(rec, f, log_dirs, seen, fds):
+    # The file as it is now, for a restore: None when it may not be written (rec says why), else
+    # what to replace. Expected: absent (expected_sha256 None) or holding expected_sha256.
+    bad = partition_file_rule(f, log_dirs)
+    expected = f.get("expected_sha256")
+    if not bad and expected is not None and sha256_rule(expected):
+        bad = ("expected sha256", expected, sha256_rule(expected))
+    content = None
+    if not bad:
+        try:
+            content = base64.b64decode(f.get("content_b64") or "", validate=True)
+        except (ValueError, TypeError):
+            bad = ("content", "content_b64", "must be base64")
+    if not bad and len(content) > FILE_LIMIT:
+        bad = ("content", rec["path"], "is larger than %d bytes" % FILE_LIMIT)
+    if not bad and rec["path"] in seen:
+        bad = ("file", rec["path"], "is named twice in the request")
+    if bad:
+        rec.update(status="refused", detail="%s %r %s" % bad)
+        return None
+    seen.add(rec["path"])
+    rec["expected_sha256"] = expected
+    wanted = hashlib.sha256(content).hexdigest()
+    try:
+        log_fd, shown, missing = open_path(rec["log_dir"], fds)
+        if missing:
+            raise Refused("log dir %s does not exist" % rec["log_dir"])
+        pdir = join(rec["log_dir"], rec["dir_name"])
+        pfd = open_child(log_fd, rec["dir_name"], pdir, False, fds)
+        if pfd is None:
+            raise Refused("no partition directory %s (the replica is gone from this broker)" % pdir)
+        opened = open_file(rec, fds)
+        if opened is None:
+            st = None
+            if expected is not None:
+                rec.update(status="changed", detail="absent now; the plan found it with sha256 %s" % expected)
+                return None
+        else:
+            _, fd, st = opened
+            data, digest = read_fd(fd, rec["path"])
+            rec.update(size=len(data), sha256=digest, mode=stat.S_IMODE(st.st_mode))
+            if digest == wanted:
+                rec.update(status="already_restored", detail="holds the content to restore")
+                return None
+            if digest != expected:
+                rec.update(status="changed", detail="holds sha256 %s, the plan found %s" % (digest, expected))
+                return None
+    except Refused as exc:
+        rec.update(status="refused", detail=str(exc))
+        return None
+    except OSError as exc:
+        rec.update(status="failed", detail="%s: %s" % (type(exc).__name__, exc))
+        return None
+    return {"rec": rec, "pfd": pfd, "st": st, "content": content, "sha256": expected}
+
+
+def still_as_checked(c):
+    # None when the name still holds what was checked (the same inode, or still nothing); else why not
+    rec = c["rec"]
+    try:
+        now = os.stat(rec["name"], dir_fd=c["pfd"], follow_symlinks=False)
+    except FileNotFoundError:
+        return None if c["st"] is None else "it disappeared after the check"
+    if c["st"] is None:
+        return "it appeared after the check"
+    if stat.S_ISLNK(now.st_mode) or (now.st_dev, now.st_ino) != (c["st"].st_dev, c["st"].st_ino):
+        return "it was replaced after the check (another inode)"
+    return None
+
+
+def write_back(c):
+    # a temporary file beside it (never followed, never over anything but our own leftover), fsync'ed,
+    # given the replaced file's owner and mode, then renamed over the name in the same directory
+    rec, pfd = c["rec"], c["pfd"]
+    tmp = TMP_PREFIX + rec["name"]
+    try:
+        st = os.stat(tmp, dir_fd=pfd, follow_symlinks=False)
+        if not stat.S_ISREG(st.st_mode):
+            raise Refused("%s exists and is not a regular file" % join(join(rec["log_dir"], rec["dir_name"]), tmp))
+        os.unlink(tmp, dir_fd=pfd)  # a leftover of an interrupted restore
+    except FileNotFoundError:
+        pass
+    mode = stat.S_IMODE(c["st"].st_mode) if c["st"] is not None else 0o644
+    fd = os.open(tmp, O_NEW, mode, dir_fd=pfd)
+    try:
+        view = memoryview(c["content"])
+        while view:
+            view = view[os.write(fd, view):]
+        if c["st"] is not None:
+            try:
+                os.fchown(fd, c["st"].st_uid, c["st"].st_gid)
+            except OSError:
+                pass  # not ours to change: the file keeps this user's ownership
+        os.fchmod(fd, mode)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    why = still_as_checked(c)
+    if why:
+        os.unlink(tmp, dir_fd=pfd)
+        rec.update(status="changed", detail=why)
+        return
+    os.rename(tmp, rec["name"], src_dir_fd=pfd, dst_dir_fd=pfd)
+    try:
+        os.fsync(pfd)
+    except OSError:
+        pass
+    rec.update(status="restored", size=len(c["content"]), sha256=hashlib.sha256(c["content"]).hexdigest())
+    emit(rec)
+
+
+def restore_all(req, files, log_dirs):
+    records, candidates, seen, fds = [], [], set(), []
+    try:
+        for i, f in enumerate(files):
+            rec = new_record(i, f, "restore")
+            records.append(rec)
+            c = check_restore(rec, f if isinstance(f, dict) else {}, log_dirs, seen, fds)
+            if c is not None:
+                candidates.append(c)
+        if any(r["status"] in BLOCKING for r in records):
+            hold_back(candidates, records, bool(req.get("dry_run")), "written")
+        elif req.get("dry_run"):
+            for c in candidates:
+                c["rec"]["status"] = "would_restore"
+        else:
+            for c in candidates:
+                try:
+                    write_back(c)
+                except Refused as exc:
+                    c["rec"].update(status="refused", detail=str(exc))
+                except OSError as exc:
+                    c["rec"].update(status="failed", detail="%s: %s" % (type(exc).__name__, exc))
+    finally:
+        close_all(fds)
+    for rec in records:
+        if rec["status"] != "restored":  # restored ones were reported as they went
+            emit(rec)
+
+
 def main():
     req = read_request(on_limit, 60)
     if req is None:
         return 2
     files = req.get("files")
     mode = req.get("mode")
-    if not isinstance(files, list) or mode not in ("read", "remove"):
-        emit({"t": "fatal", "kind": "bad_request", "detail": "needs mode read or remove and a files list"})
+    if not isinstance(files, list) or mode not in ("read", "remove", "restore"):
+        emit({"t": "fatal", "kind": "bad_request", "detail": "needs mode read, remove or restore and a files list"})
         return 2
     log_dirs = req.get("log_dirs")
     bad = request_refusal(req)
@@ -391,6 +536,8 @@ def main():
             rec = new_record(i, f, mode)
             read_one(rec, f, log_dirs)
             emit(rec)
+    elif mode == "restore":
+        restore_all(req, files, log_dirs)
     else:
         remove_all(req, files, log_dirs)
     signal.alarm(0)
@@ -708,42 +855,130 @@ def remove_partition_files(
     run), ``removed``, ``already_absent`` (a retry: nothing to do), ``changed`` (the content is not
     the backup's: nothing is removed on this broker), ``refused`` or ``failed`` (an OS error).
     """
-    files = [file for file, _ in removals]
-    validate_partition_files(files, log_dirs)
-    seen: set[str] = set()
-    for file, digest in removals:
+    for _, digest in removals:
         why = _sha256_rule(digest)
         if why:
             raise PartitionFilePathError("backup sha256", digest, why)
+    return _change_files(
+        hook,
+        broker_id,
+        "remove",
+        [(file, {"sha256": digest}) for file, digest in removals],
+        log_dirs=log_dirs,
+        dry_run=dry_run,
+        session=session,
+        timeout=timeout,
+        fine=("would_remove", "removed", "already_absent"),
+        extra={} if _test_pause_s is None else {"_test_pause_s": float(_test_pause_s)},
+    )
+
+
+def restore_partition_files(
+    hook: BrokerHostHook,
+    broker_id: int,
+    restores: Sequence[tuple[PartitionFile, bytes, str | None]],
+    *,
+    log_dirs: Sequence[str],
+    dry_run: bool = True,
+    session: BrokerGate | None = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+) -> list[dict[str, Any]]:
+    """Write removed files back on broker ``broker_id``'s host (an undo), all or none; one SSH command.
+
+    The host first checks every file: the partition directory is there (no symlink anywhere), and
+    the file is absent where ``expected_sha256`` is None, or a regular file with exactly that sha256
+    (what was there when the undo was planned: the broker's own rewrite); a file already holding the
+    content is ``already_restored``. Any file ``changed``, ``refused`` or ``failed`` holds back every
+    other: nothing is written on this broker. Then each content goes to a temporary file beside it
+    (``O_EXCL|O_NOFOLLOW``, fsync'ed, the replaced file's owner and mode), is checked once more
+    against what was checked, and is renamed over the name within the partition directory.
+
+    :param restores: ``(file, content, expected sha256 now or None for absent)``, each file once.
+    :param log_dirs: every log dir of the broker.
+    :param dry_run: check everything on the host, write nothing (the default).
+    :param session: the maintenance session that pinned this broker's host; required unless ``dry_run``.
+    :raises PartitionFilePathError: a file or a sha256 breaks a rule, or a file is named twice.
+    :raises PartitionFilesOutsideSessionError: a real restore without a session (before connecting).
+
+    Returns one dict per file, in order, with ``status``: ``would_restore`` (dry run), ``restored``,
+    ``already_restored``, ``changed`` (not what the undo planned against: nothing written on this
+    broker), ``refused`` or ``failed``.
+    """
+    import base64
+
+    for file, content, digest in restores:
+        if digest is not None and _sha256_rule(digest):
+            raise PartitionFilePathError("expected sha256", digest, _sha256_rule(digest))
+        if len(content) > PARTITION_FILE_LIMIT:
+            raise PartitionFilePathError("content", file.path, f"is larger than {PARTITION_FILE_LIMIT} bytes")
+    return _change_files(
+        hook,
+        broker_id,
+        "restore",
+        [
+            (file, {"content_b64": base64.b64encode(content).decode(), "expected_sha256": digest})
+            for file, content, digest in restores
+        ],
+        log_dirs=log_dirs,
+        dry_run=dry_run,
+        session=session,
+        timeout=timeout,
+        fine=("would_restore", "restored", "already_restored"),
+    )
+
+
+def _change_files(
+    hook: BrokerHostHook,
+    broker_id: int,
+    mode: str,
+    entries: Sequence[tuple[PartitionFile, dict[str, Any]]],
+    *,
+    log_dirs: Sequence[str],
+    dry_run: bool,
+    session: BrokerGate | None,
+    timeout: float,
+    fine: tuple[str, ...],
+    extra: dict[str, Any] | None = None,
+) -> list[dict[str, Any]]:
+    """One ``remove`` or ``restore`` request on the broker's host: the rules checked before connecting
+    (each file once), a real change only through the session that pinned the host; the results logged."""
+    files = [file for file, _ in entries]
+    validate_partition_files(files, log_dirs)
+    seen: set[str] = set()
+    for file in files:
         if file.path in seen:
             raise PartitionFilePathError("file", file.path, "is named twice in the request")
         seen.add(file.path)
     limit_s = _limit(timeout)
+    doing = f"{mode} partition files"
     if not dry_run:
-        _gate(session, broker_id, "remove partition files")
-    if not removals:
+        _gate(session, broker_id, doing)
+    if not entries:
         return []
     address = hook.resolve(broker_id)
     if not dry_run:
-        _gate(session, broker_id, "remove partition files").require_broker(broker_id, address.host)
+        _gate(session, broker_id, doing).require_broker(broker_id, address.host)
     request: dict[str, Any] = {
-        "mode": "remove",
+        "mode": mode,
         "dry_run": bool(dry_run),
         "limit_s": limit_s,
         "log_dirs": list(log_dirs),
-        "files": [{**file.as_request(), "sha256": digest} for file, digest in removals],
+        "files": [{**file.as_request(), **fields} for file, fields in entries],
+        **(extra or {}),
     }
-    if _test_pause_s is not None:
-        request["_test_pause_s"] = float(_test_pause_s)
-    results = _run_partition_files(hook, address, request, limit_s, len(removals), broker_id)
+    records = run_remote(
+        hook,
+        address,
+        request,
+        limit_s,
+        script=_PARTITION_REMOTE,
+        what="partition files",
+        done_status={"remove": "removed", "restore": "restored"}[mode],
+    )
+    results = _file_results(records, len(entries), (broker_id, address.host, address.port))
     for result in results:
-        level = (
-            logging.INFO
-            if result["status"] in ("would_remove", "removed", "already_absent")
-            else logging.WARNING
-        )
         log.log(
-            level,
+            logging.INFO if result["status"] in fine else logging.WARNING,
             "Broker %d (%s): %s %s%s",
             broker_id,
             address.host,

@@ -597,10 +597,110 @@ def move_one(req, m, log_dirs):
         close_all(fds)
 
 
+def restore_one(req, m, log_dirs):
+    # The reverse of move_one: <quarantine>/<ts>/<name> back to <log_dir>/<name>, one rename on the
+    # same filesystem; never over something at the original place, never through a symlink.
+    rec, why = check_move(req, m, log_dirs)
+    rec["t"] = "restore"
+    if why:
+        rec.update(status="refused", detail=why)
+        return rec
+    name, log_dir, ts = rec["name"], rec["log_dir"], req["ts"]
+    root = rec["quarantine"]
+    ddir = join(root, ts)
+    fds = []
+    try:
+        log_fd, _, missing = open_path(log_dir, fds)
+        if missing:
+            rec.update(status="refused", detail="log dir %s does not exist" % log_dir)
+            return rec
+        root_fd, _, missing = open_path(root, fds)
+        ts_fd = None if missing else open_child(root_fd, ts, ddir, False, fds)
+        try:
+            at_source = os.stat(name, dir_fd=log_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            at_source = None
+        quarantined = None
+        if ts_fd is not None:
+            try:
+                quarantined = os.stat(name, dir_fd=ts_fd, follow_symlinks=False)
+            except FileNotFoundError:
+                pass
+        if quarantined is None:
+            if at_source is not None and stat.S_ISDIR(at_source.st_mode) and not stat.S_ISLNK(at_source.st_mode):
+                rec.update(status="already_restored", detail="back in its log dir, not in the quarantine")
+            else:
+                rec.update(status="missing", detail="not in the quarantine (%s) and not at its place"
+                           % rec["destination"])
+            return rec
+        if stat.S_ISLNK(quarantined.st_mode) or not stat.S_ISDIR(quarantined.st_mode):
+            rec.update(status="refused", detail="%s is not a directory (or a symlink)" % rec["destination"])
+            return rec
+        if at_source is not None:
+            rec.update(status="occupied", detail="%s exists (%s) while the quarantined copy is still in %s"
+                       % (rec["source"], "a directory" if stat.S_ISDIR(at_source.st_mode) else "not a directory",
+                          ddir))
+            return rec
+        if rec["kind"] not in SAFE_KINDS and not req.get("allow_running_broker_orphans"):
+            why = running_broker_refusal(req)
+            if why:
+                rec.update(status="refused", detail="%s: a running broker asked to host this partition would take "
+                           "a live-named (%s) directory for its log; stop the broker first, or pass "
+                           "allow_running_broker_orphans" % (why, rec["kind"]))
+                return rec
+        q_fd = open_child(ts_fd, name, rec["destination"], False, fds)
+        if q_fd is None:
+            rec.update(status="missing", detail="left the quarantine while it was checked")
+            return rec
+        if os.fstat(q_fd).st_dev != os.fstat(log_fd).st_dev or os.fstat(ts_fd).st_dev != os.fstat(log_fd).st_dev:
+            rec.update(status="refused", detail="the quarantine is on another filesystem than the log dir: a move "
+                       "would copy")
+            return rec
+        size, files = tree(q_fd)
+        rec.update(bytes=size, files=len(files))
+        if req["dry_run"]:
+            rec.update(status="would_restore")
+            return rec
+        if STATE["orphaned"]:
+            rec.update(status="refused", detail="the caller went away")
+            return rec
+        now = os.stat(name, dir_fd=ts_fd, follow_symlinks=False)
+        if (now.st_dev, now.st_ino) != (quarantined.st_dev, quarantined.st_ino) or stat.S_ISLNK(now.st_mode):
+            rec.update(status="refused", detail="the quarantined directory changed while it was checked")
+            return rec
+        try:
+            os.stat(name, dir_fd=log_fd, follow_symlinks=False)
+            rec.update(status="occupied", detail="%s appeared while it was checked" % rec["source"])
+            return rec
+        except FileNotFoundError:
+            pass
+        # Between descriptors, as the quarantine's own move (rename(2) could still replace an *empty*
+        # directory created at the original place in the microseconds since the check above).
+        os.rename(name, name, src_dir_fd=ts_fd, dst_dir_fd=log_fd)
+        restored_at = time.time()
+        for fd in (log_fd, ts_fd):
+            try:
+                os.fsync(fd)
+            except OSError:
+                pass
+        rec.update(status="restored", restored_at_ms=int(restored_at * 1000),
+                   restored_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(restored_at)))
+        return rec
+    except Refused as exc:
+        rec.update(status="refused", detail=str(exc))
+        return rec
+    except OSError as exc:
+        rec.update(status="failed", detail="%s: %s" % (type(exc).__name__, exc))
+        return rec
+    finally:
+        close_all(fds)
+
+
 def main():
     req = read_request(on_limit, 300)
     if req is None:
         return 2
+    restoring = bool(req.get("restore"))
     ts = req.get("ts")
     moves = req.get("moves") or []
     request_why = name_rule(ts)
@@ -621,6 +721,10 @@ def main():
         if request_why:
             rec, _ = check_move({"ts": "-"}, m, [])
             rec.update(status="refused", detail=request_why)
+            if restoring:
+                rec["t"] = "restore"
+        elif restoring:
+            rec = restore_one(req, m, log_dirs)
         else:
             rec = move_one(req, m, log_dirs)
         emit(rec)
@@ -783,12 +887,86 @@ def quarantine_directories(
     Returns ``{"broker_id", "host", "dry_run", "results": [...], "listings": [...]}``; each result
     has a ``status``: would_move, moved, already_moved, gone, refused or failed.
     """
+    return _run_script(
+        hook,
+        broker_id,
+        moves,
+        log_dirs=log_dirs,
+        ts=ts,
+        dry_run=dry_run,
+        timeout=timeout,
+        broker_running=broker_running,
+        allow_running_broker_orphans=allow_running_broker_orphans,
+        session=session,
+        restore=False,
+        _test_sleep_s=_test_sleep_s,
+    )
+
+
+def restore_directories(
+    hook: BrokerHostHook,
+    broker_id: int,
+    moves: Sequence[QuarantineMove],
+    *,
+    log_dirs: Sequence[str],
+    ts: str,
+    dry_run: bool = True,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    broker_running: bool | None = None,
+    allow_running_broker_orphans: bool = False,
+    session: BrokerGate | None = None,
+) -> dict[str, Any]:
+    """Check (dry run) or carry out putting quarantined directories back: each ``<quarantine>/<ts>/<name>``
+    of ``moves`` (the moves :func:`quarantine_directories` made) renamed back to ``<log_dir>/<name>``.
+
+    The same script, rules and guards as the quarantine (paths, no symlink anywhere, one rename on
+    the same filesystem, a live-named directory only while the broker is not running unless
+    ``allow_running_broker_orphans``, the time limit), plus: nothing goes back over something that
+    is at the original place now. One SSH command.
+
+    Returns ``{"broker_id", "host", "dry_run", "results": [...]}``; each result has a ``status``:
+    would_restore, restored, already_restored (back in its log dir, not in the quarantine), occupied
+    (something is at the original place), missing (in neither place), refused or failed.
+    """
+    found = _run_script(
+        hook,
+        broker_id,
+        moves,
+        log_dirs=log_dirs,
+        ts=ts,
+        dry_run=dry_run,
+        timeout=timeout,
+        broker_running=broker_running,
+        allow_running_broker_orphans=allow_running_broker_orphans,
+        session=session,
+        restore=True,
+    )
+    found.pop("listings", None)
+    return found
+
+
+def _run_script(
+    hook: BrokerHostHook,
+    broker_id: int,
+    moves: Sequence[QuarantineMove],
+    *,
+    log_dirs: Sequence[str],
+    ts: str,
+    dry_run: bool,
+    timeout: float,
+    broker_running: bool | None,
+    allow_running_broker_orphans: bool,
+    session: BrokerGate | None,
+    restore: bool,
+    _test_sleep_s: float | None = None,
+) -> dict[str, Any]:
     validate_request(moves, log_dirs, ts)
     if broker_running is not None and not isinstance(broker_running, bool):
         raise TypeError(f"broker_running must be True, False or None, not {broker_running!r}")
     limit_s = max(1, math.ceil(float(timeout)))
     request: dict[str, Any] = {
         "dry_run": bool(dry_run),
+        "restore": restore,
         "ts": ts,
         "limit_s": limit_s,
         "log_dirs": list(log_dirs),
@@ -806,15 +984,23 @@ def quarantine_directories(
     if _test_sleep_s is not None:
         request["_test_sleep_s"] = float(_test_sleep_s)
     address = hook.resolve(broker_id)
+    what = "restore" if restore else "move"
     if not dry_run:
         if session is None:
             raise QuarantineOutsideSessionError(
-                f"refusing to move directories on broker {broker_id} ({address.host}) outside a maintenance "
+                f"refusing to {what} directories on broker {broker_id} ({address.host}) outside a maintenance "
                 "session: the host's identity must be pinned first (MaintenanceSession.pin_broker)"
             )
         session.require_broker(broker_id, address.host)
-    records = run_remote(hook, address, request, limit_s)
-    results = [{k: v for k, v in r.items() if k != "t"} for r in records if r.get("t") == "move"]
+    records = run_remote(
+        hook,
+        address,
+        request,
+        limit_s,
+        what="quarantine restore" if restore else "quarantine",
+        done_status="restored" if restore else "moved",
+    )
+    results = [{k: v for k, v in r.items() if k != "t"} for r in records if r.get("t") == what]
     listings = [{k: v for k, v in r.items() if k != "t"} for r in records if r.get("t") == "listing"]
     for result in results:
         log.info(
@@ -822,8 +1008,8 @@ def quarantine_directories(
             broker_id,
             address.host,
             result["status"],
-            result.get("source", result["name"]),
-            result.get("destination", "-"),
+            result.get("destination", result["name"]) if restore else result.get("source", result["name"]),
+            result.get("source", "-") if restore else result.get("destination", "-"),
             f" ({result['detail']})" if result.get("detail") else "",
         )
     for listing in listings:

@@ -269,6 +269,7 @@ def reassignment_summary(
     throttle_bytes_per_sec: int | None,
     batch_timeout_s: float | None,
     zookeeper: str,
+    undo_command: str | None = None,
 ) -> PlanSummary:
     """The approval summary of a drain plan or a post-maintenance move-back (a drain-shaped plan).
 
@@ -278,6 +279,7 @@ def reassignment_summary(
     :param throttle_bytes_per_sec: the execution's throttle (None: unknown).
     :param batch_timeout_s: how long a batch may take before the run stops.
     :param zookeeper: the cluster's ZooKeeper as commands name it (``host:port/chroot``).
+    :param undo_command: the ``kafka_zk_undo`` trigger that undoes this run (None: not known).
     """
     post = plan.get("kind") == "post-maintenance"
     batches = [list(b) for b in plan.get("batches") or []]
@@ -377,9 +379,14 @@ def reassignment_summary(
         f"({len((rollback or {}).get('partitions') or [])} partition(s))"
         if rollback is not None
         else "rollback.json is MISSING: the execute step will refuse",
-        "undo the moves: kafka-reassign-partitions --bootstrap-server BROKER_HOST:9092 --execute "
-        "--reassignment-json-file rollback.json (then remove its throttles: kafka-configs --delete-config "
-        f"{LEADER_REPLICAS},{FOLLOWER_REPLICAS} per topic, the rates per broker)",
+        *(
+            [f"undo: {undo_command} (dry run first; it checks every partition and waits for approval)"]
+            if undo_command
+            else []
+        ),
+        "by hand, only if the undo DAG cannot run (no TLS/SASL client options): kafka-reassign-partitions "
+        "--bootstrap-server BROKER_HOST:9092 --execute --reassignment-json-file rollback.json (then remove its "
+        f"throttles: kafka-configs --delete-config {LEADER_REPLICAS},{FOLLOWER_REPLICAS} per topic, the rates per broker)",
         f"ZooKeeper: {zookeeper}; the run's changes-*.json list every write it made",
     ]
     if post:
@@ -409,6 +416,7 @@ def repair_summary(
     restart_command: str | None,
     health_timeout_s: float | None,
     gate_timeout_s: float | None,
+    undo_command: str | None = None,
 ) -> PlanSummary:
     """The approval summary of a topicId repair plan: per topic what is wrong (the root cause), then
     every znode write, every file removal, the restarts in their order, how long, and the undo.
@@ -419,6 +427,7 @@ def repair_summary(
     :param restart_command: the command each restart runs (``{broker_id}``/``{host}`` filled in per broker).
     :param health_timeout_s: the wait for a healthy cluster after a controller move.
     :param gate_timeout_s: each restarted broker's gate.
+    :param undo_command: the ``kafka_zk_undo`` trigger that undoes this run (None: not known).
     """
     steps = list(plan.get("steps") or [])
     topics = plan.get("topics") or {}
@@ -484,7 +493,13 @@ def repair_summary(
         if rollback is not None
         else "rollback.json is MISSING"
     ]
-    undo += [str(e.get("restore")) for e in entries[:10] if e.get("restore")]
+    if undo_command:
+        undo.append(f"undo: {undo_command} (dry run first; it checks each znode's version and bytes)")
+    undo += [
+        f"by hand, only if the undo DAG cannot run: {e.get('restore')}"
+        for e in entries[:10]
+        if e.get("restore")
+    ]
     if files:
         undo.append(
             "every removed file is copied to files/broker-<id>/ and listed with the command that puts it back in "

@@ -11,9 +11,11 @@ them back into the exact bytes, so hostile or non-UTF-8 names survive untouched.
 
 from __future__ import annotations
 
+import operator
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from .errors import KafkaFormatError, describe
@@ -27,6 +29,7 @@ from .logdir import (
     RECOVERY_POINT_OFFSET_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
     CleanShutdownMarker,
+    DirKind,
     EpochEntry,
     LeaderEpochCheckpoint,
     MetaProperties,
@@ -36,7 +39,6 @@ from .logdir import (
     parse_java_properties,
     parse_partition_dir_name,
 )
-from .records import parse_segment_file_name
 from .versions import KafkaVersion
 
 __all__ = [
@@ -46,6 +48,7 @@ __all__ = [
     "LOG_DIR_FILES",
     "OVERRIDE_KEYS",
     "PARTITION_FILES",
+    "PARTITION_ROW_FIELDS",
     "BrokerFacts",
     "BrokerInventory",
     "FileEntry",
@@ -85,6 +88,9 @@ _CSV_SPLIT = re.compile(r"\s*,\s*")  # CoreUtils.parseCsvList
 _KAFKA_JAR = re.compile(r"kafka_\d+\.\d+-(.+)\.jar")
 _PRE_1_0_RELEASE = re.compile(r"0\.\d+\.\d+\.\d+")
 _TRANSIENT_SUFFIXES = (".deleted", ".cleaned", ".swap")
+_NO_OFFSETS: Mapping[tuple[str, int], int] = {}
+_KIND_NAMES = {kind: kind.name.lower() for kind in DirKind}
+_NAME_OF = operator.attrgetter("name")
 
 
 class InventoryRecordError(ValueError):
@@ -111,6 +117,8 @@ def raw_bytes(value: str) -> bytes:
 
 def readable_name(value: str) -> str:
     """A name as valid UTF-8 text for tables and messages; undecodable bytes shown as ``\\xNN``."""
+    if value.isascii():  # no escaped byte in it (those are lone surrogates): already what it shows
+        return value
     return raw_bytes(value).decode("utf-8", "backslashreplace")
 
 
@@ -153,6 +161,9 @@ class FileRead:
     @property
     def readable(self) -> bool:
         return self.present and self.data is not None
+
+
+_ABSENT_READ = FileRead(present=False)
 
 
 @dataclass(frozen=True)
@@ -552,6 +563,46 @@ def _parse_file(read: FileRead, parser: Any, source: str, errors: list[str]) -> 
         return None
 
 
+@lru_cache(maxsize=8192)
+def _parsed_once(parser: Any, data: bytes) -> Any:
+    """``parser(data)`` of a small per-partition file, once per distinct content: every partition of
+    a topic holds the same partition.metadata, most replicas the same leader-epoch-checkpoint. The
+    parsed values are immutable; only a success is cached (the source is only in error messages)."""
+    return parser(data, "")
+
+
+def _parse_small_file(
+    read: FileRead, parser: Any, directory: Callable[[], str], name: str, errors: list[str]
+) -> Any:
+    """:func:`_parse_file` of a partition directory's file ``name``, each distinct content parsed
+    once; ``directory()`` names the directory in a message."""
+    if not read.present:
+        return None
+    if read.error is None:
+        try:
+            return _parsed_once(parser, read.data or b"")
+        except KafkaFormatError:
+            pass  # parsed again below, for the error naming this file
+    return _parse_file(read, parser, f"{directory()}/{name}", errors)
+
+
+def _file_read(value: Any, directory: Callable[[], str], name: str) -> FileRead:
+    """:meth:`FileRead.from_record` of a partition directory's file, one object per distinct read
+    (they are immutable: a topic's partitions share their partition.metadata's)."""
+    if value is None:
+        return _ABSENT_READ
+    if isinstance(value, dict):
+        data, size, error = value.get("data"), value.get("size"), value.get("error")
+        if type(data) is str and type(size) is int and error is None:
+            return _read_of(data, size)
+    return FileRead.from_record(value, f"{directory()}/{name}")
+
+
+@lru_cache(maxsize=8192)
+def _read_of(data: str, size: int) -> FileRead:
+    return FileRead(present=True, data=raw_bytes(data), size=size)
+
+
 @dataclass(frozen=True)
 class LogDirInventory:
     """One entry of log.dirs as found on the host, its files parsed with the core parsers."""
@@ -728,56 +779,62 @@ class PartitionDirInventory:
     def from_record(
         cls, broker_id: int, log_dir: LogDirInventory, record: Mapping[str, Any]
     ) -> PartitionDirInventory:
+        """One ``dir`` record of the host's stream, parsed (runs once per replica directory: the
+        path shown in messages is only made when a message needs it)."""
         name = _get(record, "name", str, "dir record")
-        shown = f"{readable_name(log_dir.path)}/{readable_name(name)}"
+
+        def shown() -> str:
+            return f"{readable_name(log_dir.path)}/{readable_name(name)}"
+
         errors: list[str] = []
         kind, topic, partition, unique_id = "unparseable", None, None, None
         try:
-            parsed = parse_partition_dir_name(name, shown)
-            kind = parsed.kind.name.lower()
+            parsed = parse_partition_dir_name(name)
+            kind = _KIND_NAMES[parsed.kind]
             topic, partition, unique_id = parsed.topic, parsed.partition, parsed.unique_id
-        except KafkaFormatError as exc:
-            errors.append(str(exc))
-        base = dict(
-            broker_id=broker_id,
-            log_dir_index=log_dir.index,
-            log_dir=log_dir.path,
-            name=name,
-            kind=kind,
-            topic=topic,
-            partition=partition,
-            unique_id=unique_id,
-            symlink=bool(record.get("symlink")),
-            mtime_ms=record.get("mtime_ms") if isinstance(record.get("mtime_ms"), int) else None,
-            ctime_ms=record.get("ctime_ms") if isinstance(record.get("ctime_ms"), int) else None,
-        )
+        except KafkaFormatError:
+            try:
+                parse_partition_dir_name(name, shown())  # again, for the message naming the path
+            except KafkaFormatError as exc:
+                errors.append(str(exc))
+        mtime_ms, ctime_ms = record.get("mtime_ms"), record.get("ctime_ms")
+        base = {
+            "broker_id": broker_id,
+            "log_dir_index": log_dir.index,
+            "log_dir": log_dir.path,
+            "name": name,
+            "kind": kind,
+            "topic": topic,
+            "partition": partition,
+            "unique_id": unique_id,
+            "symlink": bool(record.get("symlink")),
+            "mtime_ms": mtime_ms if isinstance(mtime_ms, int) else None,
+            "ctime_ms": ctime_ms if isinstance(ctime_ms, int) else None,
+        }
         if record.get("error") is not None:
-            return cls(**base, errors=(*errors, f"{shown}: {record['error']}"))
-        errors += [f"{shown}/{e}" for e in record.get("entry_errors") or ()]
-        entries = [
-            FileEntry(str(e[0]), int(e[1]), str(e[3]), int(e[2]), e[4] if isinstance(e[4], int) else None)
-            for e in record.get("entries") or ()
-        ]
+            return cls(**base, errors=(*errors, f"{shown()}: {record['error']}"))
+        entry_errors = record.get("entry_errors")
+        if entry_errors:
+            errors += [f"{shown()}/{e}" for e in entry_errors]
+        raw_entries = record.get("entries") or ()
         files = record.get("files") or {}
-        metadata_read = FileRead.from_record(files.get(PARTITION_METADATA), f"{shown}/{PARTITION_METADATA}")
-        epochs_read = FileRead.from_record(
-            files.get(LEADER_EPOCH_CHECKPOINT), f"{shown}/{LEADER_EPOCH_CHECKPOINT}"
+        metadata_read = _file_read(files.get(PARTITION_METADATA), shown, PARTITION_METADATA)
+        epochs_read = _file_read(files.get(LEADER_EPOCH_CHECKPOINT), shown, LEADER_EPOCH_CHECKPOINT)
+        metadata = _parse_small_file(
+            metadata_read, PartitionMetadata.parse, shown, PARTITION_METADATA, errors
         )
-        metadata = _parse_file(
-            metadata_read, PartitionMetadata.parse, f"{shown}/{PARTITION_METADATA}", errors
+        epochs = _parse_small_file(
+            epochs_read, LeaderEpochCheckpoint.parse, shown, LEADER_EPOCH_CHECKPOINT, errors
         )
-        epochs = _parse_file(
-            epochs_read, LeaderEpochCheckpoint.parse, f"{shown}/{LEADER_EPOCH_CHECKPOINT}", errors
-        )
-        segments, others, transient = _segments(entries)
-        offsets: dict[str, int | None] = dict.fromkeys(
-            ("recovery_point", "high_watermark", "log_start_offset", "cleaner_offset")
-        )
-        if kind in ("normal", "future") and topic is not None and partition is not None:
+        segments, others, transient, total_bytes, blocks = _segments_of_raw(raw_entries)
+        recovery_point = high_watermark = log_start_offset = cleaner_offset = None
+        if (kind == "normal" or kind == "future") and topic is not None and partition is not None:
             key = (topic, partition)
-            for column, checkpoint in zip(offsets, CHECKPOINT_FILES, strict=True):
-                offsets[column] = log_dir.offsets(checkpoint).get(key)
-        regular = [e for e in entries if e.kind == "f"]
+            offsets = log_dir.checkpoint_offsets
+            recovery_point = offsets.get(RECOVERY_POINT_OFFSET_CHECKPOINT, _NO_OFFSETS).get(key)
+            high_watermark = offsets.get(REPLICATION_OFFSET_CHECKPOINT, _NO_OFFSETS).get(key)
+            log_start_offset = offsets.get(LOG_START_OFFSET_CHECKPOINT, _NO_OFFSETS).get(key)
+            cleaner_offset = offsets.get(CLEANER_OFFSET_CHECKPOINT, _NO_OFFSETS).get(key)
         return cls(
             **base,
             partition_metadata_file=metadata_read,
@@ -786,12 +843,15 @@ class PartitionDirInventory:
             leader_epochs=epochs.entries if epochs is not None else None,
             segments=segments,
             other_files=others,
-            file_count=len(entries),
-            total_bytes=sum(e.size for e in regular),
-            disk_bytes=sum(e.blocks for e in entries) * 512,
+            file_count=len(raw_entries),
+            total_bytes=total_bytes,
+            disk_bytes=blocks * 512,
             transient_files=transient,
+            recovery_point=recovery_point,
+            high_watermark=high_watermark,
+            log_start_offset=log_start_offset,
+            cleaner_offset=cleaner_offset,
             errors=tuple(errors),
-            **offsets,
         )
 
     @property
@@ -808,104 +868,165 @@ class PartitionDirInventory:
         return age_reference_ms(self.kind, self.mtime_ms, self.ctime_ms)
 
     def to_row(self) -> dict[str, Any]:
-        newest = self.newest_segment
+        """The directory's row: :data:`PARTITION_ROW_FIELDS` -> :meth:`row_values`."""
+        return dict(zip(PARTITION_ROW_FIELDS, self.row_values(), strict=True))
+
+    def row_values(self) -> tuple[Any, ...]:
+        """The row's values in :data:`PARTITION_ROW_FIELDS` order (a tuple: a broker's rows turn into
+        columns with one ``zip``)."""
+        segments = self.segments
+        newest = segments[-1] if segments else None
         epochs = self.leader_epochs
-        return {
-            "broker_id": self.broker_id,
-            "log_dir_index": self.log_dir_index,
-            "log_dir": readable_name(self.log_dir),
-            "dir_name": readable_name(self.name),
-            "dir_name_bytes": raw_bytes(self.name),
-            "kind": self.kind,
-            "topic": readable_name(self.topic) if self.topic is not None else None,
-            "partition": self.partition,
-            "unique_id": readable_name(self.unique_id) if self.unique_id is not None else None,
-            "symlink": self.symlink,
-            "mtime_ms": self.mtime_ms,
-            "ctime_ms": self.ctime_ms,
-            "partition_metadata_present": self.partition_metadata_file.present,
-            "partition_metadata_raw": self.partition_metadata_file.data,
-            "topic_id": self.topic_id,
-            "partition_metadata_version": self.partition_metadata.version
-            if self.partition_metadata
-            else None,
-            "leader_epoch_checkpoint_raw": self.leader_epoch_file.data,
-            "leader_epochs": [{"epoch": e.epoch, "start_offset": e.start_offset} for e in epochs]
+        metadata = self.partition_metadata
+        return (
+            self.broker_id,
+            self.log_dir_index,
+            readable_name(self.log_dir),
+            readable_name(self.name),
+            raw_bytes(self.name),
+            self.kind,
+            readable_name(self.topic) if self.topic is not None else None,
+            self.partition,
+            readable_name(self.unique_id) if self.unique_id is not None else None,
+            self.symlink,
+            self.mtime_ms,
+            self.ctime_ms,
+            self.partition_metadata_file.present,
+            self.partition_metadata_file.data,
+            str(metadata.topic_id) if metadata else None,
+            metadata.version if metadata else None,
+            self.leader_epoch_file.data,
+            [{"epoch": e.epoch, "start_offset": e.start_offset} for e in epochs]
             if epochs is not None
             else None,
-            "latest_leader_epoch": epochs[-1].epoch if epochs else None,
-            "segment_count": len(self.segments),
-            "log_bytes": sum(s.log_bytes for s in self.segments),
-            "first_segment_base_offset": self.segments[0].base_offset if self.segments else None,
-            "last_segment_base_offset": newest.base_offset if newest else None,
-            "newest_index_bytes": newest.index_bytes if newest else None,
-            "newest_timeindex_bytes": newest.timeindex_bytes if newest else None,
-            "last_modified_ms": newest.log_mtime_ms if newest else None,
-            "segments": [
+            epochs[-1].epoch if epochs else None,
+            len(segments),
+            sum(s.log_bytes for s in segments),
+            segments[0].base_offset if segments else None,
+            newest.base_offset if newest else None,
+            newest.index_bytes if newest else None,
+            newest.timeindex_bytes if newest else None,
+            newest.log_mtime_ms if newest else None,
+            [
                 {
                     "base_offset": s.base_offset,
                     "log_bytes": s.log_bytes,
                     "index_bytes": s.index_bytes,
                     "timeindex_bytes": s.timeindex_bytes,
                 }
-                for s in self.segments
+                for s in segments
             ],
-            "other_files": [
-                {"name": readable_name(e.name), "size": e.size, "kind": e.kind} for e in self.other_files
-            ],
-            "file_count": self.file_count,
-            "total_bytes": self.total_bytes,
-            "disk_bytes": self.disk_bytes,
-            "transient_files": self.transient_files,
-            "recovery_point": self.recovery_point,
-            "high_watermark": self.high_watermark,
-            "log_start_offset": self.log_start_offset,
-            "cleaner_offset": self.cleaner_offset,
-            "errors": [readable_name(e) for e in self.errors],
-        }
+            [{"name": readable_name(e.name), "size": e.size, "kind": e.kind} for e in self.other_files],
+            self.file_count,
+            self.total_bytes,
+            self.disk_bytes,
+            self.transient_files,
+            self.recovery_point,
+            self.high_watermark,
+            self.log_start_offset,
+            self.cleaner_offset,
+            [readable_name(e) for e in self.errors],
+        )
 
 
-def _segments(entries: Sequence[FileEntry]) -> tuple[tuple[SegmentFiles, ...], tuple[FileEntry, ...], int]:
-    """Group ``<base>.log/.index/.timeindex`` by base offset (``parse_segment_file_name``).
+PARTITION_ROW_FIELDS: tuple[str, ...] = (
+    "broker_id",
+    "log_dir_index",
+    "log_dir",
+    "dir_name",
+    "dir_name_bytes",
+    "kind",
+    "topic",
+    "partition",
+    "unique_id",
+    "symlink",
+    "mtime_ms",
+    "ctime_ms",
+    "partition_metadata_present",
+    "partition_metadata_raw",
+    "topic_id",
+    "partition_metadata_version",
+    "leader_epoch_checkpoint_raw",
+    "leader_epochs",
+    "latest_leader_epoch",
+    "segment_count",
+    "log_bytes",
+    "first_segment_base_offset",
+    "last_segment_base_offset",
+    "newest_index_bytes",
+    "newest_timeindex_bytes",
+    "last_modified_ms",
+    "segments",
+    "other_files",
+    "file_count",
+    "total_bytes",
+    "disk_bytes",
+    "transient_files",
+    "recovery_point",
+    "high_watermark",
+    "log_start_offset",
+    "cleaner_offset",
+    "errors",
+)
+"""The keys of :meth:`PartitionDirInventory.to_row`, in order (times as ``*_ms`` integers)."""
 
-    Everything else (``partition.metadata``, ``*.snapshot``, leftovers) is an "other" file;
-    ``.deleted``/``.cleaned``/``.swap`` files (a deletion, clean or crash in progress) are counted.
+
+def _segments_of_raw(
+    raw_entries: Sequence[Sequence[Any]],
+) -> tuple[tuple[SegmentFiles, ...], tuple[FileEntry, ...], int, int, int]:
+    """Group a ``dir`` record's ``[name, size, blocks, type, mtime ms]`` entries into segments:
+    ``<base>.log/.index/.timeindex`` by base offset (``parse_segment_file_name``'s form: 20 ASCII
+    digits before the first '.'); also the regular files' total size and every entry's 512-byte blocks.
+
+    Everything else (``partition.metadata``, ``*.snapshot``, leftovers, an index without its log) is
+    an "other" file, sorted by name; ``.deleted``/``.cleaned``/``.swap`` files (a deletion, clean or
+    crash in progress) are counted. Segment files become no :class:`FileEntry` (a partition
+    directory holds little else: this runs once per replica directory of every broker).
     """
-    logs: dict[int, FileEntry] = {}
-    indexes: dict[tuple[int, str], int] = {}
+    logs: dict[int, tuple[int, int | None]] = {}
+    indexes: dict[str, dict[int, int]] = {".index": {}, ".timeindex": {}}
     others: list[FileEntry] = []
-    transient = 0
-    for entry in entries:
-        if entry.kind != "f" or not entry.name[:1].isdigit():  # cheap pre-check, no exception per name
-            others.append(entry)
-            continue
-        try:
-            offset, suffix = parse_segment_file_name(entry.name)
-        except KafkaFormatError:
-            others.append(entry)
-            continue
-        if suffix == ".log":
-            logs[offset] = entry
-        elif suffix in (".index", ".timeindex"):
-            indexes[(offset, suffix)] = entry.size
-        else:
-            if suffix.endswith(_TRANSIENT_SUFFIXES):
-                transient += 1
-            others.append(entry)
+    transient = total_bytes = blocks = 0
+    for e in raw_entries:
+        name, size, kind, used = str(e[0]), int(e[1]), str(e[3]), int(e[2])
+        mtime = e[4] if isinstance(e[4], int) else None
+        blocks += used
+        if kind == "f":
+            total_bytes += size
+            digits = name[:20]
+            if (
+                name[:1].isdigit()
+                and (name.find(".") == 20 or (len(name) == 20 and "." not in name))
+                and digits.isdigit()
+                and digits.isascii()
+            ):
+                suffix = name[20:]
+                if suffix == ".log":
+                    logs[int(digits)] = (size, mtime)
+                    continue
+                if suffix in indexes:
+                    indexes[suffix][int(digits)] = size
+                    continue
+                if suffix.endswith(_TRANSIENT_SUFFIXES):
+                    transient += 1
+        others.append(FileEntry(name, size, kind, used, mtime))
+    offset_indexes, time_indexes = indexes[".index"], indexes[".timeindex"]
     segments = tuple(
         SegmentFiles(
-            base_offset=offset,
-            log_bytes=logs[offset].size,
-            index_bytes=indexes.get((offset, ".index")),
-            timeindex_bytes=indexes.get((offset, ".timeindex")),
-            log_mtime_ms=logs[offset].mtime_ms,
+            offset, logs[offset][0], offset_indexes.get(offset), time_indexes.get(offset), logs[offset][1]
         )
         for offset in sorted(logs)
     )
-    for (offset, suffix), size in sorted(indexes.items()):
-        if offset not in logs:  # an index without its log
-            others.append(FileEntry(f"{offset:020d}{suffix}", size, "f"))
-    return segments, tuple(sorted(others, key=lambda e: e.name)), transient
+    orphans = sorted(
+        (offset, suffix, size)
+        for suffix, sizes in indexes.items()
+        for offset, size in sizes.items()
+        if offset not in logs  # an index without its log
+    )
+    others += (FileEntry(f"{offset:020d}{suffix}", size, "f") for offset, suffix, size in orphans)
+    if len(others) > 1:
+        others.sort(key=_NAME_OF)
+    return segments, tuple(others), transient, total_bytes, blocks
 
 
 # ---------------------------------------------------------------------------------------------

@@ -79,7 +79,8 @@ def parse_java_int(text: str, source: str, what: str, *, bits: int = 32) -> int:
     Python's ``int()`` accepts ``" 1"`` and ``"1_0"``; Kafka does not, so neither do we.
     """
     low, high = _INT32 if bits == 32 else _INT64
-    if not _JAVA_INTEGER.fullmatch(text):
+    # plain ASCII digits (what Kafka writes) need no regex; anything else goes through Java's grammar
+    if not (text.isdigit() and text.isascii()) and not _JAVA_INTEGER.fullmatch(text):
         raise LogDirFormatError(source, f"{what} as a {bits}-bit decimal integer", describe(text))
     value = int(text)
     if not low <= value <= high:
@@ -101,7 +102,7 @@ def _java_read_lines(text: str) -> list[str]:
     """The lines ``BufferedReader.readLine`` returns, in order, until it returns null."""
     if not text:
         return []
-    lines = _JAVA_LINE_BREAK.split(text)
+    lines = text.split("\n") if "\r" not in text else _JAVA_LINE_BREAK.split(text)
     if lines[-1] == "":  # a terminator at the very end does not start another line
         lines.pop()
     return lines
@@ -134,6 +135,7 @@ _SUFFIXED_KINDS = (DirKind.DELETE, DirKind.FUTURE, DirKind.STRAY)
 _SUFFIX_PATTERNS = {
     kind: re.compile(r"(\S+)-(\S+)\.(\S+)" + re.escape(kind.value), re.ASCII) for kind in _SUFFIXED_KINDS
 }
+_SUFFIXES = tuple(kind.value for kind in _SUFFIXED_KINDS)
 _MAX_CAPPED_DIR_NAME = 255
 _HEX32 = re.compile(r"[0-9a-f]{32}")
 
@@ -190,7 +192,9 @@ def parse_partition_dir_name(name: str, source: str | None = None) -> PartitionD
 
     if not isinstance(name, str) or not name or "-" not in name:
         raise rejected("no '-'")
-    kind = next((k for k in _SUFFIXED_KINDS if name.endswith(k.value)), DirKind.NORMAL)
+    kind = DirKind.NORMAL
+    if name.endswith(_SUFFIXES):  # one test for the common case, a plain topic-partition
+        kind = next(k for k in _SUFFIXED_KINDS if name.endswith(k.value))
     unique_id: str | None = None
     base = name
     if kind is not DirKind.NORMAL:
@@ -350,10 +354,23 @@ class OffsetCheckpoint:
         """Fields are split on whitespace; leading whitespace or a blank line is malformed."""
         entries = []
         for number, line in enumerate(_parse_checkpoint_lines(data, source), start=3):
-            fields = _java_split(_JAVA_WHITESPACES, line)
+            fields = line.split(" ")
+            # Single spaces between three non-empty fields in a printable line (no tab, CR, LF, VT
+            # or FF: not printable) split the same as Java's "\s+": only other lines need the regex
+            if len(fields) != 3 or not (fields[0] and fields[1] and fields[2]) or not line.isprintable():
+                fields = _java_split(_JAVA_WHITESPACES, line)
             if len(fields) != 3:
                 raise LogDirFormatError(source, f"line {number} as 'topic partition offset'", describe(line))
             topic, partition, offset = fields
+            # up to 9 and 18 ASCII digits are always within int32 / int64: no range check needed
+            if (
+                0 < len(partition) < 10
+                and 0 < len(offset) < 19
+                and (partition + offset).isdigit()
+                and line.isascii()
+            ):
+                entries.append(OffsetCheckpointEntry(topic, int(partition), int(offset)))
+                continue
             entries.append(
                 OffsetCheckpointEntry(
                     topic,

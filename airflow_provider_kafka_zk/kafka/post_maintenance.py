@@ -74,9 +74,14 @@ def not_the_drained_topic(move: DrainedMove, now: tuple[str | None, int] | None)
 
 @dataclass(frozen=True)
 class Untouched:
+    """A drained partition not moved back, with why; ``rule`` names the reason as a refusal would
+    (``partition-gone``, ``topic-recreated``, ``reassignment-in-flight``, ``partition-moved-since``,
+    ``replica-count-changed``, ``broker-not-registered``)."""
+
     topic: str
     partition: int
     reason: str
+    rule: str = ""
 
     def describe(self) -> str:
         return f"{self.topic}-{self.partition}: {self.reason}"
@@ -116,12 +121,19 @@ def plan_move_back(
         other = None if topics is None else not_the_drained_topic(d, topics.get(d.topic))
         down = [] if registered is None else sorted(set(d.original) - set(registered))
         if now is None:
-            untouched.append(Untouched(d.topic, d.partition, "the partition no longer exists"))
+            untouched.append(
+                Untouched(d.topic, d.partition, "the partition no longer exists", "partition-gone")
+            )
         elif other is not None:
-            untouched.append(Untouched(d.topic, d.partition, other))
+            untouched.append(Untouched(d.topic, d.partition, other, "topic-recreated"))
         elif key in reassigning:
             untouched.append(
-                Untouched(d.topic, d.partition, f"a reassignment of it is in flight (now {list(now)})")
+                Untouched(
+                    d.topic,
+                    d.partition,
+                    f"a reassignment of it is in flight (now {list(now)})",
+                    "reassignment-in-flight",
+                )
             )
         elif tuple(now) == tuple(d.original):
             back.append(key)
@@ -132,6 +144,7 @@ def plan_move_back(
                     d.partition,
                     f"moved since the drain: the drain put it on {list(d.drained_to)}, it is on {list(now)} "
                     f"now (before the drain: {list(d.original)}); left where it is",
+                    "partition-moved-since",
                 )
             )
         elif len(d.original) != len(now):
@@ -140,6 +153,7 @@ def plan_move_back(
                     d.topic,
                     d.partition,
                     f"replica count differs: {list(d.original)} before, {list(now)} now; left where it is",
+                    "replica-count-changed",
                 )
             )
         elif down:
@@ -150,6 +164,7 @@ def plan_move_back(
                     f"broker(s) {down} not registered in /brokers/ids (still down?): not moved back onto "
                     f"{list(d.original)}; run post-maintenance again once {'it is' if len(down) == 1 else 'they are'} "
                     "back",
+                    "broker-not-registered",
                 )
             )
         else:

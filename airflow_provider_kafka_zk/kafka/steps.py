@@ -418,6 +418,11 @@ class TopicIdWrite(Step):
         )
 
     def describe(self) -> str:
+        if not self.topic_id:  # an undo putting back a znode that had no id
+            return (
+                f"write {self.path} back without topic_id (versioned, expected version {self.expected_version}; "
+                f"holds {self.old_topic_id or 'no id'} now); partitions unchanged"
+            )
         return (
             f"write topic_id {self.topic_id} into {self.path} (versioned, expected version {self.expected_version}; "
             f"was {self.old_topic_id or 'no id'}); partitions unchanged"
@@ -520,12 +525,12 @@ class PlannedFile:
 
 
 @dataclass(frozen=True)
-class FileRemoval(Step):
-    """Copy, then remove, files on one broker (the broker keeps running on them until restarted)."""
+class _BrokerFiles(Step):
+    """Files of one broker a step acts on (their record type: ``FILE``)."""
 
-    KIND: ClassVar[str] = "reset_files"
+    FILE: ClassVar[Any] = None
     broker_id: int = -1
-    files: tuple[PlannedFile, ...] = ()
+    files: tuple[Any, ...] = ()
 
     def brokers(self) -> tuple[int, ...]:
         return (self.broker_id,)
@@ -539,12 +544,21 @@ class FileRemoval(Step):
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> FileRemoval:
+    def from_dict(cls, d: Mapping[str, Any]) -> Any:
         return cls(
             id=str(d["id"]),
             broker_id=int(d["broker_id"]),
-            files=tuple(PlannedFile.from_dict(f) for f in d.get("files") or ()),
+            files=tuple(cls.FILE.from_dict(f) for f in d.get("files") or ()),
         )
+
+
+@dataclass(frozen=True)
+class FileRemoval(_BrokerFiles):
+    """Copy, then remove, files on one broker (the broker keeps running on them until restarted)."""
+
+    KIND: ClassVar[str] = "reset_files"
+    FILE: ClassVar[Any] = PlannedFile
+    files: tuple[PlannedFile, ...] = ()
 
     def describe(self) -> str:
         return (
@@ -901,15 +915,15 @@ class QuarantineDir:
 
 
 @dataclass(frozen=True)
-class QuarantineMove(Step):
-    """Rename leftover directories of deleted topics into a quarantine folder on the same broker host.
+class _QuarantineDirs(Step):
+    """Directories of deleted topics on one broker host and the quarantine folder they go to (or
+    come back from): ``<quarantine_dir or <log dir>/../kafka-quarantine>/<ts>/<name>``.
 
     Every topic whose directories move must still be gone from ZooKeeper (no topic znode, no
     deletion marker): a topic created again may own directories of that name. The host checks the
     rest (paths, symlinks, the filesystem, a running broker) in a dry run of the same script.
     """
 
-    KIND: ClassVar[str] = "quarantine_move"
     broker_id: int = -1
     dirs: tuple[QuarantineDir, ...] = ()
     quarantine_dir: str | None = None
@@ -941,7 +955,7 @@ class QuarantineMove(Step):
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> QuarantineMove:
+    def from_dict(cls, d: Mapping[str, Any]) -> Any:
         return cls(
             id=str(d["id"]),
             broker_id=int(d["broker_id"]),
@@ -952,11 +966,21 @@ class QuarantineMove(Step):
             allow_running_broker_orphans=bool(d.get("allow_running_broker_orphans")),
         )
 
+    @property
+    def where(self) -> str:
+        return f"{self.quarantine_dir or '<log dir>/../kafka-quarantine'}/{self.ts}/"
+
+
+@dataclass(frozen=True)
+class QuarantineMove(_QuarantineDirs):
+    """Rename leftover directories of deleted topics into a quarantine folder on the same broker host."""
+
+    KIND: ClassVar[str] = "quarantine_move"
+
     def describe(self) -> str:
-        where = self.quarantine_dir or "<log dir>/../kafka-quarantine"
         return (
             f"broker {self.broker_id}: move {len(self.dirs)} leftover director(ies) of "
-            f"{', '.join(self.topics)} into {where}/{self.ts}/ (same filesystem, no symlink followed)"
+            f"{', '.join(self.topics)} into {self.where} (same filesystem, no symlink followed)"
         )
 
 
@@ -1009,6 +1033,145 @@ class ConfigZnodeDelete(Step):
         return f"delete {self.path} (versioned: version {self.expected_version}; its bytes saved first)"
 
 
+# --- an undo (kafka/undo.py plans these; maintenance/undo.py carries them out) ----------------------
+
+
+@dataclass(frozen=True)
+class QuarantineRestore(_QuarantineDirs):
+    """Move directories a deletion cleanup quarantined back to where they were, on one broker host.
+
+    The fields are the :class:`QuarantineMove`'s that moved them (same directories, quarantine root
+    and ``ts``), so the host finds each at ``<quarantine>/<ts>/<name>`` and puts it back at
+    ``<log_dir>/<name>`` with one rename on the same filesystem. A topic created again under the
+    name would take a live-named directory for its own log: every topic must still be gone. The host
+    refuses an occupied original place, a symlink anywhere, another filesystem, and a live-named
+    directory under a running broker (unless allowed).
+    """
+
+    KIND: ClassVar[str] = "quarantine_restore"
+
+    def describe(self) -> str:
+        return (
+            f"broker {self.broker_id}: move {len(self.dirs)} quarantined director(ies) of {', '.join(self.topics)} "
+            f"back from {self.where} to their log dirs (one rename each, no symlink followed): "
+            + ", ".join(d.path for d in self.dirs[:10])
+            + (f" and {len(self.dirs) - 10} more" if len(self.dirs) > 10 else "")
+        )
+
+
+@dataclass(frozen=True)
+class ConfigZnodeRestore(Step):
+    """Create a deleted topic's ``/config/topics/<t>`` again with the bytes a cleanup saved.
+
+    The topic and its deletion marker must still be gone; the znode must be absent (found holding
+    exactly these bytes: an earlier try created it). Consecutive restores go in one ZooKeeper multi.
+    """
+
+    KIND: ClassVar[str] = "restore_config_znode"
+    GROUP: ClassVar[str | None] = "config-znode-restores"
+    topic: str = ""
+    data: bytes | None = None
+
+    @property
+    def path(self) -> str:
+        return _config_path("topics", self.topic)
+
+    def znodes(self) -> tuple[ZnodeExpectation, ...]:
+        return (
+            ZnodeExpectation(f"/brokers/topics/{self.topic}", None),
+            ZnodeExpectation(f"/admin/delete_topics/{self.topic}", None),
+            ZnodeExpectation(self.path, None, done_data=self.data if self.data is not None else b""),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.KIND,
+            "id": self.id,
+            "topic": self.topic,
+            "path": self.path,
+            "data_b64": None if self.data is None else _b64(self.data),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ConfigZnodeRestore:
+        data = d.get("data_b64")
+        return cls(
+            id=str(d["id"]), topic=str(d["topic"]), data=None if data is None else base64.b64decode(data)
+        )
+
+    def describe(self) -> str:
+        size = 0 if self.data is None else len(self.data)
+        return f"create {self.path} again with the {size} byte(s) the cleanup saved (persistent, Kafka's ACL)"
+
+
+@dataclass(frozen=True)
+class RestoredFile:
+    """One broker file an undo writes back: ``<log_dir>/<dir_name>/<name>`` with ``content``.
+
+    :param found_sha256: the sha256 of what the file held when the undo was planned (the broker
+        rewrote it after the original run removed it); None: the file was absent then.
+    :param target_id: the topic id the original run made the replica adopt: a file holding it is
+        the broker's own rewrite, safe to replace; any other content refuses.
+    """
+
+    log_dir: str
+    dir_name: str
+    name: str
+    content: bytes
+    topic: str = ""
+    partition: int = -1
+    found_sha256: str | None = None
+    target_id: str | None = None
+
+    @property
+    def path(self) -> str:
+        return f"{self.log_dir.rstrip('/')}/{self.dir_name}/{self.name}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "log_dir": self.log_dir,
+            "dir_name": self.dir_name,
+            "name": self.name,
+            "path": self.path,
+            "content_b64": _b64(self.content),
+            "topic": self.topic,
+            "partition": self.partition,
+            "found_sha256": self.found_sha256,
+            "target_id": self.target_id,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RestoredFile:
+        return cls(
+            log_dir=str(d["log_dir"]),
+            dir_name=str(d["dir_name"]),
+            name=str(d["name"]),
+            content=base64.b64decode(d["content_b64"]),
+            topic=str(d.get("topic") or ""),
+            partition=int(d.get("partition", -1)),
+            found_sha256=d.get("found_sha256"),
+            target_id=d.get("target_id"),
+        )
+
+
+@dataclass(frozen=True)
+class PartitionFileRestore(_BrokerFiles):
+    """Write removed ``partition.metadata`` files back on one broker (temporary file, then a rename
+    in the partition directory; no symlink followed). A running broker keeps the id it holds in
+    memory: the restored file is read at its next start."""
+
+    KIND: ClassVar[str] = "restore_partition_files"
+    FILE: ClassVar[Any] = RestoredFile
+    files: tuple[RestoredFile, ...] = ()
+
+    def describe(self) -> str:
+        shown = ", ".join(f.path for f in self.files[:10])
+        return (
+            f"broker {self.broker_id}: write {len(self.files)} removed file(s) back ({shown}); "
+            "read by the broker at its next start"
+        )
+
+
 STEP_TYPES: dict[str, type[Step]] = {
     t.KIND: t
     for t in (
@@ -1023,6 +1186,9 @@ STEP_TYPES: dict[str, type[Step]] = {
         ElectionRequest,
         QuarantineMove,
         ConfigZnodeDelete,
+        QuarantineRestore,
+        ConfigZnodeRestore,
+        PartitionFileRestore,
     )
 }
 

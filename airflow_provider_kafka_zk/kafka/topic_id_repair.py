@@ -686,10 +686,14 @@ def zookeeper_shell_command(
     return " ".join(shlex.quote(p) for p in parts)
 
 
-def rollback_record(steps: Sequence[Step], hosts: Sequence[str], chroot: str) -> dict[str, Any]:
+def rollback_record(
+    steps: Sequence[Step], hosts: Sequence[str], chroot: str, undo: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """``rollback.json``: what puts each planned ZooKeeper write back (file copies are recorded when
-    taken, in ``rollback-files.json``). Each ``restore`` runs as written; then a controller move
-    (``then``) makes a new controller load the old bytes."""
+    taken, in ``rollback-files.json``). ``undo`` first: the ``kafka_zk_undo`` DAG with the exact conf
+    (:func:`~.undo.undo_record`), which checks each znode's version and bytes and reaches secured
+    ensembles; each entry's ``restore`` then ``then`` (a controller move that makes a new controller
+    load the old bytes) run as written, by hand, as the fallback (no TLS/SASL options)."""
     entries = []
     for step in steps:
         if not isinstance(step, TopicIdWrite):
@@ -704,8 +708,16 @@ def rollback_record(steps: Sequence[Step], hosts: Sequence[str], chroot: str) ->
                 "then": zookeeper_shell_command(hosts, chroot, "delete", "/controller"),
             }
         )
+    from .undo import BY_HAND
+
     connect = ",".join(hosts) + (chroot if chroot not in ("", "/") else "")
-    return {"format": "kafka-zk-topic-id-repair-rollback", "target": connect, "znodes": entries}
+    return {
+        "format": "kafka-zk-topic-id-repair-rollback",
+        "target": connect,
+        **({"undo": dict(undo)} if undo else {}),
+        "by_hand": f"each entry's restore, then its then: {BY_HAND}",
+        "znodes": entries,
+    }
 
 
 def describe_plan(plan: Mapping[str, Any]) -> str:

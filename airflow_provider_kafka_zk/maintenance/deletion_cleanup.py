@@ -51,6 +51,7 @@ from airflow_provider_kafka_zk.hooks.zookeeper import (
 from airflow_provider_kafka_zk.kafka import znodes
 from airflow_provider_kafka_zk.kafka.deletion_cleanup import CleanupPlan, ConfigZnode, Leftover, plan_cleanup
 from airflow_provider_kafka_zk.kafka.steps import ConfigZnodeDelete, QuarantineMove, Refusal, Step, StepState
+from airflow_provider_kafka_zk.kafka.undo import BY_HAND, undo_pointer
 from airflow_provider_kafka_zk.maintenance.executor import ProgressLog, StepContext, StepExecutor
 from airflow_provider_kafka_zk.maintenance.session import (
     ClusterIdentityError,
@@ -213,8 +214,9 @@ class ConfigZnodeDeleteHandler:
                     **ctx.session.artefact_header(),
                     "target": ctx.hook.target_description(),
                     "saved_at": datetime.now(UTC).isoformat(),
-                    "restore": "create each path with base64-decoded data_base64 (persistent), e.g. "
-                    "zookeeper-shell <zk>/<chroot> create <path> '<data>'",
+                    "undo": undo_pointer(ctx.session.cluster, ctx.session.run.run_id, ctx.session.run.dag_id),
+                    "by_hand": "create each path with base64-decoded data_base64 (persistent), e.g. "
+                    f"zookeeper-shell <zk>/<chroot> create <path> '<data>': {BY_HAND}",
                     "znodes": [
                         {
                             "path": step.path,
@@ -346,8 +348,11 @@ def _quarantine_rollback(
         "format": "kafka-zk-quarantine-plan",
         **session.artefact_header(),
         "dry_run": dry_run,
-        "undo": "each moved directory is listed in quarantine-listing*.json beside it on the "
-        "broker host; move it back with `mv <destination> <source>` while the broker is stopped",
+        "undo": undo_pointer(session.cluster, session.run.run_id, session.run.dag_id),
+        "by_hand": "each moved directory is listed in quarantine-listing*.json beside it on the "
+        "broker host; `mv <destination> <source>` puts it back (a -delete directory even under a "
+        "running broker, which reads its log dirs only at startup; a live-named one only while its "
+        f"broker is stopped): {BY_HAND}",
         "moves": {str(m.broker_id): [{"log_dir": d.log_dir, "name": d.name} for d in m.dirs] for m in moves},
     }
     return session.write_rollback(

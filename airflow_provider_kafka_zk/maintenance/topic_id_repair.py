@@ -82,6 +82,7 @@ from airflow_provider_kafka_zk.kafka.topic_id_repair import (
     under_replicated,
     zookeeper_shell_command,
 )
+from airflow_provider_kafka_zk.kafka.undo import BY_HAND, undo_pointer
 from airflow_provider_kafka_zk.maintenance.executor import (
     ExecutionResult,
     ProgressLog,
@@ -286,6 +287,10 @@ class TopicIdWriteHandler:
                         "version_before": w.expected_version,
                         "data_b64": base64.b64encode(w.old_data).decode(),
                         "data": w.old_data.decode("utf-8", "replace"),
+                        "undo": undo_pointer(
+                            ctx.session.cluster, ctx.session.run.run_id, ctx.session.run.dag_id
+                        ),
+                        "by_hand": f"restore, then then: {BY_HAND}",
                         "restore": zookeeper_shell_command(
                             identity.hosts, identity.chroot, "set", w.path, w.old_data
                         ),
@@ -513,7 +518,12 @@ class FileRemovalHandler:
                 }
             )
         url = ctx.artefact(ROLLBACK_FILES_FILE)
-        so_far = _read_json(url) or {"format": "kafka-zk-topic-id-repair-file-rollback", "files": []}
+        so_far = _read_json(url) or {
+            "format": "kafka-zk-topic-id-repair-file-rollback",
+            "undo": undo_pointer(ctx.session.cluster, ctx.session.run.run_id, ctx.session.run.dag_id),
+            "by_hand": f"each file's restore, with its broker stopped: {BY_HAND}",
+            "files": [],
+        }
         known = {(b["broker_id"], b["path"]) for b in so_far["files"]}
         so_far["files"].extend(b for b in backups if (b["broker_id"], b["path"]) not in known)
         ctx.session.write_rollback(ROLLBACK_FILES_FILE, json.dumps(so_far, indent=1))

@@ -225,12 +225,25 @@ class PlanApprovalOperator(HITLOperator, SkipMixin):
         if not isinstance(plan, dict):
             raise PlanNotApprovedError(f"{folder}/plan.json is missing or not JSON: nothing to approve")
         rollback = _json(read_artefact(folder, "rollback.json"))
-        summary = self._summary(plan, rollback, folder, shown)
+        summary = self._summary(plan, rollback, folder, shown, self._undo_command(context))
         return folder, digest, summary, shown
+
+    def _undo_command(self, context: Context) -> str | None:
+        """The ``kafka_zk_undo`` trigger that undoes this run once it wrote (None outside a run)."""
+        from airflow_provider_kafka_zk.kafka.undo import UNDO_DAG_ID, trigger_command, undo_conf
+
+        ti = context.get("ti")
+        if ti is None or getattr(ti, "dag_id", None) == UNDO_DAG_ID:
+            return None
+        return trigger_command(UNDO_DAG_ID, undo_conf(str(self.cluster), ti.run_id, ti.dag_id))
 
     @staticmethod
     def _summary(
-        plan: Mapping[str, Any], rollback: Any, folder: str, shown: Mapping[str, Any]
+        plan: Mapping[str, Any],
+        rollback: Any,
+        folder: str,
+        shown: Mapping[str, Any],
+        undo_command: str | None = None,
     ) -> PlanSummary:
         if plan.get("format") == "kafka-zk-kraft-migration-plan":
             from airflow_provider_kafka_zk.kafka.kraft_migration_plan import approval_summary
@@ -248,18 +261,22 @@ class PlanApprovalOperator(HITLOperator, SkipMixin):
                 restart_command=shown.get("restart_command"),
                 health_timeout_s=_number(shown.get("health_timeout")),
                 gate_timeout_s=_number(shown.get("gate_timeout")),
+                undo_command=undo_command,
             )
         identity = plan.get("identity") or {}
         zookeeper = ",".join(identity.get("zookeeper_hosts") or []) + str(identity.get("chroot") or "")
         rate = _number(shown.get("throttle_bytes_per_sec"))
-        return reassignment_summary(
-            plan,
-            rollback,
-            plan_dir=folder,
-            throttle_bytes_per_sec=None if rate is None else int(rate),
-            batch_timeout_s=_number(shown.get("batch_timeout")),
-            zookeeper=zookeeper or "?",
-        )
+        common = {
+            "plan_dir": folder,
+            "throttle_bytes_per_sec": None if rate is None else int(rate),
+            "batch_timeout_s": _number(shown.get("batch_timeout")),
+            "zookeeper": zookeeper or "?",
+        }
+        if plan.get("kind") == "undo":  # a drain-shaped plan whose other steps put things back
+            from airflow_provider_kafka_zk.kafka.undo import undo_summary
+
+            return undo_summary(plan, rollback, **common)
+        return reassignment_summary(plan, rollback, **common, undo_command=undo_command)
 
     def _record(
         self, context: Context, folder: str, digest: PlanDigest, summary: PlanSummary, decision: Decision

@@ -65,6 +65,12 @@ WRITERS: dict[str, tuple[str, ...]] = {
         "broker_hosts",
     ),
     "KraftMigrationExecuteOperator": ("cluster", "kafka_zookeeper_conn_id", "ssh_conn_id"),
+    "UndoExecuteOperator": (
+        "throttle_bytes_per_sec",
+        "kafka_zookeeper_conn_id",
+        "ssh_conn_id",
+        "broker_hosts",
+    ),
 }
 """Operators that write to a cluster from an approved plan -> the fields (rendered per run) that decide
 what they write besides the plan artefacts: their values are part of the plan hash. The approval step

@@ -16,7 +16,6 @@ from airflow.sdk.exceptions import AirflowFailException
 from airflow_provider_kafka_zk.artefacts.object_storage import artefacts_url
 from airflow_provider_kafka_zk.kafka.findings import Severity
 from airflow_provider_kafka_zk.reports import gate_message
-from airflow_provider_kafka_zk.spark_jobs.audit import read_summary, run_audit
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -71,6 +70,10 @@ class ClusterAuditOperator(BaseOperator):
         self.previous = previous
 
     def execute(self, context: Context) -> dict[str, Any]:
+        # imported here: the audit job's modules (rules, Arrow readers) would cost every task process
+        # of the DAG their import when the DAG file is parsed
+        from airflow_provider_kafka_zk.spark_jobs.audit import run_audit
+
         summary = run_audit(
             artefacts_url(self.base_path, self.artefacts_conn_id),
             self.cluster,
@@ -127,6 +130,8 @@ class FindingsGateOperator(BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         threshold = Severity.parse(self.fail_on)
+        from airflow_provider_kafka_zk.spark_jobs.audit import read_summary
+
         summary = read_summary(artefacts_url(self.findings_path, self.artefacts_conn_id))
         at_or_above = {
             name: count

@@ -338,7 +338,46 @@ class DrainPlanOperator(BaseOperator):
 # ---------------------------------------------------------------------------------------------
 
 
-class DrainExecuteOperator(BaseOperator):
+class BatchWaitMixin:
+    """A batch's wait handed to the triggerer (:class:`ReassignmentTrigger`) and the resume after it,
+    for the operators that carry out drain-shaped batches (the drain and move-back, the undo). The
+    operator has ``kafka_zookeeper_conn_id``, ``poll_interval``, ``batch_timeout``, ``plan_dir``."""
+
+    WAIT_LABEL = "drain"
+
+    def _waited(self, event: dict[str, Any], batch: int | None) -> tuple[int, str]:
+        """(batch index, message) of a wait that ended with the batch complete; else its typed error
+        (with the commands that remove the run's throttles)."""
+        step = after_wait(event, batch_timeout=float(self.batch_timeout), batch=batch)  # type: ignore[attr-defined]
+        if step.action is Action.REFUSE:
+            from airflow_provider_kafka_zk.maintenance.drain import throttle_advice
+
+            raise refusal_error(step, throttle_advice(self.plan_dir))  # type: ignore[attr-defined]
+        self.log.info("%s", step.message)  # type: ignore[attr-defined]
+        return step.batch or 0, step.message
+
+    def _defer_until_done(self, batches: Sequence[Batch], index: int, cluster: str, rate: int) -> None:
+        """Hand the wait to the trigger; ``execute_complete`` resumes after it. The trigger publishes
+        the run's progress (partitions and bytes left, estimated time to finish) as it polls."""
+        from airflow_provider_kafka_zk.metrics.runs import reassignment_wait_metrics
+
+        batch = batches[index]
+        self.defer(  # type: ignore[attr-defined]
+            trigger=ReassignmentTrigger(
+                kafka_zookeeper_conn_id=str(self.kafka_zookeeper_conn_id),  # type: ignore[attr-defined]
+                targets=encode_targets(targets_of(batch)),
+                sizes=[[m.topic, m.partition, m.size_bytes] for m in batch],
+                poll_interval=float(self.poll_interval),  # type: ignore[attr-defined]
+                deadline=time.time() + float(self.batch_timeout),  # type: ignore[attr-defined]
+                label=f"{self.WAIT_LABEL} batch {index + 1}/{len(batches)}",
+                echo={"batch": index},
+                metrics=reassignment_wait_metrics(cluster, self.dag_id, batches, index, rate),  # type: ignore[attr-defined]
+            ),
+            method_name="execute_complete",
+        )
+
+
+class DrainExecuteOperator(BatchWaitMixin, BaseOperator):
     """Carry out the plan batch by batch as Kafka's ZooKeeper tooling does, waiting in a trigger.
 
     A thin shell: it parses its inputs and hands the plan to the step executor
@@ -415,13 +454,7 @@ class DrainExecuteOperator(BaseOperator):
     def execute_complete(
         self, context: Context, event: dict[str, Any], batch: int | None = None
     ) -> dict[str, Any]:
-        step = after_wait(event, batch_timeout=float(self.batch_timeout), batch=batch)
-        if step.action is Action.REFUSE:
-            from airflow_provider_kafka_zk.maintenance.drain import throttle_advice
-
-            raise refusal_error(step, throttle_advice(self.plan_dir))
-        self.log.info("%s", step.message)
-        return self._run(context, waited=(step.batch or 0, step.message))
+        return self._run(context, waited=self._waited(event, batch))
 
     def _run(self, context: Context, waited: tuple[int, str] | None) -> dict[str, Any]:
         from airflow_provider_kafka_zk.maintenance.drain import execute_drain
@@ -497,25 +530,6 @@ class DrainExecuteOperator(BaseOperator):
         DrainLocation(str(self.plan_dir)).write(
             SAFETY_SNAPSHOT_FILE,
             json.dumps({"snapshot": str(self.snapshot_path), "checked_at": datetime.now(UTC).isoformat()}),
-        )
-
-    def _defer_until_done(self, batches: Sequence[Batch], index: int, cluster: str, rate: int) -> None:
-        """Hand the wait to the trigger; :meth:`execute_complete` resumes after it."""
-        from airflow_provider_kafka_zk.metrics.runs import reassignment_wait_metrics
-
-        batch = batches[index]
-        self.defer(
-            trigger=ReassignmentTrigger(
-                kafka_zookeeper_conn_id=self.kafka_zookeeper_conn_id,
-                targets=encode_targets(targets_of(batch)),
-                sizes=[[m.topic, m.partition, m.size_bytes] for m in batch],
-                poll_interval=float(self.poll_interval),
-                deadline=time.time() + float(self.batch_timeout),
-                label=f"drain batch {index + 1}/{len(batches)}",
-                echo={"batch": index},
-                metrics=reassignment_wait_metrics(cluster, self.dag_id, batches, index, rate),
-            ),
-            method_name="execute_complete",
         )
 
 

@@ -36,6 +36,7 @@ import logging
 import posixpath
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -56,7 +57,8 @@ from airflow_provider_kafka_zk.hooks.broker_host import (
     HostKeyPolicyError,
 )
 from airflow_provider_kafka_zk.kafka import znodes
-from airflow_provider_kafka_zk.kafka.inventory import BrokerInventory, InventoryCoverage
+from airflow_provider_kafka_zk.kafka.inventory import PARTITION_ROW_FIELDS, BrokerInventory, InventoryCoverage
+from airflow_provider_kafka_zk.kafka.snapshot import gc_paused
 from airflow_provider_kafka_zk.operators._run import TS_FORMAT, run_key, run_key_of  # noqa: F401 (re-exported)
 from airflow_provider_kafka_zk.operators._run import resolve_ts as _resolve_ts
 
@@ -218,25 +220,33 @@ def _parquet_bytes(table: pa.Table) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-def _timestamp(ms: int | None) -> datetime | None:
-    return datetime.fromtimestamp(ms / 1000, UTC) if ms is not None else None
+_TIME_COLUMNS = {"mtime": "mtime_ms", "ctime": "ctime_ms", "last_modified": "last_modified_ms"}
+"""Timestamp columns of the Parquet file and the row fields holding them as epoch milliseconds."""
 
 
 def inventory_tables(
     inventory: BrokerInventory, cluster: str, inventory_ts: str
 ) -> tuple[pa.Table, pa.Table]:
-    """The partition-directory table (with the broker summary as metadata) and the log-dir table."""
+    """The partition-directory table (with the broker summary as metadata) and the log-dir table.
+
+    The partition rows go into the table column by column (one ``zip`` over the rows' value tuples,
+    one Arrow array per column, times straight from their milliseconds): a broker holds tens of
+    thousands of directories.
+    """
     common = {"cluster": cluster, "inventory_ts": inventory_ts, "host": inventory.host}
-    rows = []
-    for partition in inventory.partitions:
-        row = partition.to_row()
-        row["mtime"] = _timestamp(row.pop("mtime_ms"))
-        row["ctime"] = _timestamp(row.pop("ctime_ms"))
-        row["last_modified"] = _timestamp(row.pop("last_modified_ms"))
-        rows.append({**common, **row})
+    with gc_paused():  # the row tuples and their lists are as many objects as the directories
+        rows = [partition.row_values() for partition in inventory.partitions]
+        columns = dict(zip(PARTITION_ROW_FIELDS, zip(*rows, strict=True), strict=True)) if rows else {}
+        arrays = []
+        for column in PARTITION_SCHEMA:
+            if column.name in common:
+                values: Any = [common[column.name]] * len(rows)
+            else:
+                values = columns.get(_TIME_COLUMNS.get(column.name, column.name), ())
+            arrays.append(pa.array(values, type=column.type))
     summary = {"cluster": cluster, "inventory_ts": inventory_ts, **inventory.summary()}
     schema = PARTITION_SCHEMA.with_metadata({SUMMARY_METADATA_KEY: json.dumps(summary).encode()})
-    partitions = pa.Table.from_pylist(rows, schema=schema)
+    partitions = pa.Table.from_arrays(arrays, schema=schema)
     log_dirs = pa.Table.from_pylist(
         [{**common, **d.to_row()} for d in inventory.log_dirs], schema=LOG_DIR_SCHEMA
     )
@@ -309,14 +319,20 @@ class ListBrokerIdsOperator(BaseOperator):
 
 
 class BrokerInventoryOperator(BaseOperator):
-    """Inventory one broker's disks over SSH and write ``broker=<id>.parquet``; made for ``.expand(broker_id=...)``.
+    """Inventory brokers' disks over SSH and write ``broker=<id>/part-0.parquet`` each; made for
+    ``.expand(broker_id=...)`` (a task per broker) or ``.expand(broker_ids=...)`` (a task per group of
+    brokers, :class:`BrokerGroupsOperator`: a task process costs more than a broker's inventory).
 
-    A broker that cannot be inventoried fails its own task (after its retries when the error can
-    pass: unreachable host, broken stream) and leaves ``_failures/broker=<id>.json`` for the
-    coverage report; host-key, authentication and identity errors fail at once (retrying cannot
-    help and must not hammer a host whose key changed).
+    The brokers of a group are inventoried side by side (``max_parallel`` at once, one SSH
+    connection each: while one broker's host walks its disks, another's stream is parsed). A broker
+    that cannot be inventoried leaves ``_failures/broker=<id>.json`` for the coverage report and fails
+    the task once every other broker of it is done (after its retries when the error can pass:
+    unreachable host, broken stream); host-key, authentication and identity errors fail at once
+    without a retry (retrying cannot help and must not hammer a host whose key changed).
 
-    :param broker_id: the broker to inventory.
+    :param broker_id: the broker to inventory (returns its record).
+    :param broker_ids: the brokers to inventory, instead of ``broker_id`` (returns their records).
+    :param max_parallel: brokers of ``broker_ids`` inventoried at once.
     :param cluster: the cluster's name (its artefact directory).
     :param base_path: artefact base, local directory or fsspec URL.
     :param artefacts_conn_id: the Airflow connection of an object-store base (``s3://...``);
@@ -339,6 +355,7 @@ class BrokerInventoryOperator(BaseOperator):
 
     template_fields: Sequence[str] = (
         "broker_id",
+        "broker_ids",
         "cluster",
         "base_path",
         "artefacts_conn_id",
@@ -353,7 +370,9 @@ class BrokerInventoryOperator(BaseOperator):
     def __init__(
         self,
         *,
-        broker_id: int | str,
+        broker_id: int | str | None = None,
+        broker_ids: Iterable[int | str] | None = None,
+        max_parallel: int = 4,
         cluster: str,
         base_path: str,
         ssh_conn_id: str,
@@ -370,8 +389,12 @@ class BrokerInventoryOperator(BaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        if (broker_id is None) == (broker_ids is None):
+            raise ValueError("give broker_id (one broker) or broker_ids (a group of brokers), not both")
         self.artefacts_conn_id = artefacts_conn_id
         self.broker_id = broker_id
+        self.broker_ids = broker_ids
+        self.max_parallel = max(1, int(max_parallel))
         self.cluster = cluster
         self.base_path = base_path
         self.ssh_conn_id = ssh_conn_id
@@ -398,13 +421,43 @@ class BrokerInventoryOperator(BaseOperator):
             python_interpreters=self.python_interpreters,
         )
 
-    def execute(self, context: Context) -> dict[str, Any]:
-        broker_id = int(self.broker_id)
+    def execute(self, context: Context) -> dict[str, Any] | list[dict[str, Any]]:
         location = InventoryLocation(
             self.base_path, self.cluster, _resolve_ts(self.inventory_ts, context), self.artefacts_conn_id
         )
+        hook = self.hook()
+        if self.broker_ids is None:
+            return self.inventory_broker(hook, int(self.broker_id), location, context)
+        brokers = [int(b) for b in self.broker_ids]
+        log.info("Inventory of brokers %s, %d at a time", brokers, self.max_parallel)
+        # on this thread: an Airflow task reaches its connections (DB-stored too) from here only
+        hook.resolve_connections()
+        failures: dict[int, BaseException] = {}
+
+        def one(broker_id: int) -> dict[str, Any] | None:
+            try:
+                return self.inventory_broker(hook, broker_id, location, context)
+            except Exception as exc:  # recorded; the task fails after the others are done
+                failures[broker_id] = exc
+                return None
+
+        with ThreadPoolExecutor(max_workers=min(self.max_parallel, len(brokers) or 1)) as pool:
+            done = [r for r in pool.map(one, brokers) if r is not None]
+        if failures:
+            final = all(isinstance(e, AirflowFailException) for e in failures.values())
+            message = "; ".join(f"broker {b}: {e}" for b, e in sorted(failures.items()))
+            log.error("%d of %d brokers not inventoried: %s", len(failures), len(brokers), message)
+            if final:  # none of them can pass on a retry
+                raise AirflowFailException(message)
+            raise BrokerGroupInventoryError(message)
+        return done
+
+    def inventory_broker(
+        self, hook: BrokerHostHook, broker_id: int, location: InventoryLocation, context: Context
+    ) -> dict[str, Any]:
+        """One broker: inventory over SSH, write its files, drop an earlier failure record."""
         try:
-            inventory = self.hook().inventory(broker_id)
+            inventory = hook.inventory(broker_id)
         except Exception as exc:
             record_failure(location, broker_id, exc, context)
             if isinstance(exc, HostKeyPolicyError) or (
@@ -431,6 +484,64 @@ class BrokerInventoryOperator(BaseOperator):
             "dirs_with_errors": summary["dirs_with_errors"],
             "identity_mismatches": [c["check"] for c in mismatches],
         }
+
+
+class BrokerGroupInventoryError(RuntimeError):
+    """Brokers of a group could not be inventoried, and a retry may get them (each is named)."""
+
+
+def broker_groups(broker_ids: Iterable[int], groups: int) -> list[list[int]]:
+    """``broker_ids`` (sorted) in at most ``groups`` groups of nearly equal size, broker order kept
+    (brokers 0-4, 5-9 ... for 50 brokers in 10): one inventory task each.
+
+    :param broker_ids: the brokers to inventory.
+    :param groups: the most groups (inventory tasks) wanted.
+    """
+    brokers = sorted({int(b) for b in broker_ids})
+    count = max(1, min(int(groups), len(brokers)))
+    size, extra = divmod(len(brokers), count)
+    out, start = [], 0
+    for number in range(count):
+        end = start + size + (1 if number < extra else 0)
+        out.append(brokers[start:end])
+        start = end
+    return [g for g in out if g]
+
+
+def deployment_task_slots() -> int:
+    """How many tasks of one DAG run can run at once here: Airflow's ``[core] parallelism`` (all
+    running tasks of the deployment) and ``[core] max_active_tasks_per_dag``, the smaller."""
+    from airflow.sdk.configuration import conf
+
+    return max(1, min(conf.getint("core", "parallelism"), conf.getint("core", "max_active_tasks_per_dag")))
+
+
+class BrokerGroupsOperator(ListBrokerIdsOperator):
+    """The brokers to inventory (as :class:`ListBrokerIdsOperator` lists them) in groups, one inventory
+    task each: ``BrokerInventoryOperator.partial(...).expand(broker_ids=groups.output)``.
+
+    A task process of its own costs Airflow about a second of CPU (start, DAG file, API calls), more
+    than inventorying a broker of a few thousand partitions; a task per group runs the brokers side
+    by side inside it, and the groups side by side as the deployment's slots allow. It reads
+    ZooKeeper itself, so the inventory need not wait for another task's list.
+
+    :param groups: the most inventory tasks; default :func:`deployment_task_slots` (the run's tasks
+        that can run at once).
+    :param kwargs: :class:`ListBrokerIdsOperator`'s (``kafka_zookeeper_conn_id`` ...).
+    """
+
+    template_fields: Sequence[str] = (*ListBrokerIdsOperator.template_fields, "groups")
+
+    def __init__(self, *, groups: int | str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.groups = groups
+
+    def execute(self, context: Context) -> list[list[int]]:  # type: ignore[override]
+        brokers = super().execute(context)
+        wanted = int(self.groups) if self.groups not in (None, "", "None") else deployment_task_slots()
+        groups = broker_groups(brokers, wanted)
+        log.info("%d inventory tasks: %s", len(groups), "; ".join(f"brokers {g}" for g in groups))
+        return groups
 
 
 def record_failure(

@@ -246,8 +246,12 @@ class TopicIdRepairPlanOperator(BaseOperator):
             "live_brokers_at_plan": sorted(state.live_broker_ids),
             "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
+        from airflow_provider_kafka_zk.kafka.undo import undo_record
+
+        undo = undo_record(self.cluster, context.get("run_id"), getattr(context.get("ti"), "dag_id", None))
         location.write(
-            ROLLBACK_FILE, json.dumps(rollback_record(plan.steps, identity.hosts, identity.chroot), indent=1)
+            ROLLBACK_FILE,
+            json.dumps(rollback_record(plan.steps, identity.hosts, identity.chroot, undo), indent=1),
         )
         location.write(PLAN_FILE, json.dumps(record, indent=1))
         summary = describe_plan(record)

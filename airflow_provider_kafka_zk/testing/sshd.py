@@ -2,8 +2,11 @@
 
 Why real sshd: the provider reaches broker hosts through Airflow's SSHHook (paramiko), and what
 matters there (host-key verification, key auth, remote commands, sftp) is only proven against the
-real thing. One sshd listens on the same free port on several loopback addresses (Linux routes all
-of 127.0.0.0/8 to ``lo`` without set-up), so each address can play one broker host.
+real thing. sshd listens on the same free port on several loopback addresses (Linux routes all
+of 127.0.0.0/8 to ``lo`` without set-up), so each address can play one broker host. One OpenSSH
+process listens on at most 16 sockets (``MAX_LISTEN_SOCKS`` in sshd.c; it exits at start-up with
+"Too many listen sockets" past that), so a server for more hosts runs one process per 16 addresses,
+all with the same host key, port, log and authorised key: to a client it is one server.
 
 Keys are generated per server: an ed25519 host key (checked strictly by clients, never auto-added)
 and an ed25519 client key pair authorised for the current user. No Airflow import here: the
@@ -43,6 +46,8 @@ _SFTP_SERVERS = (
     "/usr/libexec/sftp-server",
 )
 _PRIVSEP_DIR = "/run/sshd"  # sshd refuses to start without it ("Missing privilege separation directory")
+MAX_LISTEN_ADDRESSES = 16
+"""Listen sockets one sshd process opens at most (OpenSSH's ``MAX_LISTEN_SOCKS``, sshd.c)."""
 
 
 class SshdNotAvailable(RuntimeError):
@@ -64,8 +69,10 @@ def _find_tool(name: str, extra_dirs: Iterable[str] = ("/usr/sbin", "/usr/bin"))
 
 
 class SshServer(ServerProcess):
-    """One sshd on one free port, listening on each of ``addresses`` (loopback, one per fake host).
+    """sshd on one free port, listening on each of ``addresses`` (loopback, one per fake host).
 
+    One sshd process per :data:`MAX_LISTEN_ADDRESSES` addresses (any number of hosts), all sharing
+    the keys, the port and one log. ``pid`` is the first process's; ``pids`` lists them all.
     ``stop()`` also ends live connections and keeps the keys; ``close()`` also deletes a work
     directory this object created.
     """
@@ -107,8 +114,10 @@ class SshServer(ServerProcess):
         self._generate_key(self.client_private_key_path, "test-sshd-client-key")
         shutil.copyfile(self.client_private_key_path.with_suffix(".pub"), self.authorized_keys_path)
         self.known_hosts_path.write_text("".join(self.known_hosts_line(a) + "\n" for a in self._addresses))
-        self._process: subprocess.Popen[bytes] | None = None
+        self._process: subprocess.Popen[bytes] | None = None  # the first of _processes
+        self._processes: list[subprocess.Popen[bytes]] = []
         self._stop_finalizer: weakref.finalize | None = None
+        self._stop_finalizers: list[weakref.finalize] = []
 
     # -- identity and addresses ----------------------------------------------------------------
 
@@ -144,7 +153,25 @@ class SshServer(ServerProcess):
 
     @property
     def config_path(self) -> Path:
+        """The first process's configuration (``sshd_config.<n>`` for the n-th further one)."""
         return self.work_dir / "sshd_config"
+
+    @property
+    def address_groups(self) -> tuple[tuple[str, ...], ...]:
+        """The addresses each sshd process listens on, in order (16 at most each)."""
+        return tuple(
+            self._addresses[i : i + MAX_LISTEN_ADDRESSES]
+            for i in range(0, len(self._addresses), MAX_LISTEN_ADDRESSES)
+        )
+
+    @property
+    def pids(self) -> tuple[int, ...]:
+        """PIDs of the running sshd processes (one per address group); empty when stopped."""
+        return tuple(p.pid for p in self._processes) if self.is_running else ()
+
+    @property
+    def is_running(self) -> bool:
+        return bool(self._processes) and all(p.poll() is None for p in self._processes)
 
     @property
     def log_path(self) -> Path:
@@ -197,28 +224,48 @@ class SshServer(ServerProcess):
     # -- lifecycle -----------------------------------------------------------------------------
 
     def start(self) -> Self:
-        """Start sshd and return once every address shows the SSH banner."""
+        """Start one sshd per address group and return once every address shows the SSH banner.
+
+        SshServerStartError (every process started so far stopped again) when one cannot start:
+        it names the addresses of the process that failed and ends with the log's tail.
+        """
         if self.is_running:
             return self
+        self.stop()  # a process of a group that died since: start all of them anew
         if os.geteuid() == 0:
             os.makedirs(_PRIVSEP_DIR, mode=0o755, exist_ok=True)
-        self._write_config()
-        command = [*pdeathsig_prefix(), self._sshd, "-D", "-e", "-f", str(self.config_path)]
-        self._process = spawn_logged(command, self.log_path, f"sshd on port {self._port}", cwd=self.work_dir)
-        # Connection processes (and the commands they run) outlive the listener: stop them too.
-        self._stop_finalizer = terminate_at_exit(
-            self, self._process, self._owner_pid, self.stop_grace, descendants=True
-        )
         try:
+            for number, addresses in enumerate(self.address_groups):
+                config = self._config_path(number)
+                self._write_config(config, addresses, number)
+                command = [*pdeathsig_prefix(), self._sshd, "-D", "-e", "-f", str(config)]
+                where = f"port {self._port} ({_describe(addresses)})"
+                process = spawn_logged(command, self.log_path, f"sshd on {where}", cwd=self.work_dir)
+                self._processes.append(process)
+                # Connection processes (and the commands they run) outlive the listener: stop them too.
+                self._stop_finalizers.append(
+                    terminate_at_exit(self, process, self._owner_pid, self.stop_grace, descendants=True)
+                )
+            self._process = self._processes[0]
+            self._stop_finalizer = self._stop_finalizers[0]
             self._wait_for_banners()
         except BaseException:
             self.stop()
             raise
         return self
 
+    def stop(self) -> None:
+        """Every sshd process by PID (SIGTERM, SIGKILL after the grace period), their connections too."""
+        finalizers, self._stop_finalizers = self._stop_finalizers, []
+        for finalizer in finalizers:
+            finalizer()
+        self._processes = []
+        self._stop_finalizer = None
+        self._process = None
+
     def __repr__(self) -> str:
-        state = f"pid={self.pid}" if self.is_running else "stopped"
-        return f"<SshServer {','.join(self._addresses)} port={self._port} {state}>"
+        state = f"pids={','.join(map(str, self.pids))}" if self.is_running else "stopped"
+        return f"<SshServer {_describe(self._addresses)} port={self._port} {state}>"
 
     # -- internals -----------------------------------------------------------------------------
 
@@ -236,12 +283,15 @@ class SshServer(ServerProcess):
             capture_output=True,
         )
 
-    def _write_config(self) -> None:
+    def _config_path(self, number: int) -> Path:
+        return self.config_path if number == 0 else self.work_dir / f"sshd_config.{number}"
+
+    def _write_config(self, path: Path, addresses: Sequence[str], number: int) -> None:
         sftp = next((p for p in _SFTP_SERVERS if os.path.isfile(p)), "internal-sftp")
         lines = [
-            *(f"ListenAddress {address}:{self._port}" for address in self._addresses),
+            *(f"ListenAddress {address}:{self._port}" for address in addresses),
             f"HostKey {self.host_key_path}",
-            f"PidFile {self.work_dir / 'sshd.pid'}",
+            f"PidFile {self.work_dir / ('sshd.pid' if number == 0 else f'sshd.{number}.pid')}",
             f"AuthorizedKeysFile {self.authorized_keys_path}",
             f"AllowUsers {self._user}",
             "PubkeyAuthentication yes",
@@ -260,16 +310,16 @@ class SshServer(ServerProcess):
             "MaxSessions 100",
             f"Subsystem sftp {sftp}",
         ]
-        self.config_path.write_text("\n".join(lines) + "\n")
+        path.write_text("\n".join(lines) + "\n")
         # OpenSSH >= 9.8 delays sources that disconnect before authenticating, which readiness
         # probes and host-key-rejection tests do on purpose. Older sshd rejects the keyword.
-        if self._sshd_accepts("PerSourcePenalties no"):
-            self.config_path.write_text("\n".join([*lines, "PerSourcePenalties no"]) + "\n")
+        if self._sshd_accepts(path, "PerSourcePenalties no"):
+            path.write_text("\n".join([*lines, "PerSourcePenalties no"]) + "\n")
 
-    def _sshd_accepts(self, option_line: str) -> bool:
+    def _sshd_accepts(self, config: Path, option_line: str) -> bool:
         keyword, value = option_line.split(" ", 1)
         result = subprocess.run(
-            [self._sshd, "-t", "-f", str(self.config_path), "-o", f"{keyword}={value}"],
+            [self._sshd, "-t", "-f", str(config), "-o", f"{keyword}={value}"],
             stdin=subprocess.DEVNULL,
             capture_output=True,
             check=False,
@@ -280,15 +330,27 @@ class SshServer(ServerProcess):
         deadline = time.monotonic() + self.start_timeout
         waiting = list(self._addresses)
         while waiting:
-            self._raise_if_exited(SshServerStartError, "sshd", f"port {self._port}")
+            for process, addresses in zip(self._processes, self.address_groups, strict=True):
+                if process.poll() is not None:
+                    raise SshServerStartError(
+                        f"sshd for {_describe(addresses)} exited with code {process.returncode} while "
+                        f"starting on port {self._port}; log {self.log_path} ends with:\n{self.log_tail()}"
+                    )
             waiting = [a for a in waiting if not _shows_ssh_banner(a, self._port)]
             if waiting and time.monotonic() > deadline:
                 raise SshServerStartError(
-                    f"sshd did not show its banner on {waiting} port {self._port} within "
+                    f"sshd did not show its banner on {_describe(waiting)} port {self._port} within "
                     f"{self.start_timeout:.0f}s; log {self.log_path} ends with:\n{self.log_tail()}"
                 )
             if waiting:
                 time.sleep(0.05)
+
+
+def _describe(addresses: Sequence[str]) -> str:
+    """``127.0.0.2`` or ``127.0.0.2 .. 127.0.0.17 (16 addresses)`` for messages."""
+    if len(addresses) == 1:
+        return addresses[0]
+    return f"{addresses[0]} .. {addresses[-1]} ({len(addresses)} addresses)"
 
 
 def _shows_ssh_banner(address: str, port: int) -> bool:

@@ -42,6 +42,7 @@ from airflow_provider_kafka_zk.hooks.broker_partition_files import (
     read_partition_files,
     remove_partition_files,
     render_restart_command,
+    restore_partition_files,
     run_restart_command,
 )
 from airflow_provider_kafka_zk.hooks.broker_quarantine import run_remote
@@ -564,6 +565,68 @@ def test_dry_run_removes_nothing_a_real_run_removes_and_a_retry_is_already_absen
     retry = remove(hook, host, removals)
     assert statuses(retry) == ["already_absent"] * 3
     assert snapshot(host.root) == after
+
+
+def restore(
+    hook: BrokerHostHook, host: Host, restores: list[tuple[PartitionFile, bytes, str | None]], **kwargs: Any
+) -> list[dict[str, Any]]:
+    kwargs.setdefault("session", PinnedBroker())
+    kwargs.setdefault("log_dirs", host.log_dirs)
+    kwargs.setdefault("dry_run", False)
+    kwargs.setdefault("timeout", 30)
+    return restore_partition_files(hook, BROKER, restores, **kwargs)
+
+
+def test_an_undo_writes_a_removed_file_back_only_over_what_it_planned_against(host, hook):
+    """The undo of a file_reset: the broker rewrote partition.metadata (the new id) after the repair
+    removed it; the old copy goes back only over exactly that file (or where it is still absent), all
+    or none per broker, through a temporary file and a rename; a retry finds it done."""
+    rewritten, absent = host.file("orders-0"), host.file("payments-3", log_dir=1)
+    host.on_disk(rewritten).write_bytes(METADATA_NEW)
+    host.on_disk(absent).unlink()
+    os.chmod(host.on_disk(rewritten), 0o640)
+    planned = [(rewritten, METADATA, sha(METADATA_NEW)), (absent, METADATA, None)]
+    before = snapshot(host.root)
+
+    dry = restore(hook, host, planned, dry_run=True, session=None)
+    assert statuses(dry) == ["would_restore", "would_restore"] and snapshot(host.root) == before
+
+    # someone changed one of them since the plan: nothing is written on the broker, the other included
+    host.on_disk(rewritten).write_bytes(VICTIM)
+    held = restore(hook, host, planned)
+    assert (
+        statuses(held) == ["changed", "refused"] and "nothing is written on this broker" in held[1]["detail"]
+    )
+    assert not host.on_disk(absent).exists()
+    host.on_disk(rewritten).write_bytes(METADATA_NEW)
+
+    gate = PinnedBroker()
+    done = restore(hook, host, planned, session=gate)
+    assert gate.asked == [(BROKER, ADDRESS)] and statuses(done) == ["restored", "restored"]
+    assert host.on_disk(rewritten).read_bytes() == METADATA == host.on_disk(absent).read_bytes()
+    assert stat.S_IMODE(host.on_disk(rewritten).stat().st_mode) == 0o640  # the replaced file's mode
+    after = snapshot(host.root)
+    assert not [k for k in after if ".kafka-zk-restore." in k]  # no temporary file left
+    assert {k for k in after if after[k] != before.get(k)} == {
+        str(Path(f.path).relative_to(host.root)) for f, _, _ in planned
+    }
+    assert statuses(restore(hook, host, planned)) == ["already_restored", "already_restored"]
+    assert snapshot(host.root) == after
+
+
+def test_an_undo_never_writes_through_a_symlink_or_without_a_session(host, twin, hook, monkeypatch):
+    metadata = host.file("orders-1")
+    target = twin.on_disk(twin.file("orders-1"))
+    host.on_disk(metadata).unlink()
+    host.on_disk(metadata).symlink_to(target)  # a planted link: the write must not land in the twin
+    before, twin_before = snapshot(host.root), snapshot(twin.root)
+    (result,) = restore(hook, host, [(metadata, METADATA_NEW, sha(METADATA))])
+    assert result["status"] == "refused" and "symlink" in result["detail"]
+    assert snapshot(host.root) == before and snapshot(twin.root) == twin_before
+    with monkeypatch.context() as patch:
+        patch.setattr(hook, "connect", no_connection)
+        with pytest.raises(PartitionFilesOutsideSessionError, match="outside a maintenance session"):
+            restore(hook, host, [(host.file("orders-0"), METADATA, None)], session=None)
 
 
 def test_a_real_removal_needs_a_session_and_is_refused_before_connecting(host, hook, monkeypatch):

@@ -63,6 +63,7 @@ TEST_ALERT = "kafka_zk_test_alert"
 MIGRATION = "kafka_zk_kraft_migration"
 CLEANUP = "kafka_zk_deletion_cleanup"
 CLEANUP_CONF = {"cluster": "incident", "topics": ["old-logs"]}  # the incident cluster's leftovers
+UNDO = "kafka_zk_undo"
 DRAINED = 2  # prod's broker with RF=1 partitions
 REPAIR_TOPICS = ["clickstream", "inventory-updates"]  # the incident cluster's KAFKA-14190 topics
 RUN_TIMEOUT = 1500  # generous: two cores shared by 4 services, LocalExecutor workers, Spark and Chromium
@@ -171,6 +172,7 @@ def campaign(deployment, alert_scenarios, browser_session) -> Campaign:
         TEST_ALERT,
         MIGRATION,
         CLEANUP,
+        UNDO,
     }:
         airflow.unpause(dag_id)
     runs: dict[str, Run] = {}
@@ -253,6 +255,19 @@ def campaign(deployment, alert_scenarios, browser_session) -> Campaign:
     else:
         post.state, post.error = "not triggered", "the drain it undoes failed"
         runs["rest post"] = post
+    # the undo, once both are done: the move-back's over REST (a dry run: the plan moves its partitions
+    # back where the drain had put them), the drain's by the CLI (nothing left to undo: the move-back
+    # put everything back, and its throttles are gone -- the DAG skips the approval and says so)
+    undo_rest = Run("rest", UNDO, {"cluster": "prod", "run_id": post.run_id, "dry_run": True})
+    undo_cli = Run("cli", UNDO, {"cluster": "prod", "run_id": drain.run_id, "dry_run": False})
+    if post.run_id:
+        _wait(airflow, post)
+    for key, run in (("rest undo", undo_rest), ("cli undo", undo_cli)):
+        if post.state == "success":
+            trigger(key, run)
+        else:
+            run.state, run.error = "not triggered", "the runs it undoes failed"
+            runs[key] = run
     for run in runs.values():
         if run.run_id and not run.state:
             _wait(airflow, run)
@@ -274,7 +289,7 @@ lacks: REST and CLI only, to keep the campaign short)."""
 
 def test_every_dag_succeeds_triggered_over_rest_without_a_logical_date(deployment, campaign):
     runs = campaign.of("rest")
-    assert {r.dag_id for r in runs} == ALL_DAGS
+    assert {r.dag_id for r in runs} == ALL_DAGS | {UNDO}
     for run in runs:
         assert run.state == "success", _report(campaign, "rest")
         assert deployment.airflow.run(run.dag_id, run.run_id)["logical_date"] is None
@@ -282,7 +297,7 @@ def test_every_dag_succeeds_triggered_over_rest_without_a_logical_date(deploymen
 
 def test_every_dag_succeeds_triggered_by_airflow_dags_trigger(deployment, campaign):
     runs = campaign.of("cli")
-    assert {r.dag_id.replace("healthy", "prod") for r in runs} == ALL_DAGS
+    assert {r.dag_id.replace("healthy", "prod") for r in runs} == ALL_DAGS | {UNDO}
     for run in runs:
         assert run.state == "success", _report(campaign, "cli")
         assert deployment.airflow.run(run.dag_id, run.run_id)["logical_date"] is None
@@ -290,6 +305,7 @@ def test_every_dag_succeeds_triggered_by_airflow_dags_trigger(deployment, campai
 
 def test_every_dag_succeeds_from_its_trigger_form_in_a_browser(deployment, campaign):
     runs = campaign.of("browser")
+    # the undo needs a run id of a finished run: it is triggered over REST and the CLI only
     assert {r.dag_id.replace("healthy", "prod") for r in runs} == FORM_DAGS
     for run in runs:
         assert run.state == "success", _report(campaign, "browser")
@@ -372,6 +388,38 @@ def test_the_real_drain_waited_in_the_triggerer_and_was_put_back(deployment, cam
     assert (deployment.artefacts / "prod" / "inventory" / f"{key}-after").is_dir()
     now = deployment.assignment("prod")
     assert {k: now[k] for k in drained} == {k: (DRAINED,) for k in drained}  # moved back
+
+
+def test_the_undo_plans_the_way_back_of_a_move_back_and_nothing_for_a_drain_already_undone(
+    deployment, campaign
+):
+    airflow = deployment.airflow
+    undos = {r.path: r for r in campaign.runs if r.dag_id == UNDO}
+    assert set(undos) == {"rest", "cli"} and all(r.state == "success" for r in undos.values()), [
+        (r.path, r.state, r.error) for r in undos.values()
+    ]
+    post = next(r for r in campaign.of("rest") if r.dag_id == POST)
+    drain = next(r for r in campaign.of("rest") if r.dag_id == DRAIN)
+
+    def folder(run: Run):
+        dag_run = airflow.run(UNDO, run.run_id)
+        return (
+            deployment.artefacts
+            / "prod"
+            / "undo"
+            / run_key(run.run_id, datetime.fromisoformat(dag_run["run_after"].replace("Z", "+00:00")))
+        )
+
+    moved = json.loads((folder(undos["rest"]) / "plan.json").read_text())
+    assert moved["undo"]["original"]["run_id"] == post.run_id
+    drained = {k for k, r in deployment.prod_assignment.items() if r == (DRAINED,)}
+    back = {(m["topic"], m["partition"]) for b in moved["batches"] for m in b}
+    assert back == drained and all(m["current"] == [DRAINED] for b in moved["batches"] for m in b)
+    assert "DRY RUN" in airflow.task_log(UNDO, undos["rest"].run_id, "execute", 1)
+    nothing = (folder(undos["cli"]) / "report.txt").read_text()
+    assert nothing.startswith(f"Nothing to undo: everything {DRAIN} run {drain.run_id} changed is already")
+    states = {ti["task_id"]: ti["state"] for ti in airflow.task_instances(UNDO, undos["cli"].run_id)}
+    assert states["approve"] == "skipped" and states["execute"] == "skipped" and states["report"] == "success"
 
 
 def test_retries_after_a_zookeeper_outage(deployment, campaign):

@@ -141,10 +141,34 @@ def test_next_steps_finish_or_undo_with_the_runs_own_artefacts():
     joined = " ".join(text)
     assert "clear the failed task" in joined and "only while the drained brokers are still up" in joined
     assert "still holds the cluster's maintenance lease" in joined and "throttles.json" in joined
-    (command,) = commands
-    assert command["command"].startswith("airflow dags trigger kafka_zk_post_maintenance --conf ")
-    conf = json.loads(command["command"].split("--conf ", 1)[1].strip("'"))
+    undo, move_back = commands
+    # the undo DAG with the exact conf first (a dry run), no hand-written zookeeper-shell/kafka-* command
+    assert undo["command"].startswith("airflow dags trigger kafka_zk_undo --conf ")
+    conf = json.loads(undo["command"].split("--conf ", 1)[1].strip("'"))
+    assert conf == {
+        "cluster": "eu1",
+        "run_id": "manual__2026-11-26T10:00:00+00:00",
+        "dag_id": "kafka_zk_pre_maintenance_drain",
+        "dry_run": True,
+    }
+    assert "kafka-reassign-partitions" not in joined and "zookeeper-shell" not in joined
+    assert move_back["command"].startswith("airflow dags trigger kafka_zk_post_maintenance --conf ")
+    conf = json.loads(move_back["command"].split("--conf ", 1)[1].strip("'"))
     assert conf == {"cluster": "eu1", "drain_run": "manual__2026-11-26T10:00:00+00:00", "dry_run": True}
+    for dag_id in (mt.POST_MAINTENANCE, mt.TOPIC_ID_REPAIR):
+        text, commands = mt.next_steps(
+            dag_id,
+            cluster="eu1",
+            run_id="r1",
+            changed=True,
+            dry_run=False,
+            throttles_cleared=None,
+            rollback_artefacts=["rollback.json"],
+        )
+        (undo,) = commands
+        conf = json.loads(undo["command"].split("--conf ", 1)[1].strip("'"))
+        assert conf == {"cluster": "eu1", "run_id": "r1", "dag_id": dag_id, "dry_run": True}
+        assert "kafka-reassign-partitions" not in " ".join(text)
     # nothing written: nothing to undo, never a move-back
     for kwargs in ({"changed": False, "dry_run": False}, {"changed": True, "dry_run": True}):
         text, commands = mt.next_steps(
@@ -310,6 +334,7 @@ MANUAL = {
     "topic_id_repair": mt.TOPIC_ID_REPAIR,
     "pre_restart_check": mt.PRE_RESTART_CHECK,
     "kraft_migration_readiness": mt.KRAFT_READINESS,
+    "undo": mt.UNDO,
 }
 
 

@@ -125,6 +125,24 @@ def test_the_drain_summary_says_what_changes_every_write_the_throttles_how_long_
     assert body.startswith("**Drain brokers [2]") and "### Plan hash\n- sha256 `" in body
 
 
+def test_the_summary_names_the_undo_dag_first_and_the_hand_commands_as_the_fallback():
+    command = (
+        'airflow dags trigger kafka_zk_undo --conf \'{"cluster": "prod", "run_id": "r", "dry_run": true}\''
+    )
+    summary = reassignment_summary(
+        DRAIN,
+        {"version": 1, "partitions": []},
+        plan_dir="/a/prod/drain/run1",
+        throttle_bytes_per_sec=10 * 1024 * 1024,
+        batch_timeout_s=None,
+        zookeeper="zk1:2181/kafka",
+        undo_command=command,
+    )
+    undo = dict(summary.sections)["Rollback and how to undo"]
+    assert undo[1] == f"undo: {command} (dry run first; it checks every partition and waits for approval)"
+    assert undo[2].startswith("by hand, only if the undo DAG cannot run (no TLS/SASL client options)")
+
+
 def test_the_summary_throttles_are_the_executions_own_rule():
     batch = DRAIN["batches"][0]
     topics, brokers = batch_throttles(batch, 1000)

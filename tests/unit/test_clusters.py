@@ -18,6 +18,7 @@ MANUAL_DAGS = {
     "kafka_zk_kraft_migration_readiness",
     "kafka_zk_kraft_migration",
     "kafka_zk_test_alert",
+    "kafka_zk_undo",
 }
 
 

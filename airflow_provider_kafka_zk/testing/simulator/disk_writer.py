@@ -108,6 +108,11 @@ def write_broker_hosts(
         shutil.rmtree(staging_root)
     staged_hosts = {}
     hosts = {}
+    # every replica directory once, grouped by (broker, log dir) in model order: one pass over the
+    # cluster's replicas, not one per broker and log dir (linear in replicas at any broker count)
+    replicas_at: dict[tuple[int, int], list[ReplicaDir]] = {}
+    for replica in cluster.dirs:
+        replicas_at.setdefault((replica.broker_id, replica.log_dir_index), []).append(replica)
     for broker_id, broker in sorted(cluster.brokers.items()):
         host = broker_host(cluster, broker_id, root)
         staged = broker_host(cluster, broker_id, staging_root)
@@ -120,12 +125,17 @@ def write_broker_hosts(
             encoding="latin-1" if text is not None else None,
         )
         for index, log_dir in enumerate(staged.log_dirs):
-            _write_log_dir(cluster, broker, log_dir, index)
+            _write_log_dir(cluster, broker, log_dir, index, replicas_at.get((broker_id, index), []))
         staged_hosts[broker_id], hosts[broker_id] = staged, host
     if prepare is not None:
         prepare(staging_root)
     for broker_id, host in hosts.items():
-        _carry_over(staged_hosts[broker_id].root, host.root)
+        if not os.path.lexists(host.root):
+            # nothing there for a reader to lose: the whole staged host moves in one rename
+            host.root.parent.mkdir(parents=True, exist_ok=True)
+            os.rename(staged_hosts[broker_id].root, host.root)
+        else:
+            _carry_over(staged_hosts[broker_id].root, host.root)
     shutil.rmtree(staging_root)
     return hosts
 
@@ -214,19 +224,18 @@ def meta_properties(cluster: SimulatedCluster, broker: BrokerModel, index: int) 
     return meta.encode(date_line=java_date_string(started))
 
 
-def _write_log_dir(cluster: SimulatedCluster, broker: BrokerModel, log_dir: Path, index: int) -> None:
+def _write_log_dir(
+    cluster: SimulatedCluster, broker: BrokerModel, log_dir: Path, index: int, replicas: list[ReplicaDir]
+) -> None:
+    """One log dir with ``replicas`` (this broker's directories in it, any kind, model order)."""
     log_dir.mkdir(parents=True)
     (log_dir / ".lock").touch()
     (log_dir / "meta.properties").write_bytes(meta_properties(cluster, broker, index))
-    replicas = [
-        d for d in cluster.replica_dirs(broker_id=broker.broker_id, kind=None) if d.log_dir_index == index
-    ]
-    live_logs = [d for d in replicas if d.kind is DirKind.NORMAL]
     stopped_cleanly = not broker.online and broker.clean_shutdown
     recovery_points, high_watermarks = {}, {}
     for replica in replicas:
         active_base = _write_partition_dir(cluster, broker, log_dir, replica)
-        if replica in live_logs:
+        if replica.kind is DirKind.NORMAL:  # a live log: the checkpoints list it
             key = (replica.topic, replica.partition)
             recovery_points[key] = replica.records if stopped_cleanly else active_base
             high_watermarks[key] = replica.records
@@ -281,23 +290,29 @@ UNREADABLE_PARTITION_METADATA = b"version: 0\ntopic_id: \x00\x00torn-write"
 def _write_partition_dir(
     cluster: SimulatedCluster, broker: BrokerModel, log_dir: Path, replica: ReplicaDir
 ) -> int:
-    """Write one partition directory; returns the active segment's base offset."""
-    path = log_dir / format_partition_dir_name(
-        replica.topic,
-        replica.partition,
-        replica.kind,
-        replica.unique_id,
-        cap_length=caps_suffixed_dir_names(cluster.spec.release),
+    """Write one partition directory; returns the active segment's base offset.
+
+    Plain ``os`` calls on ``str`` paths: a fleet-sized cluster writes a million files here, and
+    ``pathlib`` objects per file cost more than the writes themselves.
+    """
+    path = os.path.join(
+        log_dir,
+        format_partition_dir_name(
+            replica.topic,
+            replica.partition,
+            replica.kind,
+            replica.unique_id,
+            cap_length=caps_suffixed_dir_names(cluster.spec.release),
+        ),
     )
-    path.mkdir()
+    os.mkdir(path)
     if replica.metadata_unreadable:
         # damaged on disk (a torn write, a bad sector): Kafka's PartitionMetadataReadBuffer rejects it
-        (path / "partition.metadata").write_bytes(UNREADABLE_PARTITION_METADATA)
+        _write_file(os.path.join(path, "partition.metadata"), UNREADABLE_PARTITION_METADATA)
     elif replica.topic_id is not None and replica.metadata_file:
-        (path / "partition.metadata").write_bytes(PartitionMetadata(replica.topic_id).encode())
+        _write_file(os.path.join(path, "partition.metadata"), PartitionMetadata(replica.topic_id).encode())
     if replica.epoch_file:
-        epochs = LeaderEpochCheckpoint(tuple(EpochEntry(e, o) for e, o in replica.leader_epochs))
-        (path / "leader-epoch-checkpoint").write_bytes(epochs.encode())
+        _write_file(os.path.join(path, "leader-epoch-checkpoint"), _epochs_file(tuple(replica.leader_epochs)))
     segments = _segments(
         replica.records,
         replica.record_value_bytes,
@@ -311,20 +326,40 @@ def _write_partition_dir(
         is_active = number == len(segments) - 1
         if replica.corrupt_offset_index and number == 0:
             offset_index = _swap_middle_entries(offset_index)
-        (path / segment_file_name(base_offset, ".log")).write_bytes(log)
+        _write_file(os.path.join(path, segment_file_name(base_offset, ".log")), log)
         for suffix, data, entry_size in (
             (".index", offset_index, OFFSET_INDEX_ENTRY_SIZE),
             (".timeindex", time_index, TIME_INDEX_ENTRY_SIZE),
         ):
-            file = path / segment_file_name(base_offset, suffix)
-            file.write_bytes(data)
-            if is_active and active_open:
-                # Preallocated like Kafka's active index: zero tail, sparse on disk.
-                os.truncate(file, DEFAULT_MAX_INDEX_SIZE // entry_size * entry_size)
+            # Preallocated like Kafka's active index: zero tail, sparse on disk.
+            preallocated = (
+                DEFAULT_MAX_INDEX_SIZE // entry_size * entry_size if is_active and active_open else None
+            )
+            _write_file(os.path.join(path, segment_file_name(base_offset, suffix)), data, preallocated)
     seconds = replica.mtime_ms / 1000
-    for item in [*path.iterdir(), path]:
-        os.utime(item, (seconds, seconds))
+    for name in os.listdir(path):
+        os.utime(os.path.join(path, name), (seconds, seconds))
+    os.utime(path, (seconds, seconds))
     return segments[-1][0]
+
+
+def _write_file(path: str, data: bytes, size: int | None = None) -> None:
+    """A new file holding ``data`` (then truncated, i.e. extended sparse, to ``size`` when given)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        if size is not None:
+            os.ftruncate(fd, size)
+    finally:
+        os.close(fd)
+
+
+@lru_cache(maxsize=1024)
+def _epochs_file(leader_epochs: tuple[tuple[int, int], ...]) -> bytes:
+    """A leader-epoch-checkpoint's bytes (replicas with the same history share them)."""
+    return LeaderEpochCheckpoint(tuple(EpochEntry(e, o) for e, o in leader_epochs)).encode()
 
 
 def _swap_middle_entries(index: bytes) -> bytes:

@@ -16,11 +16,24 @@ import contextlib
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.protocol.serialization import Create, SetData
+from kazoo.security import OPEN_ACL_UNSAFE
+
+from airflow_provider_kafka_zk.hooks._kazoo_protocol import server_path, submit_transaction
 
 log = logging.getLogger(__name__)
+
+TXN_MIN = 64
+"""Fewer writes than this go one by one (pipelined); more go as transactions."""
+TXN_OPS = 1000
+TXN_BYTES = 512 << 10
+"""At most this many znodes / bytes of paths and data per transaction (a request must stay below
+ZooKeeper's ``jute.maxbuffer``, 1 MiB by default)."""
+TXN_WINDOW = 8
 
 
 @dataclass(frozen=True)
@@ -144,11 +157,15 @@ class ZooKeeperTreeWriter:
         for record in records:
             by_depth.setdefault(_depth(record.path), []).append(record)
         for depth in sorted(by_depth):
-            self._pipelined(
+            self._in_transactions(
                 by_depth[depth],
-                lambda r: self.admin.create_async(r.path, r.data),
-                tolerate=NodeExistsError,
-                on_tolerated=lambda r: self.admin.set(r.path, r.data or b""),
+                lambda r: Create(server_path(self.admin, r.path), r.data, OPEN_ACL_UNSAFE, 0),
+                lambda batch: self._pipelined(
+                    batch,
+                    lambda r: self.admin.create_async(r.path, r.data),
+                    tolerate=NodeExistsError,
+                    on_tolerated=lambda r: self.admin.set(r.path, r.data or b""),
+                ),
             )
         return len(records)
 
@@ -156,8 +173,45 @@ class ZooKeeperTreeWriter:
         done = 0
         for round_number in range(max((r.version for r in records), default=0)):
             batch = [r for r in records if r.version > round_number]
-            done += self._pipelined(batch, lambda r: self.admin.set_async(r.path, r.data or b""))
+            self._in_transactions(
+                batch,
+                lambda record: SetData(server_path(self.admin, record.path), record.data or b"", -1),
+                lambda rest: self._pipelined(rest, lambda z: self.admin.set_async(z.path, z.data or b"")),
+            )
+            done += len(batch)
         return done
+
+    def _in_transactions(
+        self, records: list[ZnodeRecord], op: Callable[[ZnodeRecord], Any], one_by_one: Callable[[list], Any]
+    ) -> None:
+        """Many writes of one kind as multi-op transactions (one request and one log write for up to
+        ``TXN_OPS`` znodes, ``TXN_BYTES`` of data: a fleet-sized tree in seconds, not minutes), a few
+        in flight at once. A transaction that fails changed nothing (ZooKeeper's multi is atomic):
+        its znodes are written ``one_by_one`` instead, which handles what exists already."""
+        if len(records) < TXN_MIN:
+            one_by_one(records)
+            return
+        batches: list[list[ZnodeRecord]] = [[]]
+        size = 0
+        for record in records:
+            length = len(record.path) + len(record.data or b"")
+            if batches[-1] and (len(batches[-1]) >= TXN_OPS or size + length > TXN_BYTES):
+                batches.append([])
+                size = 0
+            batches[-1].append(record)
+            size += length
+        in_flight: list[tuple[list[ZnodeRecord], Any]] = []
+        failed: list[ZnodeRecord] = []
+        for number, batch in enumerate(batches):
+            in_flight.append((batch, submit_transaction(self.admin, [op(r) for r in batch])))
+            if len(in_flight) >= TXN_WINDOW or number == len(batches) - 1:
+                for sent, result in in_flight:
+                    outcome = result.get(timeout=120)
+                    if any(isinstance(r, Exception) for r in outcome):
+                        failed += sent
+                in_flight = []
+        if failed:
+            one_by_one(failed)
 
     def _pipelined(
         self,
