@@ -40,6 +40,11 @@ DEFAULTS: dict[str, Any] = {
     "require_approval": True,
     "approvers": [],
     "approval_timeout_s": 86400,
+    "kraft_controllers": [],
+    "kraft_quorum": "voters",
+    "kraft_controller_listener": "CONTROLLER",
+    "kraft_controller_security_protocol": "PLAINTEXT",
+    "kraft_controller_properties": {},
 }
 """Per-cluster defaults; ``fail_on`` yields to ``[kafka_zk] default_fail_on``, the file's ``[defaults]`` to both."""
 
@@ -154,6 +159,7 @@ def load_clusters(
             raise ClusterFileError(
                 f"{file}: clusters.{name}.deletion_wait_s must be a number of seconds >= 0"
             )
+        _check_kraft(file, name, merged)
         tasks = merged.get("inventory_tasks")
         if tasks is not None and (type(tasks) is not int or tasks < 1):
             raise ClusterFileError(f"{file}: clusters.{name}.inventory_tasks must be a whole number >= 1")
@@ -193,6 +199,63 @@ def _check_approval(file: Path, name: str, settings: dict[str, Any]) -> None:
     timeout = settings["approval_timeout_s"]
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
         raise ClusterFileError(f"{file}: clusters.{name}.approval_timeout_s must be a number of seconds > 0")
+
+
+KRAFT_COMMANDS = (
+    "broker_restart_command",
+    "kraft_format_command",
+    "kraft_controller_start_command",
+    "kraft_controller_stop_command",
+    "kraft_controller_restart_command",
+)
+"""The command templates the KRaft migration DAG runs over SSH (rendered and checked at its preflight)."""
+
+
+def _check_kraft(file: Path, name: str, settings: dict[str, Any]) -> None:
+    """The KRaft controllers (``kraft_controllers``: node id, host, config path, log dir, port) and the
+    migration's command templates; ``kraft_controller_node_ids`` follows the controllers given."""
+    where = f"{file}: clusters.{name}"
+    controllers = settings["kraft_controllers"]
+    if not isinstance(controllers, list):
+        raise ClusterFileError(f"{where}.kraft_controllers must be a list of tables")
+    seen: set[int] = set()
+    for i, entry in enumerate(controllers):
+        at = f"{where}.kraft_controllers[{i}]"
+        if not isinstance(entry, dict):
+            raise ClusterFileError(f"{at} must be a table (node_id, host, config_path, log_dir, port)")
+        unknown = sorted(
+            set(entry) - {"node_id", "host", "config_path", "log_dir", "port", "advertised_host", "log_file"}
+        )
+        if unknown:
+            raise ClusterFileError(f"{at}: unknown key(s) {unknown}")
+        node = entry.get("node_id")
+        if type(node) is not int or node < 0 or node in seen:
+            raise ClusterFileError(f"{at}.node_id must be a distinct integer >= 0")
+        seen.add(node)
+        for key in ("host", "config_path", "log_dir"):
+            value = entry.get(key)
+            if not isinstance(value, str) or not value.strip():
+                raise ClusterFileError(f"{at}.{key} must be a non-empty string")
+        for key in ("config_path", "log_dir"):
+            if not entry[key].startswith("/"):
+                raise ClusterFileError(f"{at}.{key} must be an absolute path")
+        port = entry.setdefault("port", 9093)
+        if type(port) is not int or not 0 < port < 65536:
+            raise ClusterFileError(f"{at}.port must be a TCP port")
+    if controllers:
+        settings["kraft_controller_node_ids"] = sorted(seen)
+    if settings["kraft_quorum"] not in ("voters", "bootstrap"):
+        raise ClusterFileError(f'{where}.kraft_quorum must be "voters" or "bootstrap"')
+    for key in ("kraft_controller_listener", "kraft_controller_security_protocol"):
+        if not isinstance(settings[key], str) or not settings[key].strip():
+            raise ClusterFileError(f"{where}.{key} must be a non-empty string")
+    extra = settings["kraft_controller_properties"]
+    if not isinstance(extra, dict) or not all(isinstance(v, str | int | bool) for v in extra.values()):
+        raise ClusterFileError(f"{where}.kraft_controller_properties must be a table of key = value")
+    for key in KRAFT_COMMANDS:
+        value = settings.get(key)
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise ClusterFileError(f"{where}.{key} must be a command template (a non-empty string)")
 
 
 def _check_notify(file: Path, name: str, notify: Any) -> None:

@@ -9,7 +9,7 @@ A DAG file in your DAGs folder only calls one (the files in this repository's ``
 :func:`create_all_dags` returns every one of them. The daily hygiene DAGs exist only for the
 clusters the cluster file names (:mod:`airflow_provider_kafka_zk.clusters`); the manual ones
 (drain, post-maintenance, topicId repair, deletion cleanup, pre-restart check, KRaft migration readiness,
-test alert, undo) always exist
+KRaft migration, test alert, undo) always exist
 and offer those clusters.
 """
 
@@ -28,6 +28,7 @@ FACTORIES = (
     "deletion_cleanup",
     "pre_restart_check",
     "kraft_migration_readiness",
+    "kraft_migration",
     "test_alert",
     "undo",
 )

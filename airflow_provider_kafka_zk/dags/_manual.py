@@ -143,6 +143,59 @@ CLUSTER = "{{ params.cluster }}"
 """The run's cluster (a Params field of every manual DAG)."""
 
 
+_CLUSTER_FOLDER = "cluster_setting(params, 'base_path').rstrip('/') ~ '/' ~ params.cluster"
+
+
+def artefact_url(*parts: str, suffix: str = "") -> str:
+    """A folder of the run's cluster in its artefact store, as a template: ``<base>/<cluster>/<parts>``;
+    a part that is :data:`RUN_TS` stands for the run's key (``artefact_url("inventory", RUN_TS)``),
+    ``suffix`` is appended to the last part (``-after``)."""
+    path = "".join(f" ~ '/{p}'" if p != RUN_TS else f" ~ '/' ~ {RUN_TS}" for p in parts)
+    return "{{ " + _CLUSTER_FOLDER + path + (f" ~ '{suffix}'" if suffix else "") + " }}"
+
+
+def cluster_audit(task_id: str, snapshot_task: str, inventory: str, out: str) -> Any:
+    """The audit's rules (in-process) on the snapshot task ``snapshot_task`` returned and the
+    inventory folder ``inventory``, findings written to ``out`` (both templates); no previous run."""
+    from airflow_provider_kafka_zk.operators.audit import ClusterAuditOperator
+
+    return ClusterAuditOperator(
+        task_id=task_id,
+        cluster=CLUSTER,
+        base_path=setting("base_path"),
+        artefacts_conn_id=setting("artefacts_conn_id"),
+        snapshot=snapshot_path(snapshot_task),
+        previous="",
+        inventory=inventory,
+        out=out,
+        **READ_RETRIES,
+    )
+
+
+def stop_if_dry_run() -> Any:
+    """Task ``stop_if_dry_run``: the after-run reads and the verify step are skipped after a dry run;
+    the report still runs."""
+    from airflow.providers.standard.operators.python import ShortCircuitOperator
+
+    return ShortCircuitOperator(
+        task_id="stop_if_dry_run",
+        python_callable=lambda params, **_: not params["dry_run"],
+        ignore_downstream_trigger_rules=False,  # the report still runs after a dry run
+    )
+
+
+def after_run_reads(brokers: Any) -> tuple[Any, Any]:
+    """Tasks ``snapshot_after`` and ``inventory_after`` (one per broker ``brokers`` lists): the cluster
+    as the run left it, the inventory under ``<run key>-after``."""
+    from airflow_provider_kafka_zk.operators.inventory import BrokerInventoryOperator
+
+    snapshot = cluster_snapshot("snapshot_after")
+    inventory = BrokerInventoryOperator.partial(
+        task_id="inventory_after", inventory_ts="{{ " + RUN_TS + " ~ '-after' }}", **inventory_settings()
+    ).expand(broker_id=brokers.output)
+    return snapshot, inventory
+
+
 def snapshot_path(task_id: str) -> str:
     """The template of the snapshot path the snapshot task ``task_id`` returned."""
     return f"{{{{ ti.xcom_pull(task_ids='{task_id}')['path'] }}}}"

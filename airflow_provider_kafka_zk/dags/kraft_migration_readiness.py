@@ -25,26 +25,19 @@ from airflow_provider_kafka_zk.dags._alerting import add_run_alert
 from airflow_provider_kafka_zk.dags._manual import (
     READ_RETRIES,
     RUN_TS,
+    artefact_url,
     brokers_inventory_and_coverage,
+    cluster_audit,
     cluster_choices,
     cluster_snapshot,
     manual_dag,
     setting,
 )
-from airflow_provider_kafka_zk.operators.audit import ClusterAuditOperator
 from airflow_provider_kafka_zk.operators.kraft_readiness import READINESS_DIR, KraftReadinessOperator
 
 DAG_ID = "kafka_zk_kraft_migration_readiness"
 
 _TS = "{{ " + RUN_TS + " }}"
-_BASE = "cluster_setting(params, 'base_path').rstrip('/') ~ '/' ~ params.cluster"
-
-
-def _url(*parts: str) -> str:
-    """A run folder of the cluster's artefact store, as a template."""
-    return (
-        "{{ " + _BASE + "".join(f" ~ '/{p}'" if p != RUN_TS else f" ~ '/' ~ {RUN_TS}" for p in parts) + " }}"
-    )
 
 
 def build_dag() -> DAG:
@@ -84,18 +77,8 @@ def build_dag() -> DAG:
     ) as dag:
         snapshot = cluster_snapshot("snapshot", READ_RETRIES)
         brokers, inventory, coverage = brokers_inventory_and_coverage(inventory_ts=_TS)
-        findings = _url(READINESS_DIR, RUN_TS, "audit")
-        audit = ClusterAuditOperator(
-            task_id="audit",
-            cluster="{{ params.cluster }}",
-            base_path=setting("base_path"),
-            artefacts_conn_id=setting("artefacts_conn_id"),
-            snapshot="{{ ti.xcom_pull(task_ids='snapshot')['path'] }}",
-            previous="",
-            inventory=_url("inventory", RUN_TS),
-            out=findings,
-            **READ_RETRIES,
-        )
+        findings = artefact_url(READINESS_DIR, RUN_TS, "audit")
+        audit = cluster_audit("audit", "snapshot", artefact_url("inventory", RUN_TS), findings)
         readiness = KraftReadinessOperator(
             task_id="readiness",
             cluster="{{ params.cluster }}",
@@ -103,7 +86,7 @@ def build_dag() -> DAG:
             artefacts_conn_id=setting("artefacts_conn_id"),
             kafka_zookeeper_conn_id=setting("kafka_zookeeper_conn_id"),
             snapshot="{{ ti.xcom_pull(task_ids='snapshot')['path'] }}",
-            inventory=_url("inventory", RUN_TS),
+            inventory=artefact_url("inventory", RUN_TS),
             findings=findings,
             controller_node_ids="{{ params.controller_node_ids }}",
             kafka_version="{{ params.kafka_version }}",

@@ -1046,13 +1046,32 @@ def run_restart_command(
     if isinstance(broker_id, bool) or not isinstance(broker_id, int):
         raise TypeError(f"broker_id must be an int, not {broker_id!r}")
     _restart_fields(command_template)  # a bad template is refused before anything else
-    command_limit = float(timeout)
-    limit_s = _limit(command_limit) + RESTART_KILL_GRACE_S + 5  # the host's backstop alarm
+    _limit(float(timeout))  # a bad timeout is refused before anything else
     gate = _gate(session, broker_id, "run the restart command")
     address = hook.resolve(broker_id)
     gate.require_broker(broker_id, address.host)
     command = render_restart_command(command_template, broker_id, address.host)
-    where = (broker_id, address.host, address.port)
+    result = run_host_command(hook, address, command, timeout=timeout, what="restart command")
+    return {"broker_id": broker_id, **result}
+
+
+def run_host_command(
+    hook: BrokerHostHook, address: BrokerAddress, command: str, *, timeout: float, what: str
+) -> dict[str, Any]:
+    """Run an already rendered command on ``address``'s host under the supervisor (see
+    :func:`run_restart_command`: its own process group, SIGTERM then SIGKILL at the limit). The
+    caller has checked its session gate and rendered the template.
+
+    :param what: the command's name in logs and errors (``restart command``, ``kraft_format_command`` ...).
+    :raises BrokerHostTimeoutError: past ``timeout`` (``.command``, ``.result``).
+    :raises BrokerHostCommandError: a non-zero exit status (``.exit_status``, ``.result``).
+
+    Returns ``{"host", "command", "exit_status", "stdout_tail", "stderr_tail", "seconds"}``.
+    """
+    node = address.broker_id
+    command_limit = float(timeout)
+    limit_s = _limit(command_limit) + RESTART_KILL_GRACE_S + 5  # the host's backstop alarm
+    where = (node, address.host, address.port)
     request = {
         "limit_s": limit_s,
         "command": command,
@@ -1060,32 +1079,25 @@ def run_restart_command(
         "kill_grace_s": RESTART_KILL_GRACE_S,
         "tail_chars": RESTART_TAIL_CHARS,
     }
-    log.info(
-        "Broker %d (%s): running restart command %s (limit %gs)",
-        broker_id,
-        address.host,
-        command,
-        command_limit,
-    )
+    log.info("Node %d (%s): running %s %s (limit %gs)", node, address.host, what, command, command_limit)
     started = time.monotonic()
     try:
         records = run_remote(
             hook, address, request, limit_s, script=_RESTART_REMOTE, what="restart", done_status="restarted"
         )
     except BrokerHostTimeoutError as exc:
-        log.error("Broker %d (%s): restart command %s: no answer in time", broker_id, address.host, command)
+        log.error("Node %d (%s): %s %s: no answer in time", node, address.host, what, command)
         error = BrokerHostTimeoutError(
             *where,
-            f"restart command {command!r} ran past its time limit of {command_limit:g}s and the host did not "
+            f"{what} {command!r} ran past its time limit of {command_limit:g}s and the host did not "
             f"answer within {limit_s}s (its supervisor stops the command's process group at the limit)",
         )
         error.command = command  # type: ignore[attr-defined]
         raise error from exc
     done = next((r for r in records if r.get("t") == "restart"), None)
     if done is None:
-        raise BrokerHostCommandError(*where, f"the restart supervisor gave no result for {command!r}")
+        raise BrokerHostCommandError(*where, f"the command supervisor gave no result for {command!r}")
     result = {
-        "broker_id": broker_id,
         "host": address.host,
         "command": command,
         "exit_status": done.get("exit_status"),
@@ -1095,15 +1107,16 @@ def run_restart_command(
     }
     if done.get("timed_out"):
         log.error(
-            "Broker %d (%s): restart command %s ran past %gs; its process group was stopped",
-            broker_id,
+            "Node %d (%s): %s %s ran past %gs; its process group was stopped",
+            node,
             address.host,
+            what,
             command,
             command_limit,
         )
         error = BrokerHostTimeoutError(
             *where,
-            f"restart command {command!r} ran past its time limit of {command_limit:g}s and was stopped "
+            f"{what} {command!r} ran past its time limit of {command_limit:g}s and was stopped "
             f"on the host (SIGTERM to its process group, SIGKILL after {RESTART_KILL_GRACE_S}s)",
         )
         error.command = command  # type: ignore[attr-defined]
@@ -1112,27 +1125,15 @@ def run_restart_command(
     status = result["exit_status"]
     if status != 0:
         tail = result["stderr_tail"][-1000:].strip()
-        log.error(
-            "Broker %d (%s): restart command %s failed with exit status %s",
-            broker_id,
-            address.host,
-            command,
-            status,
-        )
+        log.error("Node %d (%s): %s %s failed with exit status %s", node, address.host, what, command, status)
         error = BrokerHostCommandError(
             *where,
-            f"restart command {command!r} failed with exit status {status}"
+            f"{what} {command!r} failed with exit status {status}"
             + (" (killed by a signal)" if isinstance(status, int) and status < 0 else "")
             + (f": {tail}" if tail else ""),
         )
         error.exit_status = status  # type: ignore[attr-defined]
         error.result = result  # type: ignore[attr-defined]
         raise error
-    log.info(
-        "Broker %d (%s): restart command %s exited 0 after %.1fs",
-        broker_id,
-        address.host,
-        command,
-        result["seconds"],
-    )
+    log.info("Node %d (%s): %s %s exited 0 after %.1fs", node, address.host, what, command, result["seconds"])
     return result

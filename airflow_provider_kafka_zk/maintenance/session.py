@@ -241,6 +241,9 @@ class MaintenanceSession:
         none): verified when the session opens, before anything of the cluster is read, and again
         before the first write -- and required there when the cluster written to requires approval
         (:class:`~.approval.WriteApprovalRule`).
+    :param kraft_migration: the session of the ZooKeeper-to-KRaft migration itself
+        (``kafka_zk_kraft_migration``): the one writer allowed while a migration runs, so
+        :meth:`refuse_if_migrating` lets it through; every other rule holds.
     :param lease_only: the session only gives back a lease this run holds (:meth:`release_lease`)
         and writes nothing else (its gate refuses any other write): it changes nothing of Kafka's,
         so the approval rule does not apply.
@@ -259,6 +262,7 @@ class MaintenanceSession:
         min_free_bytes: int = DEFAULT_MIN_FREE_BYTES,
         single_step: bool = False,
         approval: PlanApproval | None = None,
+        kraft_migration: bool = False,
         lease_only: bool = False,
     ) -> None:
         if not isinstance(dry_run, bool):
@@ -273,6 +277,7 @@ class MaintenanceSession:
         self.min_free_bytes = int(min_free_bytes)
         self.single_step = single_step
         self.approval = approval
+        self.kraft_migration = kraft_migration
         self.lease_only = lease_only
         self.approval_requirement: Any = None
         self.identity: ClusterIdentity | None = None
@@ -587,6 +592,8 @@ class MaintenanceSession:
 
         :raises KraftMigrationInProgressError: naming the migration's evidence.
         """
+        if self.kraft_migration:
+            return  # the migration's own run: it is the migration's writer
         evidence = read_migration_evidence(self.hook)
         why = kraft_migration_in_progress(evidence)
         if why:

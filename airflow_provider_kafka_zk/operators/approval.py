@@ -279,6 +279,12 @@ class PlanApprovalOperator(HITLOperator, SkipMixin):
         shown: Mapping[str, Any],
         undo_command: str | None = None,
     ) -> PlanSummary:
+        if plan.get("format") == "kafka-zk-kraft-migration-plan":
+            from airflow_provider_kafka_zk.kafka.kraft_migration_plan import approval_summary
+
+            return approval_summary(
+                plan, rollback, plan_dir=folder, gate_timeout_s=_number(shown.get("gate_timeout"))
+            )
         if plan.get("format") == CLEANUP_PLAN_FORMAT:
             return cleanup_summary(plan, rollback if isinstance(rollback, Mapping) else None, plan_dir=folder)
         if plan.get("format") == "kafka-zk-topic-id-repair-plan":

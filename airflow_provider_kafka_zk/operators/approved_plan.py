@@ -64,6 +64,7 @@ WRITERS: dict[str, tuple[str, ...]] = {
         "ssh_conn_id",
         "broker_hosts",
     ),
+    "KraftMigrationExecuteOperator": ("cluster", "kafka_zookeeper_conn_id", "ssh_conn_id"),
     "UndoExecuteOperator": (
         "throttle_bytes_per_sec",
         "kafka_zookeeper_conn_id",

@@ -259,6 +259,18 @@ class ZooKeeperServer(ServerProcess):
             client.stop()
             client.close()
 
+    def airflow_connection(self, conn_id: str, chroot: str) -> dict[str, str]:
+        """``{"AIRFLOW_CONN_<CONN_ID>": "<json>"}``: a ``kafka_zookeeper`` connection to this server at
+        ``chroot``, ready for ``monkeypatch.setenv`` (as :meth:`SshServer.airflow_connection`)."""
+        import json
+
+        fields = {
+            "conn_type": "kafka_zookeeper",
+            "host": self.connect_string,
+            "extra": {"chroot": chroot, "session_timeout": 10, "connect_timeout": 5},
+        }
+        return {f"AIRFLOW_CONN_{conn_id.upper()}": json.dumps(fields)}
+
     # -- internals ---------------------------------------------------------------------------
 
     def _write_config(self) -> None:

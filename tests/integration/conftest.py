@@ -41,7 +41,7 @@ from airflow_provider_kafka_zk.testing.airflow_production import (
 from airflow_provider_kafka_zk.testing.alert_sinks import SmtpSink
 from airflow_provider_kafka_zk.testing.simulator import DeployedCluster, healthy_cluster, incident_cluster
 from airflow_provider_kafka_zk.testing.simulator.runtime import ClusterRuntime
-from airflow_provider_kafka_zk.testing.simulator.scenarios import maintenance_cluster
+from airflow_provider_kafka_zk.testing.simulator.scenarios import kraft_ready_cluster, maintenance_cluster
 from airflow_provider_kafka_zk.testing.sshd import SshServer
 from airflow_provider_kafka_zk.testing.zk_proxy import ZooKeeperProxy
 from airflow_provider_kafka_zk.testing.zookeeper import ZooKeeperServer
@@ -102,6 +102,20 @@ def dags_folder(work: Path) -> Path:
     for path in sorted((REPO / "tests" / "integration" / "production_dags").glob("*.py")):
         shutil.copy(path, folder / path.name)
     return folder
+
+
+def kraft_settings(work: Path) -> dict[str, str]:
+    """The KRaft migration's keys of the ``kraft`` cluster (its controller host under ``work``)."""
+    controller = work / "kraft-controller"
+    return {
+        "broker_restart_command": '"sudo systemctl restart kafka"',
+        "kraft_format_command": '"/opt/kafka/bin/kafka-storage.sh format --config {config} --cluster-id {cluster_id}"',
+        "kraft_controller_start_command": '"sudo systemctl start kafka-kraft"',
+        "kraft_controller_stop_command": '"sudo systemctl stop kafka-kraft"',
+        "kraft_controller_restart_command": '"sudo systemctl restart kafka-kraft"',
+        "kraft_controllers": f'[{{ node_id = 3000, host = "{HOSTS[4]}", config_path = "{controller}/config/controller.properties", '
+        f'log_dir = "{controller}/data" }}]',
+    }
 
 
 def slow_cluster_table(artefacts: Path) -> str:
@@ -183,11 +197,20 @@ def deployment(tmp_path_factory) -> Iterator[Deployment]:
             "/kafka_approval",
             work / "approval-hosts",
         ) as approval,
+        DeployedCluster(
+            kraft_ready_cluster(name="kraft"), zookeeper.connect_string, "/kafka_kraft", work / "kraft-hosts"
+        ) as kraft,
         ClusterRuntime(prod, restart_dir=work / "prod-restarts", reassignments=True),
         # a ZooKeeper that stopped answering: the daily run of cluster "slow" retries past its deadline
         ZooKeeperProxy(zookeeper.connect_string, stalled=True) as stalled_zookeeper,
     ):
-        clusters = {"prod": prod, "incident": incident, "healthy": healthy, "approval": approval}
+        clusters = {
+            "prod": prod,
+            "incident": incident,
+            "healthy": healthy,
+            "approval": approval,
+            "kraft": kraft,
+        }
         clusters_file = work / "kafka_zk_clusters.toml"
         clusters_file.write_text(
             cluster_table("prod", prod, artefacts, engine='"spark"', schedule=f'"{NEVER}"')
@@ -219,6 +242,15 @@ def deployment(tmp_path_factory) -> Iterator[Deployment]:
                 approvers='["admin"]',
                 # the approvers are told a plan waits (test_production_approval_race.py reads it)
                 notify=f'{{ kind = "smtp", to = ["{APPROVERS}"], smtp_conn_id = "smtp_oncall" }}',
+            )
+            # the KRaft migration's runs (a 3.9 cluster ready to migrate; its controller on HOSTS[4])
+            + cluster_table(
+                "kraft",
+                kraft,
+                artefacts,
+                engine='"in-process"',
+                schedule=f'"{NEVER}"',
+                **kraft_settings(work),
             )
             + slow_cluster_table(artefacts)
         )

@@ -60,6 +60,7 @@ POST = "kafka_zk_post_maintenance"
 REPAIR = "kafka_zk_topic_id_repair"
 RESTART = "kafka_zk_pre_restart_check"
 TEST_ALERT = "kafka_zk_test_alert"
+MIGRATION = "kafka_zk_kraft_migration"
 CLEANUP = "kafka_zk_deletion_cleanup"
 CLEANUP_CONF = {"cluster": "incident", "topics": ["old-logs"]}  # the incident cluster's leftovers
 UNDO = "kafka_zk_undo"
@@ -134,6 +135,11 @@ REST_RUNS = [
     ("restart", RESTART, {"cluster": "prod", "broker": DRAINED}),
     ("kraft", KRAFT, {"cluster": "prod", "fail_on_blockers": False}),
     ("test alert", TEST_ALERT, {"cluster": "incident"}),  # the cluster that alerts by e-mail
+    (
+        "migration",
+        MIGRATION,
+        {"cluster": "kraft", "direction": "forward"},
+    ),  # a dry run: the plan to provision
     ("cleanup", CLEANUP, CLEANUP_CONF),  # a dry run: plans the moves, checks them on every host
 ]
 
@@ -153,6 +159,7 @@ def campaign(deployment, alert_scenarios, browser_session) -> Campaign:
         RESTART,
         KRAFT,
         TEST_ALERT,
+        MIGRATION,
         CLEANUP,
         UNDO,
     }:
@@ -183,6 +190,7 @@ def campaign(deployment, alert_scenarios, browser_session) -> Campaign:
         ("restart", RESTART, {"cluster": "healthy", "broker": 1}),
         ("kraft", KRAFT, {"cluster": "healthy", "fail_on_blockers": False}),
         ("test alert", TEST_ALERT, {"cluster": "incident"}),
+        ("migration", MIGRATION, {"cluster": "kraft", "direction": "forward", "dry_run": True}),
     ]:
         trigger(f"cli {name}", Run("cli", dag_id, conf))
     # the topicId repair and the deletion cleanup by the exact command lines their findings print
@@ -218,6 +226,7 @@ def campaign(deployment, alert_scenarios, browser_session) -> Campaign:
         ("daily", DAILY.format("healthy"), {}),  # in-process (prod's audit on Spark runs once, over REST)
         ("kraft", KRAFT, {"cluster": "healthy", "fail_on_blockers": False}),
         ("test alert", TEST_ALERT, {"cluster": "incident"}),
+        ("migration", MIGRATION, {"cluster": "kraft", "direction": "forward"}),
     ]:
         trigger(f"browser {name}", Run("browser", dag_id, conf))
 
@@ -260,7 +269,7 @@ def _report(campaign: Campaign, path: str) -> str:
     )
 
 
-ALL_DAGS = {DAILY.format("prod"), DRAIN, POST, REPAIR, RESTART, KRAFT, TEST_ALERT, CLEANUP}
+ALL_DAGS = {DAILY.format("prod"), DRAIN, POST, REPAIR, RESTART, KRAFT, TEST_ALERT, MIGRATION, CLEANUP}
 """Every DAG the provider ships (a daily one per cluster: prod's)."""
 FORM_DAGS = ALL_DAGS - {CLEANUP}
 """The DAGs the browser triggers from their forms (the cleanup's form has no field another form

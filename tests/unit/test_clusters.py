@@ -16,6 +16,7 @@ MANUAL_DAGS = {
     "kafka_zk_deletion_cleanup",
     "kafka_zk_pre_restart_check",
     "kafka_zk_kraft_migration_readiness",
+    "kafka_zk_kraft_migration",
     "kafka_zk_test_alert",
     "kafka_zk_undo",
 }
