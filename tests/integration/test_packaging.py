@@ -127,7 +127,9 @@ def test_one_file_with_every_factory_and_a_configured_cluster_file(installed, tm
         "kafka_zk_deletion_cleanup",
         "kafka_zk_pre_restart_check",
         "kafka_zk_kraft_migration_readiness",
+        "kafka_zk_kraft_migration",
         "kafka_zk_test_alert",
+        "kafka_zk_undo",
     }
 
 
