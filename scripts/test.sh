@@ -9,4 +9,10 @@ echo "[test] ruff" >&2
 ruff check .
 ruff format --check .
 echo "[test] pytest" >&2
-exec python -m pytest "$@"
+# Two workers (KAFKA_ZK_TEST_WORKERS; 0 runs in this process): a test module per worker at a time,
+# the production modules together in one (tests/conftest.py groups them)
+workers="${KAFKA_ZK_TEST_WORKERS:-2}"
+if [ "$workers" = 0 ]; then
+  exec python -m pytest "$@"
+fi
+exec python -m pytest -n "$workers" --dist loadgroup "$@"

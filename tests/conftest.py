@@ -55,3 +55,14 @@ def deletion_clock(monkeypatch):
         monkeypatch.setattr(deletion_check, "_now_ms", lambda: real() + ms)
 
     return forward
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist's ``--dist loadgroup`` (``scripts/test.sh``) a test module runs whole in one
+    worker, as it would alone (its module fixtures set up once); the production modules share one
+    deployment (``deployment``, a session fixture: PostgreSQL, scheduler, triggerer, api-server) and
+    run in one worker, in their order."""
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        group = "production" if Path(module).name.startswith("test_production_") else module
+        item.add_marker(pytest.mark.xdist_group(group))
