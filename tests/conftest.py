@@ -59,10 +59,14 @@ def deletion_clock(monkeypatch):
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under pytest-xdist's ``--dist loadgroup`` (``scripts/test.sh``) a test module runs whole in one
-    worker, as it would alone (its module fixtures set up once); the production modules share one
-    deployment (``deployment``, a session fixture: PostgreSQL, scheduler, triggerer, api-server) and
-    run in one worker, in their order."""
+    worker, as it would alone (its module fixtures set up once). The production modules share one
+    deployment (``deployment``, a session fixture: PostgreSQL, scheduler, triggerer, api-server):
+    marked ``production``, ``scripts/test.sh`` runs them after the others, in one process, with the
+    machine to themselves as a deployment has it (under a loaded machine Airflow 3.3.2's scheduler
+    can run a deferred task's resumption twice and fail it: seen here at a load of 27 on 2 cores)."""
     for item in items:
         module = item.nodeid.split("::", 1)[0]
-        group = "production" if Path(module).name.startswith("test_production_") else module
-        item.add_marker(pytest.mark.xdist_group(group))
+        production = Path(module).name.startswith("test_production_")
+        item.add_marker(pytest.mark.xdist_group("production" if production else module))
+        if production:
+            item.add_marker(pytest.mark.production)
