@@ -152,7 +152,11 @@ def _trigger_windows(home: Path) -> list[tuple[str, datetime, datetime]]:
 
 def test_the_triggerer_loop_was_not_blocked_while_our_triggers_ran(deployment, scheduled):
     home = deployment.airflow.home
-    windows = _trigger_windows(home)
+    # the shipped DAGs' triggers; not the approval race test's DAG, which starts ten approval triggers
+    # in the same second on purpose (to provoke Airflow's race): their ten first looks at once, each on
+    # its own thread, can hold the GIL past the watchdog's 0.2 s on a busy machine (seen: 0.25 s), a
+    # burst no shipped DAG makes
+    windows = [w for w in _trigger_windows(home) if not w[0].startswith("kafka_zk_test_approval_race/")]
     deletion_waits = [w for w in windows if w[0].startswith(f"{DAILY}/") and "/deletions/" in w[0]]
     assert len(deletion_waits) >= 2, windows  # each scheduled run's deletions check waited there
     blocked = []
