@@ -387,6 +387,7 @@ def test_every_execute_step_of_the_shipped_dags_checks_the_approval_first():
         ("kafka_zk_deletion_cleanup", "execute"),
         ("kafka_zk_undo", "execute"),
         ("kafka_zk_undo", "clear_throttles"),
+        ("kafka_zk_kraft_migration", "execute"),
     }
     for dag_id, task_id in writers:
         upstream = {t.task_id for t in dags[dag_id].task_dict[task_id].get_flat_relatives(upstream=True)}
