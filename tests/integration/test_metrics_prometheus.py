@@ -229,7 +229,10 @@ def _value(series: list[dict]) -> dict[str, float]:
 def test_daily_figures_reach_prometheus_with_the_audits_values(stack, runs) -> None:
     prometheus = stack["prometheus"]
     prometheus.wait_for('kafka_zk_daily_last_run_timestamp_seconds{cluster="incident"}')
-    summary = json.loads(next((stack["base"] / "incident" / "findings").glob("*/summary.json")).read_text())
+    # the newest run's summary (run folders are named by their run key, which starts with its time):
+    # the Pushgateway holds the last push
+    newest = sorted((stack["base"] / "incident" / "findings").glob("*/summary.json"))[-1]
+    summary = json.loads(newest.read_text())
     figures = summary["figures"]
     exposure = _value(prometheus.query('kafka_zk_rf1_exposure_partitions{cluster="incident"}'))
     assert exposure == {b: float(f["partitions"]) for b, f in figures["rf1_exposure"].items()}
