@@ -345,6 +345,12 @@ class BatchWaitMixin:
 
     WAIT_LABEL = "drain"
 
+    def execute_complete(
+        self, context: Context, event: dict[str, Any], batch: int | None = None
+    ) -> dict[str, Any]:
+        """The resume after a batch's wait: the operator's own ``_run`` with the wait's outcome."""
+        return self._run(context, waited=self._waited(event, batch))  # type: ignore[attr-defined]
+
     def _waited(self, event: dict[str, Any], batch: int | None) -> tuple[int, str]:
         """(batch index, message) of a wait that ended with the batch complete; else its typed error
         (with the commands that remove the run's throttles)."""
@@ -450,11 +456,6 @@ class DrainExecuteOperator(BatchWaitMixin, BaseOperator):
         if is_unset(self.plan_dir):
             raise DrainError("no plan to execute (the plan task produced none)")
         return self._run(context, waited=None)
-
-    def execute_complete(
-        self, context: Context, event: dict[str, Any], batch: int | None = None
-    ) -> dict[str, Any]:
-        return self._run(context, waited=self._waited(event, batch))
 
     def _run(self, context: Context, waited: tuple[int, str] | None) -> dict[str, Any]:
         from airflow_provider_kafka_zk.maintenance.drain import execute_drain

@@ -920,11 +920,6 @@ class UndoExecuteOperator(BatchWaitMixin, BaseOperator):
             raise DrainError("no undo plan to execute (the plan task produced none)")
         return self._run(context, waited=None)
 
-    def execute_complete(
-        self, context: Context, event: dict[str, Any], batch: int | None = None
-    ) -> dict[str, Any]:
-        return self._run(context, waited=self._waited(event, batch))
-
     def _run(self, context: Context, waited: tuple[int, str] | None) -> dict[str, Any]:
         from airflow_provider_kafka_zk.maintenance.undo import execute_undo
         from airflow_provider_kafka_zk.operators.approved_plan import approved_plan
