@@ -58,6 +58,7 @@ from .kraft_migration_steps import (
     ControllerHandback,
     ControllerStorageFormat,
     ControllerStorageRetire,
+    FinalizedRecord,
     FinalizeGuard,
     MigrationWait,
     MigrationZnodeDelete,
@@ -605,6 +606,11 @@ def _finalize(inputs: MigrationInputs) -> MigrationPlan:
                 steps.append(write)
         steps.append(_controller_command(inputs, node_id, "restart"))
     steps.append(with_id(MigrationWait(id="", until="finalized"), "wait-finalized"))
+    steps.append(
+        with_id(
+            FinalizedRecord(id="", controllers=tuple(sorted(inputs.controller_nodes))), "record-finalized"
+        )
+    )
     return _finish(
         inputs,
         Direction.FORWARD,

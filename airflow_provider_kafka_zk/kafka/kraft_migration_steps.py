@@ -287,6 +287,25 @@ class FinalizeGuard(_PlainStep):
         )
 
 
+@dataclass(frozen=True)
+class FinalizedRecord(_PlainStep):
+    """After the finalization took effect (the metadata log at POST_MIGRATION): record it in ZooKeeper
+    under this provider's own znode (``/kafka_zk_maintenance/kraft_finalized``; Kafka ignores it), the
+    only way a later reader of ZooKeeper -- the daily audit, every writer of this provider -- can tell
+    a cluster that left ZooKeeper from one still dual-writing: Kafka leaves ``/controller`` and
+    ``/migration`` as its last dual write did."""
+
+    KIND: ClassVar[str] = "record_finalized"
+    controllers: tuple[int, ...] = ()
+
+    def describe(self) -> str:
+        return (
+            "once POST_MIGRATION is in the metadata log: record the finalization in "
+            "/kafka_zk_maintenance/kraft_finalized (this provider's znode; every later run then says the cluster "
+            "left ZooKeeper and writes nothing there)"
+        )
+
+
 MIGRATION_STEPS: tuple[type[Step], ...] = (
     NodeConfigWrite,
     ControllerStorageFormat,
@@ -297,6 +316,7 @@ MIGRATION_STEPS: tuple[type[Step], ...] = (
     ControllerHandback,
     MigrationWait,
     FinalizeGuard,
+    FinalizedRecord,
 )
 
 

@@ -47,6 +47,7 @@ from airflow_provider_kafka_zk.kafka.kraft_migration_steps import (
     ControllerHandback,
     ControllerStorageFormat,
     ControllerStorageRetire,
+    FinalizedRecord,
     FinalizeGuard,
     MigrationWait,
     MigrationZnodeDelete,
@@ -408,7 +409,8 @@ def test_finalize_checks_every_broker_then_restarts_the_controllers() -> None:
     props = parse_java_properties(write.new_text, "t")
     assert "zookeeper.metadata.migration.enable" not in props and "zookeeper.connect" not in props
     assert [s.action for s in plan.steps if isinstance(s, ControllerCommand)] == ["restart"]
-    assert plan.steps[-1].until == "finalized"
+    assert plan.steps[-2].until == "finalized"
+    assert isinstance(plan.steps[-1], FinalizedRecord) and plan.steps[-1].controllers == (3000,)
 
 
 def test_finalize_refused_while_one_broker_is_not_registered_as_a_kraft_broker() -> None:
