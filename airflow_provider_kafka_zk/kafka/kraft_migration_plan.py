@@ -580,7 +580,7 @@ def _finalize(inputs: MigrationInputs) -> MigrationPlan:
     traps = finalize_traps(finalize_facts(inputs))
     refusals: list[str] = []
     steps: list[Step] = [
-        with_id(FinalizeGuard(id="", brokers=tuple(sorted(inputs.brokers))), "check-finalize")
+        with_id(FinalizeGuard(id="", broker_ids=tuple(sorted(inputs.brokers))), "check-finalize")
     ]
     leader = next(
         (

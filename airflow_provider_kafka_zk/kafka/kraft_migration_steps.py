@@ -278,11 +278,13 @@ class FinalizeGuard(_PlainStep):
 
     KIND: ClassVar[str] = "check_finalize"
     MUTATES: ClassVar[bool] = False
-    brokers: tuple[int, ...] = ()
+    # not ``brokers``: that is Step.brokers(), the brokers the executor requires registered in ZooKeeper --
+    # none here (KRaft brokers leave /brokers/ids)
+    broker_ids: tuple[int, ...] = ()
 
     def describe(self) -> str:
         return (
-            f"check that brokers {list(self.brokers)} are all registered as KRaft brokers (KAFKA-20960), none is in "
+            f"check that brokers {list(self.broker_ids)} are all registered as KRaft brokers (KAFKA-20960), none is in "
             "/brokers/ids, and no ZooKeeper-only feature is in use"
         )
 

@@ -1017,17 +1017,18 @@ def _restart_failed(
     if not isinstance(exc, BrokerHostTimeoutError) and before is not None:
         _, epochs, _ = _health_now(ctx, False)
         now = epochs.get(broker)
+    failed = str(exc).rstrip(". ")
     stop = f"the roll stops here -- brokers not restarted yet: {list(later) or 'none'}"
     back = "To go back instead, trigger the DAG with direction=back"
     if now is not None and now == before:
         ctx.progress.clear_pending(step.id)
         return MigrationGateError(
-            f"{exc}. Broker {broker} was not restarted (it still holds its ZooKeeper registration of before, "
+            f"{failed}. Broker {broker} was not restarted (it still holds its ZooKeeper registration of before, "
             f"epoch {before}); {stop}. Fix the restart command, then clear this task: the run resumes with broker "
             f"{broker}'s restart. {back}"
         )
     return MigrationGateError(
-        f"{exc}. Broker {broker} may have stopped or restarted; {stop}. Clear this task to gate its restart "
+        f"{failed}. Broker {broker} may have stopped or restarted; {stop}. Clear this task to gate its restart "
         f"(registered again, partitions back), or start it by hand first. {back}"
     )
 

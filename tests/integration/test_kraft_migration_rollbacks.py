@@ -27,6 +27,7 @@ import test_kraft_migration_runs as runs  # the shared fixture and helpers (test
 from airflow_provider_kafka_zk.kafka.findings import Severity
 from airflow_provider_kafka_zk.kafka.logdir import parse_java_properties
 from airflow_provider_kafka_zk.kafka.safety import KRAFT_FINALIZED_PATH
+from airflow_provider_kafka_zk.kafka.versions import KafkaVersion
 from airflow_provider_kafka_zk.operators.kraft_migration import (
     KraftMigrationExecuteOperator,
     KraftMigrationPlanOperator,
@@ -98,7 +99,7 @@ def test_a_roll_into_migration_mode_stopped_after_one_broker_is_named_and_rolled
     folder = _plan(m, "forward")
     rolls = [s["broker_id"] for s in _plan_record(folder)["steps"] if s["kind"] == "roll_broker"]
     assert rolls == [1, 2, 0]  # the ZooKeeper-mode controller (broker 0) last
-    stopped = r"broker 2 was not restarted .* brokers not restarted yet: \[0\]"
+    stopped = r"Broker 2 was not restarted .* brokers not restarted yet: \[0\]"
     with pytest.raises(Exception, match=r"(?s)Interactive authentication required.*" + stopped):
         _execute(folder)
     assert _modes(m) == {0: "zookeeper", 1: "migration", 2: "migration"}  # 2: written, not restarted
@@ -132,7 +133,7 @@ def test_a_roll_to_kraft_stopped_after_one_broker_is_named_and_rolled_back(migra
     assert _phase(m.run("forward")) == "dual-write-zk-brokers"
     m.runtime.failing_restarts[1] = 1
     folder = _plan(m, "forward")
-    with pytest.raises(Exception, match=r"broker 1 was not restarted .* brokers not restarted yet: \[2\]"):
+    with pytest.raises(Exception, match=r"Broker 1 was not restarted .* brokers not restarted yet: \[2\]"):
         _execute(folder)
     assert _modes(m) == {0: "kraft", 1: "kraft", 2: "migration"}  # 1: written, not restarted
     assert m.offline_partitions() == []
@@ -294,7 +295,8 @@ def test_a_release_bound_trap_planted_alone_is_refused_naming_it(migration, issu
     assert evidence in str(refused.value)
     (folder,) = sorted((m.base / CLUSTER / "kraft-migration").iterdir())
     plan = _plan_record(folder)
-    assert plan["release"] == release  # from the brokers' jars (the IBP alone would leave it unknown)
+    # from the brokers' jars (the IBP alone would leave it unknown)
+    assert KafkaVersion.parse(plan["release"]) == KafkaVersion.parse(release)
     refused_traps = [t["issue"] for t in plan["traps"] if t["status"] == "refused"]
     assert refused_traps == [issue], plan["traps"]  # planted alone: no other trap fires
     assert plan["refusals"] and all(issue in r for r in plan["refusals"]), plan["refusals"]

@@ -606,3 +606,16 @@ def test_the_approval_page_of_a_migration_plan_shows_every_diff_and_the_way_back
     assert "+zookeeper.metadata.migration.enable=true" in text
     assert "restart broker 0 on 127.0.0.1 (the active ZooKeeper-mode controller, last)" in text
     assert "direction=back" in text and "900s" in text
+
+
+def test_no_migration_step_field_shadows_a_step_method() -> None:
+    """A field named like a :class:`Step` method (``brokers``, ``znodes`` ...) replaces the method on the
+    instance: the executor's preflight then calls a tuple (the finalize guard did, so no finalization ran)."""
+    import dataclasses
+
+    from airflow_provider_kafka_zk.kafka.kraft_migration_steps import MIGRATION_STEPS
+    from airflow_provider_kafka_zk.kafka.steps import Step
+
+    methods = {name for name in dir(Step) if callable(getattr(Step, name)) and not name.startswith("_")}
+    for kind in MIGRATION_STEPS:
+        assert not {f.name for f in dataclasses.fields(kind)} & methods, kind.__name__
