@@ -173,12 +173,7 @@ def roll_gate(
             waiting.append(f"broker {broker} registered as a ZooKeeper-mode broker, not as a KRaft broker")
         elif registration.fenced:
             waiting.append(f"broker {broker} is registered in the KRaft quorum but still fenced")
-    offline = now.offline - baseline.offline
-    if offline:
-        waiting.append(f"partitions offline (they were not before the run): {_shown(offline)}")
-    under = now.under_min_isr - baseline.under_min_isr
-    if under:
-        waiting.append(f"partitions under min.insync.replicas: {_shown(under)}")
+    waiting += _worse_than_baseline(now, baseline)
     out = {k for k, b in now.out_of_isr if b == broker} - {k for k, b in baseline.out_of_isr if b == broker}
     if out:
         waiting.append(f"broker {broker} not back in the ISR of {_shown(out)}")
@@ -209,6 +204,12 @@ def controller_gate(
         waiting.append(
             f"the KRaft quorum has no leader since controller {node_id}'s {action} (quorum-state: {shown})"
         )
+    return waiting + _worse_than_baseline(now, baseline)
+
+
+def _worse_than_baseline(now: Health, baseline: Health) -> list[str]:
+    """Partitions offline or under min.insync.replicas now that were not when the run began."""
+    waiting = []
     offline = now.offline - baseline.offline
     if offline:
         waiting.append(f"partitions offline (they were not before the run): {_shown(offline)}")

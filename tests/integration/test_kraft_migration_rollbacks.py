@@ -29,7 +29,6 @@ from airflow_provider_kafka_zk.kafka.logdir import parse_java_properties
 from airflow_provider_kafka_zk.kafka.safety import KRAFT_FINALIZED_PATH
 from airflow_provider_kafka_zk.kafka.versions import KafkaVersion
 from airflow_provider_kafka_zk.operators.kraft_migration import (
-    KraftMigrationExecuteOperator,
     KraftMigrationPlanOperator,
     KraftMigrationRefusedError,
 )
@@ -52,22 +51,6 @@ def _plan(m: Migration, direction: str) -> Path:
         plan_ts=f"run{m.runs:02d}",
     ).execute({})
     return Path(plan["plan_dir"])
-
-
-def _execute(folder: Path) -> dict[str, Any]:
-    """The execute task of the run whose plan is in ``folder`` (a retry: the same call again)."""
-    return KraftMigrationExecuteOperator(
-        task_id="execute",
-        plan_dir=str(folder),
-        cluster=CLUSTER,
-        kafka_zookeeper_conn_id=ZK_CONN,
-        ssh_conn_id=SSH_CONN,
-        dry_run=False,
-        gate_timeout=120,
-        wait_timeout=120,
-        command_timeout=120,
-        poll_interval=0.3,
-    ).execute({})
 
 
 def _plan_record(folder: Path) -> dict[str, Any]:
@@ -101,11 +84,11 @@ def test_a_roll_into_migration_mode_stopped_after_one_broker_is_named_and_rolled
     assert rolls == [1, 2, 0]  # the ZooKeeper-mode controller (broker 0) last
     stopped = r"Broker 2 was not restarted .* brokers not restarted yet: \[0\]"
     with pytest.raises(Exception, match=r"(?s)Interactive authentication required.*" + stopped):
-        _execute(folder)
+        m.execute(folder)
     assert _modes(m) == {0: "zookeeper", 1: "migration", 2: "migration"}  # 2: written, not restarted
     # a retry (clear the task) runs broker 2's restart again instead of gating one that never happened
     with pytest.raises(Exception, match=stopped):
-        _execute(folder)
+        m.execute(folder)
     assert m.runtime.restart_requests.count(2) == 2 and m.runtime.restart_requests.count(0) == 0
     assert m.offline_partitions() == []
 
@@ -117,7 +100,7 @@ def test_a_roll_into_migration_mode_stopped_after_one_broker_is_named_and_rolled
     kinds = [(s["kind"], s.get("node_id", s.get("broker_id"))) for s in plan["steps"]]
     assert ("roll_broker", 0) not in kinds  # broker 0 never left plain ZooKeeper mode
     assert ("roll_broker", 1) in kinds and ("roll_broker", 2) in kinds
-    _execute(back)
+    m.execute(back)
     assert m.offline_partitions() == []
     _assert_zookeeper_mode(m)
 
@@ -134,7 +117,7 @@ def test_a_roll_to_kraft_stopped_after_one_broker_is_named_and_rolled_back(migra
     m.runtime.failing_restarts[1] = 1
     folder = _plan(m, "forward")
     with pytest.raises(Exception, match=r"Broker 1 was not restarted .* brokers not restarted yet: \[2\]"):
-        _execute(folder)
+        m.execute(folder)
     assert _modes(m) == {0: "kraft", 1: "kraft", 2: "migration"}  # 1: written, not restarted
     assert m.offline_partitions() == []
 
@@ -146,7 +129,7 @@ def test_a_roll_to_kraft_stopped_after_one_broker_is_named_and_rolled_back(migra
     assert registrations["0"] is True and registrations["1"] is False and registrations["2"] is False
     writes = [s["node_id"] for s in plan["steps"] if s["kind"] == "write_node_config"]
     assert writes == [0, 1]  # the files the forward run kept (migration mode)
-    _execute(back)
+    m.execute(back)
     assert m.offline_partitions() == []
     assert _modes(m) == {0: "migration", 1: "migration", 2: "migration"}
     assert _rollback_to_zookeeper(m, 1) == ["zookeeper"]
@@ -162,7 +145,9 @@ def _assert_zookeeper_mode(m: Migration) -> None:
 
 
 @pytest.mark.timeout(1800)
-def test_finalization_end_to_end_then_no_way_back_and_no_writer_touches_zookeeper(migration, tmp_path):
+def test_finalization_end_to_end_then_no_way_back_and_no_writer_touches_zookeeper(
+    migration, zookeeper_server, tmp_path
+):
     """Forward to dual-write with KRaft brokers, then the finalization: the controller's
     zookeeper.metadata.migration.enable and zookeeper.connect removed (docs/ops.html 3.9 "Finalizing the
     migration"), the controller restarted behind its gate, POST_MIGRATION in the metadata log, the
@@ -200,7 +185,7 @@ def test_finalization_end_to_end_then_no_way_back_and_no_writer_touches_zookeepe
     assert json.loads(m.znode("/controller"))["brokerid"] == 3000
     assert json.loads(m.znode("/migration"))["kraft_metadata_offset"] > 0
 
-    tree = _tree(m)
+    tree = zookeeper_server.tree(m.chroot)
     with pytest.raises(KraftMigrationRefusedError, match=r"finalized: it cannot be reverted"):
         m.run("back")
     with pytest.raises(KraftMigrationRefusedError, match=r"finalized: nothing to move forward"):
@@ -231,26 +216,9 @@ def test_finalization_end_to_end_then_no_way_back_and_no_writer_touches_zookeepe
     (left,) = [f for f in findings if f.check.startswith("kraft-migration")]
     assert left.check == "kraft-migration-finalized" and "The cluster left ZooKeeper" in left.summary
     assert not [f for f in findings if f.severity >= Severity.ERROR], [(f.check, f.summary) for f in findings]
-    assert _tree(m) == tree  # nothing written by the refused runs, the writer or the audit
-
-
-def _tree(m: Migration) -> dict[str, tuple[bytes, int]]:
-    client = m.zookeeper()
-    out: dict[str, tuple[bytes, int]] = {}
-
-    def walk(path: str) -> None:
-        for child in client.get_children(path):
-            sub = f"{path.rstrip('/')}/{child}"
-            data, stat = client.get(sub)
-            out[sub] = (data, stat.version)
-            walk(sub)
-
-    try:
-        walk("/")
-    finally:
-        client.stop()
-        client.close()
-    return out
+    assert (
+        zookeeper_server.tree(m.chroot) == tree
+    )  # nothing written by the refused runs, the writer or the audit
 
 
 def _user_quota(name: str) -> Any:

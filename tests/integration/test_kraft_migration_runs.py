@@ -69,9 +69,19 @@ class Migration:
             plan_ts=ts,
             inventory_path=inventory,
         ).execute({})
-        execute = KraftMigrationExecuteOperator(
+        execute = self.execute(plan["plan_dir"], dry_run=dry_run)
+        result = {"plan": plan, "execute": execute, "folder": Path(plan["plan_dir"])}
+        if verify and not dry_run:
+            result["verify"] = KraftMigrationVerifyOperator(
+                task_id="verify", plan_dir=plan["plan_dir"], cluster=CLUSTER
+            ).execute({})
+        return result
+
+    def execute(self, plan_dir: str | Path, *, dry_run: bool = False) -> dict[str, Any]:
+        """The execute task of the run planned in ``plan_dir`` (called again: the task cleared and retried)."""
+        return KraftMigrationExecuteOperator(
             task_id="execute",
-            plan_dir=plan["plan_dir"],
+            plan_dir=str(plan_dir),
             cluster=CLUSTER,
             kafka_zookeeper_conn_id=ZK_CONN,
             ssh_conn_id=SSH_CONN,
@@ -81,12 +91,6 @@ class Migration:
             command_timeout=120,
             poll_interval=0.3,
         ).execute({})
-        result = {"plan": plan, "execute": execute, "folder": Path(plan["plan_dir"])}
-        if verify and not dry_run:
-            result["verify"] = KraftMigrationVerifyOperator(
-                task_id="verify", plan_dir=plan["plan_dir"], cluster=CLUSTER
-            ).execute({})
-        return result
 
     def verify_with_audit(self, folder: Path) -> dict[str, Any]:
         """The DAG's after-run reads in this process -- snapshot, every broker's inventory over SSH,
