@@ -992,10 +992,11 @@ def approval_summary(
                 f"{n}. {step['role']} {step['node_id']} {step['host']}:{step['path']} ({step.get('purpose')}{kept})"
             )
             files += [f"    {line}" for line in step.get("diff") or []]
-        elif kind in ("delete_migration_znode", "hand_back_controller"):
+        elif kind in ("delete_migration_znode", "hand_back_controller", "record_finalized"):
             cls = {
                 "delete_migration_znode": MigrationZnodeDelete,
                 "hand_back_controller": ControllerHandback,
+                "record_finalized": FinalizedRecord,
             }[kind]
             writes.append(f"{n}. {cls.from_dict(step).describe()}")
         else:

@@ -619,3 +619,13 @@ def test_no_migration_step_field_shadows_a_step_method() -> None:
     methods = {name for name in dir(Step) if callable(getattr(Step, name)) and not name.startswith("_")}
     for kind in MIGRATION_STEPS:
         assert not {f.name for f in dataclasses.fields(kind)} & methods, kind.__name__
+
+
+def test_the_approval_page_of_a_finalization_lists_its_zookeeper_record_among_the_writes() -> None:
+    from airflow_provider_kafka_zk.kafka.kraft_migration_plan import approval_summary
+
+    plan = plan_migration(_inputs("03-brokers-in-kraft-mode-dual-write.json"), Direction.FORWARD)
+    summary = approval_summary(plan.to_dict(), {"way_back": "none"}, plan_dir="/p")
+    writes = dict(summary.sections)["ZooKeeper writes"]
+    assert len(writes) == 1 and "/kafka_zk_maintenance/kraft_finalized" in writes[0]
+    assert "way back: NONE" in plan.summary()
