@@ -80,7 +80,7 @@ class NodeMode(enum.StrEnum):
 def node_mode(props: Mapping[str, str]) -> NodeMode:
     """The mode ``props`` (a parsed server.properties) starts the node in: a controller's from
     ``process.roles``, a broker's by :func:`.kraft_migration.broker_mode` (the one broker rule)."""
-    from .kraft_migration import BrokerMode, broker_mode
+    from .kraft_migration import NODE_MODES, broker_mode
 
     roles = {r.strip() for r in props.get(PROCESS_ROLES, "").split(",") if r.strip()}
     if "controller" in roles:
@@ -90,11 +90,7 @@ def node_mode(props: Mapping[str, str]) -> NodeMode:
         return NodeMode.CONTROLLER_MIGRATING if migrating else NodeMode.CONTROLLER
     if roles - {"broker"}:
         return NodeMode.OTHER
-    return {
-        BrokerMode.ZOOKEEPER: NodeMode.ZOOKEEPER,
-        BrokerMode.MIGRATION: NodeMode.MIGRATION,
-        BrokerMode.KRAFT: NodeMode.KRAFT_BROKER,
-    }[broker_mode(props)]
+    return NODE_MODES[broker_mode(props)]
 
 
 # ---------------------------------------------------------------------------------------------
