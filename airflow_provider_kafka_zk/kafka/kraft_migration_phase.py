@@ -295,11 +295,28 @@ def _migration_signal(
     if zk.migration is None:
         return Signal("/migration", "absent", frozenset({Phase.ZOOKEEPER, Phase.REVERTING})), None
     if zk.migration == b"":
+        # zookeeper-security-migration (3.4+: /migration is in ZkData.SecureRootPaths) without
+        # --enable.path.check creates every missing secure root path with null data
+        # (ZkSecurityMigrator.run -> KafkaZkClient.makeSurePersistentPathExists -> createRecursive(path,
+        # data = null), tag 3.9.0-rc3; /controller is skipped since 2.5.0, KAFKA-9267). A KRaft controller
+        # in migration mode then fails in RecoverMigrationStateFromZKEvent: getOrCreateMigrationState
+        # creates /migration only on NONODE and MigrationZNode.decode cannot read null or empty data
+        # (KafkaZkClient.scala / ZkData.scala, 3.9.0-rc3); its driver stays UNINITIALIZED and retries at
+        # every poll: the controllers run, the migration never starts (KAFKA-19480; apache/kafka#20627,
+        # merged 2025-10-07, recreates such a /migration instead; Kafka's documented workaround deletes it)
         stale = (
-            "/migration exists without data (zookeeper-security-migration run without --enable.path.check "
-            "creates it so): a KRaft controller's migration hangs parsing it (KAFKA-19480)"
+            "/migration exists without data (zookeeper-security-migration without --enable.path.check creates "
+            "every missing root znode so): a KRaft controller in migration mode cannot parse it and retries "
+            "forever -- the migration never starts (KAFKA-19480); it must be deleted while no KRaft controller runs"
         )
-        return Signal("/migration", "present without data", frozenset({Phase.ZOOKEEPER})), stale
+        return (
+            Signal(
+                "/migration",
+                "present without data (KAFKA-19480: any KRaft controller started on it hangs)",
+                frozenset({Phase.ZOOKEEPER, Phase.CONTROLLERS_PROVISIONED, Phase.BROKERS_IN_MIGRATION_MODE}),
+            ),
+            stale,
+        )
     try:
         state = zk.migration_znode()
     except ValueError as exc:
@@ -370,7 +387,9 @@ def _controller_signal(zk: ZooKeeperMigrationView, controller_ids: frozenset[int
         return Signal(
             "/controller",
             f"persistent but names broker {registration.broker_id} without a KRaft epoch: not written by Kafka "
-            "(zookeeper-security-migration creates missing root znodes so); no broker can become controller",
+            "(a ZooKeeper-mode broker's is ephemeral, a KRaft controller's carries its epoch; "
+            "zookeeper-security-migration skips a missing /controller since 2.5.0, KAFKA-9267); no broker can "
+            "become controller",
             frozenset(),
         )
     return Signal(
@@ -714,9 +733,9 @@ def zookeeper_phase(
     signals += [migration, _controller_signal(zk, None)]
     if modes:
         signals.append(_modes_signal(modes, complete=not unread))
-    return _decide(
-        zk, signals, [], stale, presume=True, prefer=_registration_hint(zk, modes, unread), broker_modes=modes
-    )
+    # a /migration without data is what zookeeper-security-migration leaves, not a sign of controllers
+    prefer = frozenset({Phase.ZOOKEEPER}) if zk.migration == b"" else _registration_hint(zk, modes, unread)
+    return _decide(zk, signals, [], stale, presume=True, prefer=prefer, broker_modes=modes)
 
 
 def _registration_hint(

@@ -11,6 +11,7 @@ import base64
 import hashlib
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -280,12 +281,36 @@ def test_without_the_brokers_files_the_registrations_pick_the_dual_write_phase()
 
 
 def test_zookeeper_readings_that_contradict_give_no_phase() -> None:
-    """A persistent /controller without a KRaft epoch (zookeeper-security-migration creates missing root
-    znodes so) next to /migration: no phase; the signal says why."""
+    """A persistent /controller without a KRaft epoch (neither a ZooKeeper-mode broker nor a KRaft controller
+    writes one) next to /migration: no phase; the signal says why."""
     znodes = _znodes("01-controller-provisioned.json")
     znodes["/controller"] = ZnodeRead(znodes["/controller"].data, 0, False)
     reading = zookeeper_phase(zookeeper_view(znodes, CLUSTER_ID))
     assert reading.phase is None and "not written by Kafka" in reading.refusal
+
+
+def test_controllers_started_on_a_migration_znode_without_data_hang_and_only_back_helps() -> None:
+    """KAFKA-19480 as Kafka 3.9.0 behaves: zookeeper-security-migration created /migration with null data;
+    the controllers run but their migration driver cannot parse it and never starts. The phase is
+    controllers-provisioned (hung), forward refuses naming the issue, back stops them and deletes it."""
+    znodes = _znodes("01-controller-provisioned.json")
+    znodes["/migration"] = ZnodeRead(None, 0)
+    view, brokers, controllers, disks, _ = _state("01-controller-provisioned.json", zk=znodes)
+    reading = detect_phase(view, list(brokers.values()), list(controllers.values()), disks)
+    assert reading.phase is Phase.CONTROLLERS_PROVISIONED, reading.text()
+    assert "KAFKA-19480" in reading.stale_migration and "retries forever" in reading.stale_migration
+    inputs = _inputs("01-controller-provisioned.json", view=view)
+    forward = plan_migration(replace(inputs, reading=reading), Direction.FORWARD)
+    assert forward.refused and "KAFKA-19480" in forward.refusals[-1] and "back" in forward.refusals[-1]
+    back = plan_migration(replace(inputs, reading=reading), Direction.BACK)
+    assert not back.refused, back.refusals
+    kinds = [type(s).__name__ for s in back.steps]
+    assert kinds.index("ControllerCommand") < kinds.index("MigrationZnodeDelete"), kinds
+    # what the daily audit sees (no controllers read): ZooKeeper mode with the left-over, not a migration
+    assert (
+        zookeeper_phase(view, {b: f.mode for b, f in brokers.items()}, brokers=brokers).phase
+        is Phase.ZOOKEEPER
+    )
 
 
 def test_the_left_over_migration_znode_after_the_docs_rollback_is_named() -> None:
