@@ -105,6 +105,7 @@ class MigrationState:
     :param zk_controller_epoch: ``/controller_epoch`` (the KRaft controller increments it when it claims).
     :param zk_brokers: brokers registered in ``/brokers/ids`` (in ZooKeeper mode).
     :param kraft_held: a KRaft controller holds ``/controller`` (persistent, its KRaft epoch in it).
+    :param migration_absent: there is no ``/migration`` (only a persistent ``/controller`` says migration).
     :param problem: what contradicts, or what is left behind, else None.
     :param broker_modes: each inventoried broker's :class:`BrokerMode` (empty: none was read).
     :param known_brokers: every broker ZooKeeper names (registered or in an assignment) or inventoried.
@@ -119,6 +120,7 @@ class MigrationState:
     zk_controller_epoch: int | None
     zk_brokers: tuple[int, ...]
     kraft_held: bool = False
+    migration_absent: bool = False
     problem: str | None = None
     broker_modes: Mapping[int, BrokerMode] = field(default_factory=dict)
     known_brokers: tuple[int, ...] = ()
@@ -134,9 +136,15 @@ class MigrationState:
 
     @property
     def inconsistent(self) -> bool:
-        """No phase, or a persistent ``/controller`` without a readable ``/migration``: no ZooKeeper-mode
-        broker can become controller while it stays."""
-        return self.phase is None or (self.metadata_offset is None and not self.left_over)
+        """No phase, or a persistent ``/controller`` without ``/migration``: no ZooKeeper-mode broker can
+        become controller while it stays."""
+        return self.phase is None or self.migration_absent
+
+    @property
+    def hung(self) -> bool:
+        """KRaft controllers may run on a ``/migration`` without data: their migration never starts
+        (KAFKA-19480)."""
+        return self.metadata_offset is None and not self.migration_absent and not self.left_over
 
     @property
     def left_over(self) -> bool:
@@ -179,8 +187,10 @@ class MigrationState:
 
     @property
     def kraft_controller_active(self) -> bool:
-        """A KRaft controller, not a ZooKeeper-mode broker, acts as the cluster's controller."""
-        return self.kraft_held and not self.inconsistent and self.phase is not Phase.REVERTING
+        """A KRaft controller, not a ZooKeeper-mode broker, acts as the cluster's controller: it holds
+        ``/controller`` beside a readable ``/migration`` (whether its process still runs, ZooKeeper cannot
+        say: a revert that stopped it reads ``reverting`` once the brokers' files show it)."""
+        return self.kraft_held and not self.inconsistent
 
     def brokers_in(self, mode: BrokerMode) -> tuple[int, ...]:
         return tuple(sorted(b for b, m in self.broker_modes.items() if m is mode))
@@ -216,6 +226,8 @@ class MigrationState:
         phase = self.phase
         if self.inconsistent:
             return "inconsistent"
+        if self.hung:
+            return "controllers provisioned; migration hung on a /migration without data (KAFKA-19480)"
         if phase is Phase.CONTROLLERS_PROVISIONED or (
             phase is Phase.BROKERS_IN_MIGRATION_MODE and not self.kraft_held
         ):
@@ -256,6 +268,12 @@ class MigrationState:
                 "If a KRaft quorum still runs with zookeeper.metadata.migration.enable, it owns /controller: look at "
                 "its controllers first. If the migration was rolled back, the revert deletes /controller (deleteall) "
                 "so a broker is elected again"
+            )
+        if self.hung:
+            return (
+                "The KRaft controllers cannot start the migration on a /migration without data (KAFKA-19480): "
+                "trigger kafka_zk_kraft_migration with direction back (it stops them and deletes /migration), "
+                "then forward again"
             )
         if phase is Phase.CONTROLLERS_PROVISIONED or (
             phase is Phase.BROKERS_IN_MIGRATION_MODE and not self.kraft_held
@@ -491,6 +509,7 @@ def classify(
         zk_controller_epoch=zk_controller_epoch,
         zk_brokers=registered,
         kraft_held=kraft_held,
+        migration_absent=evidence.migration_data is None,
         problem=problem,
         broker_modes=modes,
         known_brokers=known,

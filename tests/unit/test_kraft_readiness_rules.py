@@ -13,7 +13,7 @@ import pytest
 from airflow_provider_kafka_zk.kafka import audit as rules
 from airflow_provider_kafka_zk.kafka import znodes as zk
 from airflow_provider_kafka_zk.kafka.findings import Severity
-from airflow_provider_kafka_zk.kafka.kraft_migration import migration_state
+from airflow_provider_kafka_zk.kafka.kraft_migration import BrokerMode, migration_state
 from airflow_provider_kafka_zk.kafka.kraft_migration_phase import Phase
 from airflow_provider_kafka_zk.kafka.kraft_readiness import (
     BrokerConfig,
@@ -354,6 +354,21 @@ def test_a_migration_znode_without_data_is_zookeeper_mode_with_a_left_over_to_de
     (finding,) = rules.kraft_migration_findings(state, facts)
     assert finding.check == "kraft-migration" and finding.severity is Severity.WARNING
     assert "deleteall /migration" in finding.action and "KAFKA-19480" in finding.action
+
+
+def test_brokers_in_migration_mode_on_a_migration_znode_without_data_read_as_a_hung_migration():
+    """KAFKA-19480 after the controllers started: brokers rolled into migration mode wait for a migration
+    that never starts. Not 'inconsistent' (/controller is fine): the next step is the back run, then forward."""
+    cluster = kraft_ready_cluster(name=CLUSTER)
+    rows = cluster_rows(cluster)
+    template = next(r for r in rows if r.path == zk.CONTROLLER_EPOCH)
+    rows.append(replace(template, path=zk.MIGRATION, data=None, version=0, ephemeral_owner=0))
+    state = ClusterState.from_snapshot(rows, cluster=CLUSTER)
+    modes = {b: BrokerMode.MIGRATION for b in state.brokers}
+    found = migration_state(state, modes)
+    assert found.phase is Phase.BROKERS_IN_MIGRATION_MODE and found.hung and not found.inconsistent
+    assert "KAFKA-19480" in found.stage and "direction back" in found.next_step
+    assert not found.kraft_controller_active
 
 
 def test_the_kraft_metadata_log_is_no_orphan_but_a_real_topic_of_that_name_is_audited():
