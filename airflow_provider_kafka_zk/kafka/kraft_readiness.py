@@ -164,7 +164,9 @@ class ReadinessReport:
         count = len(self.blockers)
         blockers = f"{count} blocker{'' if count == 1 else 's'}"
         if self.migration is not None:
-            return f"migrating ({self.migration.phase_name})" + (f", {blockers}" if count else "")
+            # ZooKeeper mode with a /migration left behind is no migration, but no ready cluster either
+            state = "/migration left over" if self.migration.left_over else "migrating"
+            return f"{state} ({self.migration.phase_name})" + (f", {blockers}" if count else "")
         return "ready to migrate" if count == 0 else blockers
 
     def check(self, check_id: str) -> Check:

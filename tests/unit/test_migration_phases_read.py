@@ -201,7 +201,8 @@ def test_the_readiness_report_names_the_phase_and_the_next_step(phases, phase):
     if expected_phase is None:
         assert report.verdict == "ready to migrate"
         return
-    assert report.verdict == f"migrating ({expected_phase.value})"
+    state = "/migration left over" if expected_phase is Phase.ZOOKEEPER else "migrating"
+    assert report.verdict == f"{state} ({expected_phase.value})"
     text = report.text()
     assert f"phase {expected_phase.value} ({stage})" in text and "Next: " in text
     assert all(word in text for word in words)
