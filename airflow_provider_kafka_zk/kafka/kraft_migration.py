@@ -37,40 +37,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 
 from .errors import ZnodeFormatError
-from .kraft_migration_config import NodeMode
+from .kraft_migration_config import NODE_MODES, BrokerMode, broker_mode
 from .kraft_migration_phase import Phase, PhaseReading, ZooKeeperMigrationView, zookeeper_phase
 from .model import ClusterState, ModelFindingKind
 from .safety import KraftMigrationEvidence, kraft_migration_in_progress, kraft_migration_signs
 from .znodes import CONTROLLER, MIGRATION, ControllerRegistration, MigrationZNode
 
 DOCS_39 = "docs/ops.html 'ZooKeeper to KRaft Migration' (3.9)"
-
-
-class BrokerMode(StrEnum):
-    """How a broker runs, from its server.properties (:func:`broker_mode`)."""
-
-    ZOOKEEPER = "zookeeper"
-    """ZooKeeper mode, migration off."""
-    MIGRATION = "zookeeper-migration"
-    """ZooKeeper mode with ``zookeeper.metadata.migration.enable=true``: registers in ``/brokers/ids``
-    and with the KRaft quorum."""
-    KRAFT = "kraft"
-    """``process.roles=broker``: a migration's KRaft broker, registered with the quorum only."""
-
-
-def broker_mode(settings: Mapping[str, str]) -> BrokerMode:
-    """A broker's mode from its server.properties' migration settings (``KafkaConfig``, 3.9.0-rc3:
-    ``process.roles`` makes a KRaft node; ``zookeeper.metadata.migration.enable`` is a boolean, which
-    ``ConfigDef`` reads trimmed and case-insensitively)."""
-    roles = {r.strip() for r in settings.get("process.roles", "").split(",") if r.strip()}
-    if "broker" in roles:
-        return BrokerMode.KRAFT
-    if settings.get("zookeeper.metadata.migration.enable", "").strip().lower() == "true":
-        return BrokerMode.MIGRATION
-    return BrokerMode.ZOOKEEPER
 
 
 DELETE_MIGRATION = (
@@ -514,14 +489,6 @@ def classify(
         broker_modes=modes,
         known_brokers=known,
     )
-
-
-NODE_MODES = {
-    BrokerMode.ZOOKEEPER: NodeMode.ZOOKEEPER,
-    BrokerMode.MIGRATION: NodeMode.MIGRATION,
-    BrokerMode.KRAFT: NodeMode.KRAFT_BROKER,
-}
-"""A broker's :class:`BrokerMode` as the phase reader's :class:`.kraft_migration_config.NodeMode`."""
 
 
 def migration_state(
