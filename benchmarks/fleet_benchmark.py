@@ -115,6 +115,7 @@ class Built:
     znodes: int
     seconds: dict[str, float]
     load: float
+    filesystem: str = "?"
 
 
 def build_cluster(zookeeper: Any, partitions: int, brokers: int, root: Path) -> Built:
@@ -122,6 +123,7 @@ def build_cluster(zookeeper: Any, partitions: int, brokers: int, root: Path) -> 
     from airflow_provider_kafka_zk.testing.simulator import DeployedCluster
     from airflow_provider_kafka_zk.testing.simulator.cluster import SimulatedCluster
     from airflow_provider_kafka_zk.testing.simulator.spec import BrokerSpec, ClusterSpec, TopicSpec
+    from airflow_provider_kafka_zk.testing.simulator.zk_writer import ZooKeeperTreeWriter
 
     seconds: dict[str, float] = {}
     before = load()
@@ -141,11 +143,50 @@ def build_cluster(zookeeper: Any, partitions: int, brokers: int, root: Path) -> 
     cluster = SimulatedCluster(spec)
     seconds["model"] = time.monotonic() - started
     started = time.monotonic()
-    deployed = DeployedCluster(cluster, zookeeper.connect_string, zookeeper.new_chroot("/fleet_"), root)
+    with _timed(ZooKeeperTreeWriter, "apply", seconds, "zookeeper"):
+        deployed = DeployedCluster(cluster, zookeeper.connect_string, zookeeper.new_chroot("/fleet_"), root)
     seconds["zookeeper + disk"] = time.monotonic() - started
+    seconds["disk"] = seconds["zookeeper + disk"] - seconds["zookeeper"]
     seconds["total"] = seconds["model"] + seconds["zookeeper + disk"]
     znodes = len(deployed.writer._persistent)
-    return Built(partitions, brokers, deployed, len(cluster.dirs), znodes, seconds, max(before, load()))
+    return Built(
+        partitions,
+        brokers,
+        deployed,
+        len(cluster.dirs),
+        znodes,
+        seconds,
+        max(before, load()),
+        filesystem_type(root),
+    )
+
+
+@contextlib.contextmanager
+def _timed(owner: type, method: str, seconds: dict[str, float], key: str) -> Any:
+    """Add the time spent in ``owner.method`` meanwhile to ``seconds[key]`` (the build's ZooKeeper
+    part, inside ``DeployedCluster``)."""
+    original = getattr(owner, method)
+    seconds.setdefault(key, 0.0)
+
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        started = time.monotonic()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            seconds[key] += time.monotonic() - started
+
+    setattr(owner, method, timed)
+    try:
+        yield
+    finally:
+        setattr(owner, method, original)
+
+
+def filesystem_type(path: Path) -> str:
+    """The file system ``path`` is on (``df --output=fstype``), e.g. ext4 or tmpfs."""
+    done = subprocess.run(["df", "--output=fstype", str(path)], capture_output=True, text=True, check=False)
+    lines = done.stdout.split()
+    return lines[-1] if done.returncode == 0 and len(lines) > 1 else "?"
 
 
 # ------------------------------------------------------------------------------ the code under test
@@ -503,7 +544,8 @@ def report_size(
         f"## {built.partitions:,} partitions / {built.brokers} brokers: {built.replicas:,} replica directories, "
         f"{built.znodes:,} znodes",
         f"cluster built in {built.seconds['total']:.1f} s ({built.seconds['model']:.1f} s model, "
-        f"{built.seconds['zookeeper + disk']:.1f} s ZooKeeper + disk; "
+        f"{built.seconds['zookeeper + disk']:.1f} s ZooKeeper + disk; ZooKeeper {built.seconds['zookeeper']:.1f} s, "
+        f"the disk {built.seconds['disk']:.1f} s on {built.filesystem}; "
         f"{built.seconds['total'] / built.replicas * 1e3:.2f} ms per replica directory; load {built.load:.1f})",
     ]
     issue = ISSUE_FIGURES.get(built.partitions)
@@ -635,7 +677,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--sizes", default="10000:12,50000:24,100000:50,200000:50", help="partitions:brokers,..."
     )
-    parser.add_argument("--modes", default="side,dags-test,scheduler", help="side, dags-test, scheduler")
+    parser.add_argument(
+        "--modes",
+        default="side,dags-test,scheduler",
+        help="side, dags-test, scheduler (or build: the clusters only)",
+    )
     parser.add_argument("--repeat", type=int, default=1, help="runs of each code in each mode")
     parser.add_argument("--side-repeat", type=int, default=3, help="client/remote runs of each code")
     parser.add_argument("--baseline", default=BASELINE)
@@ -643,6 +689,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parallelism", type=int, default=8, help="LocalExecutor's workers (scheduler mode)")
     parser.add_argument("--workdir", type=Path, default=None, help="default: a new directory in /var/tmp")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument(
+        "--hosts-dir",
+        type=Path,
+        default=None,
+        help="where the broker hosts' disks are built (e.g. /dev/shm: a file system's cost to create"
+        " files is most of the build); default: the work directory",
+    )
     args = parser.parse_args(argv)
 
     from airflow_provider_kafka_zk.testing.sshd import SshServer
@@ -661,11 +714,12 @@ def main(argv: list[str] | None = None) -> int:
     points: dict[str, list[tuple[float, float, float]]] = {c.label: [] for c in codes}
     with ZooKeeperServer(work / "zookeeper") as zookeeper:
         for partitions, brokers in sizes:
-            root = work / f"hosts-{partitions}"
+            root = (args.hosts_dir or work) / f"hosts-{partitions}"
             built = build_cluster(zookeeper, partitions, brokers, root)
             print(
                 f"built {partitions}/{brokers}: {built.replicas} replica dirs, {built.znodes} znodes, "
-                f"{built.seconds['total']:.1f} s (load {built.load:.1f})",
+                f"{built.seconds['total']:.1f} s (ZooKeeper {built.seconds['zookeeper']:.1f} s, disk "
+                f"{built.seconds['disk']:.1f} s on {built.filesystem}; load {built.load:.1f})",
                 flush=True,
             )
             runs: dict[tuple[str, str], list[Run]] = {}

@@ -292,9 +292,11 @@ def _write_partition_dir(
 ) -> int:
     """Write one partition directory; returns the active segment's base offset.
 
-    Plain ``os`` calls on ``str`` paths: a fleet-sized cluster writes a million files here, and
-    ``pathlib`` objects per file cost more than the writes themselves.
+    Plain ``os`` calls on ``str`` paths, each file's mtime set through its open descriptor: a
+    fleet-sized cluster writes a million files here, and ``pathlib`` objects, path lookups and
+    listings per file cost more than the writes themselves.
     """
+    release = cluster.spec.release
     path = os.path.join(
         log_dir,
         format_partition_dir_name(
@@ -302,31 +304,37 @@ def _write_partition_dir(
             replica.partition,
             replica.kind,
             replica.unique_id,
-            cap_length=caps_suffixed_dir_names(cluster.spec.release),
+            cap_length=caps_suffixed_dir_names(release),
         ),
     )
     os.mkdir(path)
+    path += "/"
+    seconds = replica.mtime_ms / 1000
     if replica.metadata_unreadable:
         # damaged on disk (a torn write, a bad sector): Kafka's PartitionMetadataReadBuffer rejects it
-        _write_file(os.path.join(path, "partition.metadata"), UNREADABLE_PARTITION_METADATA)
+        _write_file(path + "partition.metadata", UNREADABLE_PARTITION_METADATA, mtime_s=seconds)
     elif replica.topic_id is not None and replica.metadata_file:
-        _write_file(os.path.join(path, "partition.metadata"), PartitionMetadata(replica.topic_id).encode())
+        _write_file(
+            path + "partition.metadata", PartitionMetadata(replica.topic_id).encode(), mtime_s=seconds
+        )
     if replica.epoch_file:
-        _write_file(os.path.join(path, "leader-epoch-checkpoint"), _epochs_file(tuple(replica.leader_epochs)))
+        _write_file(
+            path + "leader-epoch-checkpoint", _epochs_file(tuple(replica.leader_epochs)), mtime_s=seconds
+        )
     segments = _segments(
         replica.records,
         replica.record_value_bytes,
         replica.records_per_batch,
         replica.segment_bytes,
         cluster.spec.start_time_ms,
-        offset_index_holds_last_offset(cluster.spec.release),
+        offset_index_holds_last_offset(release),
     )
     active_open = broker.online or not broker.clean_shutdown
     for number, (base_offset, log, offset_index, time_index) in enumerate(segments):
         is_active = number == len(segments) - 1
         if replica.corrupt_offset_index and number == 0:
             offset_index = _swap_middle_entries(offset_index)
-        _write_file(os.path.join(path, segment_file_name(base_offset, ".log")), log)
+        _write_file(path + segment_file_name(base_offset, ".log"), log, mtime_s=seconds)
         for suffix, data, entry_size in (
             (".index", offset_index, OFFSET_INDEX_ENTRY_SIZE),
             (".timeindex", time_index, TIME_INDEX_ENTRY_SIZE),
@@ -335,16 +343,14 @@ def _write_partition_dir(
             preallocated = (
                 DEFAULT_MAX_INDEX_SIZE // entry_size * entry_size if is_active and active_open else None
             )
-            _write_file(os.path.join(path, segment_file_name(base_offset, suffix)), data, preallocated)
-    seconds = replica.mtime_ms / 1000
-    for name in os.listdir(path):
-        os.utime(os.path.join(path, name), (seconds, seconds))
-    os.utime(path, (seconds, seconds))
+            _write_file(path + segment_file_name(base_offset, suffix), data, preallocated, mtime_s=seconds)
+    os.utime(path, (seconds, seconds))  # last: each file created above touched the directory's mtime
     return segments[-1][0]
 
 
-def _write_file(path: str, data: bytes, size: int | None = None) -> None:
-    """A new file holding ``data`` (then truncated, i.e. extended sparse, to ``size`` when given)."""
+def _write_file(path: str, data: bytes, size: int | None = None, *, mtime_s: float | None = None) -> None:
+    """A new file holding ``data`` (then truncated, i.e. extended sparse, to ``size`` when given), its
+    access and modification times ``mtime_s`` when given (set last, through the descriptor)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
     try:
         view = memoryview(data)
@@ -352,6 +358,8 @@ def _write_file(path: str, data: bytes, size: int | None = None) -> None:
             view = view[os.write(fd, view) :]
         if size is not None:
             os.ftruncate(fd, size)
+        if mtime_s is not None:
+            os.utime(fd, (mtime_s, mtime_s))
     finally:
         os.close(fd)
 
