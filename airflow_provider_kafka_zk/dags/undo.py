@@ -74,7 +74,8 @@ def build_dag() -> DAG:
                 type="string",
                 minLength=1,
                 title="Run to undo",
-                description="The Airflow run id of the drain, move-back, topicId repair or deletion cleanup run to undo",
+                description="The Airflow run id of the drain, move-back, topicId repair or deletion cleanup run to undo "
+                "(a kafka_zk_kraft_migration run is undone by that DAG's back run: the plan task says how)",
             ),
             "dag_id": Param(
                 None,

@@ -31,7 +31,8 @@ from .deletion_cleanup import cleanup_advice
 from .errors import KafkaFormatError
 from .findings import APPROVAL_STEP, TOPIC_ID_ROOT_CHECKS, Finding, Severity, brokers_text, trigger_command
 from .inventory import age_reference_ms
-from .kraft_migration import BrokerMode, MigrationPhase, migration_state
+from .kraft_migration import BrokerMode, migration_state
+from .kraft_migration_phase import Phase
 from .leadership import AutoRebalance, auto_rebalance, blocked_reasons, imbalance_advice, leader_imbalance
 from .logdir import DirKind
 from .model import ClusterState, TopicState
@@ -1827,7 +1828,7 @@ def kraft_migration_findings(state: ClusterState, facts: ClusterFacts) -> list[F
         return []
     readiness = trigger_command(KRAFT_READINESS_DAG, {"cluster": facts.cluster})
     evidence = found.to_dict()
-    if found.phase is MigrationPhase.INCONSISTENT:
+    if found.inconsistent:
         return [
             _finding(
                 facts,
@@ -1846,7 +1847,7 @@ def kraft_migration_findings(state: ClusterState, facts: ClusterFacts) -> list[F
                 evidence=evidence,
             )
         ]
-    severity = Severity.WARNING if found.problem or found.unknown_mode else Severity.INFO
+    severity = Severity.WARNING if found.problem or found.unknown_mode or found.left_over else Severity.INFO
     registered = list(found.zk_brokers)
     brokers = (
         f"brokers registered in /brokers/ids (ZooKeeper mode): {registered if registered else 'none'}"
@@ -1857,11 +1858,15 @@ def kraft_migration_findings(state: ClusterState, facts: ClusterFacts) -> list[F
         )
     )
     summary = (
-        f"KRaft migration, phase {found.phase.value} ({found.stage}): {found.description}; KRaft controller "
+        f"KRaft migration, phase {found.phase_name} ({found.stage}): {found.description}; KRaft controller "
         f"{found.kraft_controller_id} (KRaft epoch {found.kraft_controller_epoch}), /migration metadata offset "
         f"{found.metadata_offset} (epoch {found.metadata_epoch}), ZooKeeper controller epoch "
         f"{found.zk_controller_epoch}; {brokers}"
-        + (f". {found.problem}" if found.problem and found.phase is not MigrationPhase.REVERTING else "")
+        + (
+            f". {found.problem}"
+            if found.problem and found.phase not in (Phase.REVERTING, Phase.ZOOKEEPER)
+            else ""
+        )
         + (
             f". Marked for deletion before the takeover, not migrated (the brokers reconcile their logs, "
             f"ZkTopicMigrationClient.iterateTopics): {', '.join(sorted(state.pending_deletions))}"

@@ -2,7 +2,10 @@
 
 Whether one runs at all is :func:`.safety.kraft_migration_in_progress`'s answer (the one rule: a
 ``/migration`` znode, a ``/controller`` held by a KRaft controller, or a persistent ``/controller``).
-This module names the phase for reports, the daily audit and every refusal, from what Kafka 3.9's
+The phase itself is decided once, by :mod:`.kraft_migration_phase` (its vocabulary, its signals):
+this module is the view of it for readers that see ZooKeeper and perhaps the brokers' files but not the
+controllers (the daily audit, the readiness report, every writer's refusal) -- the phase named as an
+operator knows it, what it means and what to do next. Background, from what Kafka 3.9's
 migration driver writes (``metadata/src/main/java/org/apache/kafka/metadata/migration/KRaftMigrationDriver.java``
 and ``ZkMigrationLeadershipState.java``, ``core/src/main/scala/kafka/zk/KafkaZkClient.scala``, tag
 3.9.0-rc3) and what a real 3.9.0 migration showed at each phase (tests/fixtures/real-kafka-3.9-migration):
@@ -34,76 +37,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 
 from .errors import ZnodeFormatError
+from .kraft_migration_config import NODE_MODES, BrokerMode, broker_mode
+from .kraft_migration_phase import Phase, PhaseReading, ZooKeeperMigrationView, zookeeper_phase
 from .model import ClusterState, ModelFindingKind
 from .safety import KraftMigrationEvidence, kraft_migration_in_progress, kraft_migration_signs
 from .znodes import CONTROLLER, MIGRATION, ControllerRegistration, MigrationZNode
 
 DOCS_39 = "docs/ops.html 'ZooKeeper to KRaft Migration' (3.9)"
 
-
-class MigrationPhase(StrEnum):
-    """What ZooKeeper shows of a migration."""
-
-    WAITING_FOR_BROKERS = "waiting-for-brokers"
-    """``/migration`` exists, a ZooKeeper-mode broker still holds ``/controller``, nothing migrated."""
-    METADATA_MIGRATION = "metadata-migration"
-    """The KRaft controller holds ``/controller``; the initial metadata load has not finished."""
-    DUAL_WRITE = "dual-write"
-    """Metadata migrated; the KRaft controller writes its changes into ZooKeeper too."""
-    REVERTING = "reverting"
-    """``/migration`` says the metadata was migrated, yet a ZooKeeper-mode broker is controller again:
-    a rollback in progress, or finished with ``/migration`` left behind (the documented revert never
-    deletes it)."""
-    INCONSISTENT = "inconsistent"
-    """The signs contradict each other (a persistent ``/controller`` without ``/migration``, an
-    unreadable ``/migration``): no ZooKeeper-mode broker may be able to become controller."""
-
-
-class BrokerMode(StrEnum):
-    """How a broker runs, from its server.properties (:func:`broker_mode`)."""
-
-    ZOOKEEPER = "zookeeper"
-    """ZooKeeper mode, migration off."""
-    MIGRATION = "zookeeper-migration"
-    """ZooKeeper mode with ``zookeeper.metadata.migration.enable=true``: registers in ``/brokers/ids``
-    and with the KRaft quorum."""
-    KRAFT = "kraft"
-    """``process.roles=broker``: a migration's KRaft broker, registered with the quorum only."""
-
-
-def broker_mode(settings: Mapping[str, str]) -> BrokerMode:
-    """A broker's mode from its server.properties' migration settings (``KafkaConfig``, 3.9.0-rc3:
-    ``process.roles`` makes a KRaft node; ``zookeeper.metadata.migration.enable`` is a boolean, which
-    ``ConfigDef`` reads trimmed and case-insensitively)."""
-    roles = {r.strip() for r in settings.get("process.roles", "").split(",") if r.strip()}
-    if "broker" in roles:
-        return BrokerMode.KRAFT
-    if settings.get("zookeeper.metadata.migration.enable", "").strip().lower() == "true":
-        return BrokerMode.MIGRATION
-    return BrokerMode.ZOOKEEPER
-
-
-_DESCRIPTIONS = {
-    MigrationPhase.WAITING_FOR_BROKERS: (
-        "the KRaft controllers are provisioned and wait for every broker to register in migration mode "
-        "(KRaftMigrationDriver WAIT_FOR_BROKERS); the ZooKeeper-mode controller still acts"
-    ),
-    MigrationPhase.METADATA_MIGRATION: (
-        "the KRaft controller holds /controller and copies the metadata from ZooKeeper (ZK_MIGRATION)"
-    ),
-    MigrationPhase.DUAL_WRITE: (
-        "the metadata is in KRaft; the KRaft controller writes every change into ZooKeeper too (dual-write) "
-        "until the migration is finalized"
-    ),
-    MigrationPhase.REVERTING: (
-        "/migration holds a migrated state but a ZooKeeper-mode broker is controller again: a rollback in "
-        "progress, or one finished with /migration left behind (Kafka's documented revert never deletes it)"
-    ),
-    MigrationPhase.INCONSISTENT: "ZooKeeper's migration znodes contradict each other",
-}
 
 DELETE_MIGRATION = (
     "zookeeper-shell.sh <zookeeper.connect with its chroot> deleteall /migration (ZooKeeper 3.5+ has no rmr, "
@@ -124,9 +67,10 @@ BACK_FROM_DUAL_WRITE = (
 
 @dataclass(frozen=True)
 class MigrationState:
-    """A migration as ZooKeeper (and, when known, each broker's server.properties) shows it.
+    """A migration as ZooKeeper (and, when known, each broker's server.properties) shows it: the phase
+    :func:`.kraft_migration_phase.zookeeper_phase` decides, and what an operator reads about it.
 
-    :param phase: see :class:`MigrationPhase`.
+    :param reading: the phase reader's answer (its phase, every phase the signals leave, the signals).
     :param reason: :func:`.safety.kraft_migration_in_progress`'s text (why writes are refused).
     :param kraft_controller_id: the active KRaft controller (``/controller`` when it holds it, else
         ``/migration``'s, -1 until it wrote one).
@@ -135,12 +79,14 @@ class MigrationState:
     :param metadata_epoch: ``/migration``'s ``kraft_metadata_epoch``.
     :param zk_controller_epoch: ``/controller_epoch`` (the KRaft controller increments it when it claims).
     :param zk_brokers: brokers registered in ``/brokers/ids`` (in ZooKeeper mode).
-    :param problem: what contradicts (``INCONSISTENT``/``REVERTING``), else None.
+    :param kraft_held: a KRaft controller holds ``/controller`` (persistent, its KRaft epoch in it).
+    :param migration_absent: there is no ``/migration`` (only a persistent ``/controller`` says migration).
+    :param problem: what contradicts, or what is left behind, else None.
     :param broker_modes: each inventoried broker's :class:`BrokerMode` (empty: none was read).
     :param known_brokers: every broker ZooKeeper names (registered or in an assignment) or inventoried.
     """
 
-    phase: MigrationPhase
+    reading: PhaseReading
     reason: str
     kraft_controller_id: int | None
     kraft_controller_epoch: int | None
@@ -148,18 +94,78 @@ class MigrationState:
     metadata_epoch: int | None
     zk_controller_epoch: int | None
     zk_brokers: tuple[int, ...]
+    kraft_held: bool = False
+    migration_absent: bool = False
     problem: str | None = None
     broker_modes: Mapping[int, BrokerMode] = field(default_factory=dict)
     known_brokers: tuple[int, ...] = ()
 
     @property
+    def phase(self) -> Phase | None:
+        """The phase (:class:`.kraft_migration_phase.Phase`); None when the signals contradict each other."""
+        return self.reading.phase
+
+    @property
+    def phase_name(self) -> str:
+        return self.phase.value if self.phase is not None else "inconsistent"
+
+    @property
+    def inconsistent(self) -> bool:
+        """No phase, or a persistent ``/controller`` without ``/migration``: no ZooKeeper-mode broker can
+        become controller while it stays."""
+        return self.phase is None or self.migration_absent
+
+    @property
+    def hung(self) -> bool:
+        """KRaft controllers may run on a ``/migration`` without data: their migration never starts
+        (KAFKA-19480)."""
+        return self.metadata_offset is None and not self.migration_absent and not self.left_over
+
+    @property
+    def left_over(self) -> bool:
+        """ZooKeeper mode again, ``/migration`` still there (the documented revert leaves it; KAFKA-19480's
+        has no data)."""
+        return self.phase is Phase.ZOOKEEPER
+
+    @property
     def description(self) -> str:
-        return _DESCRIPTIONS[self.phase]
+        phase = self.phase
+        if self.inconsistent:
+            return "ZooKeeper's migration znodes contradict each other"
+        if phase is Phase.CONTROLLERS_PROVISIONED or (
+            phase is Phase.BROKERS_IN_MIGRATION_MODE and not self.kraft_held
+        ):
+            return (
+                "the KRaft controllers are provisioned and wait for every broker to register in migration mode "
+                "(KRaftMigrationDriver WAIT_FOR_BROKERS); the ZooKeeper-mode controller still acts"
+            )
+        if phase is Phase.BROKERS_IN_MIGRATION_MODE:
+            return (
+                "the KRaft controller holds /controller and copies the metadata from ZooKeeper (ZK_MIGRATION)"
+            )
+        if phase in (Phase.DUAL_WRITE_ZK_BROKERS, Phase.ROLLING_TO_KRAFT, Phase.DUAL_WRITE_KRAFT_BROKERS):
+            return (
+                "the metadata is in KRaft; the KRaft controller writes every change into ZooKeeper too (dual-write) "
+                "until the migration is finalized"
+            )
+        if phase in (Phase.FINALIZING, Phase.FINALIZED):
+            return "the KRaft controllers run without the migration flag: ZooKeeper is no longer written"
+        if phase is Phase.REVERTING:
+            return (
+                "/migration holds a migrated state but a ZooKeeper-mode broker is controller again: a rollback in "
+                "progress, or one finished with /migration left behind (Kafka's documented revert never deletes it)"
+            )
+        return (
+            "ZooKeeper mode, but /migration is still there: left behind by a rollback (Kafka's documented revert "
+            "never deletes it) or written without data (KAFKA-19480)"
+        )
 
     @property
     def kraft_controller_active(self) -> bool:
-        """A KRaft controller, not a ZooKeeper-mode broker, acts as the cluster's controller."""
-        return self.phase in (MigrationPhase.METADATA_MIGRATION, MigrationPhase.DUAL_WRITE)
+        """A KRaft controller, not a ZooKeeper-mode broker, acts as the cluster's controller: it holds
+        ``/controller`` beside a readable ``/migration`` (whether its process still runs, ZooKeeper cannot
+        say: a revert that stopped it reads ``reverting`` once the brokers' files show it)."""
+        return self.kraft_held and not self.inconsistent
 
     def brokers_in(self, mode: BrokerMode) -> tuple[int, ...]:
         return tuple(sorted(b for b, m in self.broker_modes.items() if m is mode))
@@ -192,14 +198,21 @@ class MigrationState:
     @property
     def stage(self) -> str:
         """The phase, named as an operator knows it (Kafka's docs' steps)."""
-        if self.phase is MigrationPhase.WAITING_FOR_BROKERS:
+        phase = self.phase
+        if self.inconsistent:
+            return "inconsistent"
+        if self.hung:
+            return "controllers provisioned; migration hung on a /migration without data (KAFKA-19480)"
+        if phase is Phase.CONTROLLERS_PROVISIONED or (
+            phase is Phase.BROKERS_IN_MIGRATION_MODE and not self.kraft_held
+        ):
             rolled = self.brokers_in(BrokerMode.MIGRATION)
             if rolled and len(rolled) < len(self.known_brokers):
                 return f"controllers provisioned; brokers rolling into migration mode ({_ids(rolled)} done)"
             return "controllers provisioned; brokers in ZooKeeper mode"
-        if self.phase is MigrationPhase.METADATA_MIGRATION:
+        if phase is Phase.BROKERS_IN_MIGRATION_MODE:
             return "KRaft controller claimed /controller; metadata being migrated"
-        if self.phase is MigrationPhase.DUAL_WRITE:
+        if phase in (Phase.DUAL_WRITE_ZK_BROKERS, Phase.ROLLING_TO_KRAFT, Phase.DUAL_WRITE_KRAFT_BROKERS):
             kraft, zookeeper = self.kraft_brokers, self.zk_brokers
             if kraft and not zookeeper:
                 return "dual-write; every broker in KRaft mode (not finalized)"
@@ -208,19 +221,38 @@ class MigrationState:
             if self.unknown_mode:
                 return f"dual-write; brokers {_ids(self.unknown_mode)} not in ZooKeeper (KRaft mode or down: not inventoried)"
             return "dual-write; brokers in ZooKeeper mode (migration mode)"
-        if self.phase is MigrationPhase.REVERTING:
+        if phase in (Phase.FINALIZING, Phase.FINALIZED):
+            return "finalizing or finalized"
+        if phase is Phase.REVERTING:
             flagged = self.brokers_in(BrokerMode.MIGRATION) + self.kraft_brokers
             if flagged:
                 return f"rollback; ZooKeeper controller back, brokers {_ids(flagged)} still in migration mode"
-            if self.broker_modes:
-                return "rolled back to ZooKeeper mode; /migration left behind"
             return "rollback; ZooKeeper controller back (brokers' settings not read)"
-        return "inconsistent"
+        if self.metadata_offset is None:
+            return "ZooKeeper mode; /migration without data (KAFKA-19480)"
+        if self.metadata_offset > 0:
+            return "rolled back to ZooKeeper mode; /migration left behind"
+        return "ZooKeeper mode; /migration left behind"
 
     @property
     def next_step(self) -> str:
         """What an operator does next, forward and back, with what Kafka's docs get wrong corrected."""
-        if self.phase is MigrationPhase.WAITING_FOR_BROKERS:
+        phase = self.phase
+        if self.inconsistent:
+            return (
+                "If a KRaft quorum still runs with zookeeper.metadata.migration.enable, it owns /controller: look at "
+                "its controllers first. If the migration was rolled back, the revert deletes /controller (deleteall) "
+                "so a broker is elected again"
+            )
+        if self.hung:
+            return (
+                "The KRaft controllers cannot start the migration on a /migration without data (KAFKA-19480): "
+                "trigger kafka_zk_kraft_migration with direction back (it stops them and deletes /migration), "
+                "then forward again"
+            )
+        if phase is Phase.CONTROLLERS_PROVISIONED or (
+            phase is Phase.BROKERS_IN_MIGRATION_MODE and not self.kraft_held
+        ):
             pending = [b for b in self.known_brokers if self.broker_modes.get(b) is not BrokerMode.MIGRATION]
             return (
                 f"Forward ({DOCS_39}, 'Enter Migration Mode on the Brokers'): roll "
@@ -232,13 +264,13 @@ class MigrationState:
                 "/controller and migrates. Back: stop the KRaft controllers and delete /migration "
                 f"({DELETE_MIGRATION}); nothing was migrated yet"
             )
-        if self.phase is MigrationPhase.METADATA_MIGRATION:
+        if phase is Phase.BROKERS_IN_MIGRATION_MODE:
             return (
                 "Wait for the KRaft controller's log line 'Completed migration of metadata from ZooKeeper to KRaft' "
                 "(ZooKeeper with a capital K; the docs quote 'Zookeeper'): /migration's kraft_metadata_offset then "
                 "turns positive. Nothing to do in ZooKeeper"
             )
-        if self.phase is MigrationPhase.DUAL_WRITE:
+        if phase in (Phase.DUAL_WRITE_ZK_BROKERS, Phase.ROLLING_TO_KRAFT, Phase.DUAL_WRITE_KRAFT_BROKERS):
             zookeeper = [
                 b for b in self.known_brokers if b not in self.kraft_brokers and b in self.zk_brokers
             ]
@@ -263,30 +295,28 @@ class MigrationState:
                 else ""
             )
             return f"{forward}. {BACK_FROM_DUAL_WRITE}.{check}"
-        if self.phase is MigrationPhase.REVERTING:
+        if phase in (Phase.FINALIZING, Phase.FINALIZED):
+            return "Read the controllers' files: once every controller runs without the migration flag there is no way back"
+        delete = f"Delete /migration: {DELETE_MIGRATION}. The documented revert leaves it: {STALE_MIGRATION}"
+        if phase is Phase.REVERTING:
             flagged = self.brokers_in(BrokerMode.MIGRATION) + self.kraft_brokers
             finish = (
                 f"Finish the rollback: roll brokers {_ids(flagged)} without zookeeper.metadata.migration.enable, "
                 "controller.quorum.* and controller.listener.names (and CONTROLLER out of "
                 "listener.security.protocol.map), one at a time; then delete /migration"
             )
-            delete = (
-                f"Delete /migration: {DELETE_MIGRATION}. The documented revert leaves it: {STALE_MIGRATION}"
-            )
             if flagged:
                 return f"{finish} ({DELETE_MIGRATION}): {STALE_MIGRATION}"
-            if self.broker_modes:
-                return delete
             return f"{finish} if any broker still has the migration settings (they were not read). Then: {delete}"
-        return (
-            "If a KRaft quorum still runs with zookeeper.metadata.migration.enable, it owns /controller: look at its "
-            "controllers first. If the migration was rolled back, the revert deletes /controller (deleteall) so a "
-            "broker is elected again"
-        )
+        if self.reading.stale_migration and "KAFKA-19480" in self.reading.stale_migration:
+            return f"Delete /migration: {DELETE_MIGRATION}. {self.reading.stale_migration}"
+        return delete
 
     def to_dict(self) -> dict[str, object]:
         return {
-            "phase": self.phase.value,
+            "phase": self.phase_name,
+            "possible_phases": self.reading.to_dict()["possible_phases"],
+            "presumed": self.reading.presumed,
             "stage": self.stage,
             "description": self.description,
             "next_step": self.next_step,
@@ -312,20 +342,26 @@ def refusal(found: MigrationState, evidence: KraftMigrationEvidence) -> str:
             f"KRaft controller {found.kraft_controller_id} owns the metadata and writes ZooKeeper itself: a write "
             "beside it changes metadata its log does not know, and its next dual-write may undo it"
         )
-    elif found.phase is MigrationPhase.WAITING_FOR_BROKERS:
+    elif (
+        found.phase in (Phase.CONTROLLERS_PROVISIONED, Phase.BROKERS_IN_MIGRATION_MODE)
+        and not found.inconsistent
+    ):
         why = (
             "the KRaft quorum takes ZooKeeper over as soon as every broker is in migration mode and reads it once "
             "for its initial load: a write racing that load may not be migrated"
         )
-    elif found.phase is MigrationPhase.REVERTING:
+    elif found.phase in (Phase.REVERTING, Phase.ZOOKEEPER) and not found.inconsistent:
         why = (
-            "a ZooKeeper-mode controller acts again, but /migration still says the metadata was migrated: a KRaft "
-            "controller started again would resume from it instead of loading ZooKeeper anew (KAFKA-17146)"
+            "a ZooKeeper-mode controller acts again, but /migration is still there: a KRaft controller started "
+            "again would resume from it instead of loading ZooKeeper anew (KAFKA-17146)"
+            if (found.metadata_offset or -1) > 0
+            else "a ZooKeeper-mode controller acts, but /migration is still there"
+            + (f" ({found.reading.stale_migration})" if found.reading.stale_migration else "")
         )
     else:
         why = found.problem or "ZooKeeper's migration znodes contradict each other"
     return (
-        f"a ZooKeeper-to-KRaft migration is in progress, phase {found.phase.value} ({found.stage}): "
+        f"a ZooKeeper-to-KRaft migration is in progress, phase {found.phase_name} ({found.stage}): "
         f"{'; '.join(kraft_migration_signs(evidence))}. {why[0].upper()}{why[1:]}. Next: {found.next_step}"
     )
 
@@ -374,50 +410,50 @@ def classify(
     known_brokers: Iterable[int] = (),
     broker_modes: Mapping[int, BrokerMode] | None = None,
 ) -> MigrationState | None:
-    """The migration's phase from ``/migration`` and ``/controller`` as read (None: no migration), with the
-    brokers registered in ``/brokers/ids`` and, when the inventory read them, each broker's mode.
+    """The migration as ``/migration``, ``/controller`` and ``/brokers/ids`` show it (None: no migration)
+    and, when the inventory read them, each broker's mode: the phase by
+    :func:`.kraft_migration_phase.zookeeper_phase` (the one phase rule), the rest for the reports.
 
-    The one implementation behind :func:`migration_state` (a snapshot), the maintenance session's refusal
-    and the readiness report."""
+    The one view behind :func:`migration_state` (a snapshot), the maintenance session's refusal and the
+    readiness report."""
     reason = kraft_migration_in_progress(evidence)
     if reason is None:
         return None
     migration, controller = _decoded(evidence)
+    registered = tuple(sorted(set(zk_brokers)))
+    modes = dict(broker_modes or {})
+    known = tuple(sorted(set(registered) | set(known_brokers) | set(modes)))
+    view = ZooKeeperMigrationView(
+        migration=evidence.migration_data,
+        migration_version=-1,
+        controller=evidence.controller_data,
+        controller_ephemeral=evidence.controller_ephemeral_owner not in (None, 0),
+        controller_version=-1,
+        controller_epoch=zk_controller_epoch,
+        controller_epoch_version=-1,
+        registered=frozenset(registered),
+        cluster_id="",
+    )
+    reading = zookeeper_phase(view, {b: NODE_MODES[m] for b, m in modes.items()}, brokers=known)
     kraft_held = controller is not None and (
         controller.is_kraft_controller or evidence.controller_ephemeral_owner == 0
     )
-    registered = tuple(sorted(set(zk_brokers)))
-    modes = dict(broker_modes or {})
-    base = {
-        "reason": reason,
-        "zk_controller_epoch": zk_controller_epoch,
-        "zk_brokers": registered,
-        "broker_modes": modes,
-        "known_brokers": tuple(sorted(set(registered) | set(known_brokers) | set(modes))),
-    }
+    problem = None
     if migration is None:
-        if evidence.migration_data is not None:
+        if evidence.migration_data:
             problem = "/migration exists but cannot be read: Kafka's migration driver cannot read it either"
+        elif evidence.migration_data is not None:
+            problem = reading.stale_migration
         else:
             problem = (
                 "/controller is held by a KRaft controller or is persistent, but there is no /migration: no "
                 "ZooKeeper-mode broker can become controller while it stays (outside a migration a broker's "
                 "/controller is ephemeral)"
             )
-        return MigrationState(
-            MigrationPhase.INCONSISTENT,
-            kraft_controller_id=controller.broker_id if controller is not None else None,
-            kraft_controller_epoch=controller.kraft_controller_epoch if controller is not None else None,
-            metadata_offset=None,
-            metadata_epoch=None,
-            problem=problem,
-            **base,
-        )
-    migrated = migration.kraft_metadata_offset > 0  # ZkMigrationLeadershipState.initialZkMigrationComplete
-    if kraft_held:
+    elif reading.phase is None:
+        problem = reading.refusal
+    elif kraft_held:
         assert controller is not None
-        phase = MigrationPhase.DUAL_WRITE if migrated else MigrationPhase.METADATA_MIGRATION
-        problem = None
         if (controller.broker_id, controller.kraft_controller_epoch) != (
             migration.kraft_controller_id,
             migration.kraft_controller_epoch,
@@ -427,28 +463,31 @@ def classify(
                 f"but /migration {migration.kraft_controller_id} (epoch {migration.kraft_controller_epoch}): a new "
                 "KRaft leader between its two writes, or one that failed after claiming /controller"
             )
-        return MigrationState(
-            phase,
-            kraft_controller_id=controller.broker_id,
-            kraft_controller_epoch=controller.kraft_controller_epoch,
-            metadata_offset=migration.kraft_metadata_offset,
-            metadata_epoch=migration.kraft_metadata_epoch,
-            problem=problem,
-            **base,
-        )
-    return MigrationState(
-        MigrationPhase.REVERTING if migrated else MigrationPhase.WAITING_FOR_BROKERS,
-        kraft_controller_id=migration.kraft_controller_id,
-        kraft_controller_epoch=migration.kraft_controller_epoch,
-        metadata_offset=migration.kraft_metadata_offset,
-        metadata_epoch=migration.kraft_metadata_epoch,
-        problem=(
+    elif migration.kraft_metadata_offset > 0:  # ZkMigrationLeadershipState.initialZkMigrationComplete
+        problem = (
             f"/migration holds KRaft metadata offset {migration.kraft_metadata_offset} while broker "
             f"{controller.broker_id if controller else '(none)'} holds /controller"
-            if migrated
-            else None
-        ),
-        **base,
+        )
+    if controller is not None and (kraft_held or evidence.migration_data is None):
+        kraft_id, kraft_epoch = controller.broker_id, controller.kraft_controller_epoch
+    elif migration is not None:
+        kraft_id, kraft_epoch = migration.kraft_controller_id, migration.kraft_controller_epoch
+    else:
+        kraft_id = kraft_epoch = None
+    return MigrationState(
+        reading,
+        reason=reason,
+        kraft_controller_id=kraft_id,
+        kraft_controller_epoch=kraft_epoch,
+        metadata_offset=migration.kraft_metadata_offset if migration is not None else None,
+        metadata_epoch=migration.kraft_metadata_epoch if migration is not None else None,
+        zk_controller_epoch=zk_controller_epoch,
+        zk_brokers=registered,
+        kraft_held=kraft_held,
+        migration_absent=evidence.migration_data is None,
+        problem=problem,
+        broker_modes=modes,
+        known_brokers=known,
     )
 
 

@@ -77,11 +77,41 @@ class NodeMode(enum.StrEnum):
     """Combined mode or roles Kafka refuses: not something the migration plans for."""
 
 
+class BrokerMode(enum.StrEnum):
+    """How a broker runs, from its server.properties (:func:`broker_mode`)."""
+
+    ZOOKEEPER = "zookeeper"
+    """ZooKeeper mode, migration off."""
+    MIGRATION = "zookeeper-migration"
+    """ZooKeeper mode with ``zookeeper.metadata.migration.enable=true``: registers in ``/brokers/ids``
+    and with the KRaft quorum."""
+    KRAFT = "kraft"
+    """``process.roles=broker``: a migration's KRaft broker, registered with the quorum only."""
+
+
+def broker_mode(settings: Mapping[str, str]) -> BrokerMode:
+    """A broker's mode from its server.properties' migration settings (``KafkaConfig``, 3.9.0-rc3:
+    ``process.roles`` makes a KRaft node; ``zookeeper.metadata.migration.enable`` is a boolean, which
+    ``ConfigDef`` reads trimmed and case-insensitively)."""
+    roles = {r.strip() for r in settings.get("process.roles", "").split(",") if r.strip()}
+    if "broker" in roles:
+        return BrokerMode.KRAFT
+    if settings.get("zookeeper.metadata.migration.enable", "").strip().lower() == "true":
+        return BrokerMode.MIGRATION
+    return BrokerMode.ZOOKEEPER
+
+
+NODE_MODES = {
+    BrokerMode.ZOOKEEPER: NodeMode.ZOOKEEPER,
+    BrokerMode.MIGRATION: NodeMode.MIGRATION,
+    BrokerMode.KRAFT: NodeMode.KRAFT_BROKER,
+}
+"""A broker's :class:`BrokerMode` as the phase reader's :class:`.kraft_migration_config.NodeMode`."""
+
+
 def node_mode(props: Mapping[str, str]) -> NodeMode:
     """The mode ``props`` (a parsed server.properties) starts the node in: a controller's from
-    ``process.roles``, a broker's by :func:`.kraft_migration.broker_mode` (the one broker rule)."""
-    from .kraft_migration import BrokerMode, broker_mode
-
+    ``process.roles``, a broker's by :func:`broker_mode` (the one broker rule)."""
     roles = {r.strip() for r in props.get(PROCESS_ROLES, "").split(",") if r.strip()}
     if "controller" in roles:
         if roles != {"controller"}:
@@ -90,11 +120,7 @@ def node_mode(props: Mapping[str, str]) -> NodeMode:
         return NodeMode.CONTROLLER_MIGRATING if migrating else NodeMode.CONTROLLER
     if roles - {"broker"}:
         return NodeMode.OTHER
-    return {
-        BrokerMode.ZOOKEEPER: NodeMode.ZOOKEEPER,
-        BrokerMode.MIGRATION: NodeMode.MIGRATION,
-        BrokerMode.KRAFT: NodeMode.KRAFT_BROKER,
-    }[broker_mode(props)]
+    return NODE_MODES[broker_mode(props)]
 
 
 # ---------------------------------------------------------------------------------------------

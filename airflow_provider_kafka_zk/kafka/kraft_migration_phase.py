@@ -1,5 +1,10 @@
 """Where a ZooKeeper-to-KRaft migration stands, from every signal the cluster gives (pure).
 
+The one phase rule of the provider: :func:`detect_phase` (the migration DAG, its planner and its
+executor: every signal, exactly one phase or a refusal) and :func:`zookeeper_phase` (the daily audit,
+the readiness report and every writer's refusal, through :mod:`.kraft_migration`'s view: ZooKeeper and
+the brokers' files only, a presumed phase where several fit) intersect the same signals.
+
 A migration leaves traces in several places, each written by a different process at a different
 moment; read alone, any of them can mislead (a ``/migration`` left behind by a rollback done as the
 docs say, a controller log that rotated, a broker whose file changed but which was not restarted).
@@ -226,11 +231,16 @@ class PhaseReading:
     :param notes: facts a person should know that do not change the phase (a stale ``/migration``,
         a restart pending, a node down).
     :param stale_migration: ``/migration`` is left over (KAFKA-17146) or null (KAFKA-19480).
+    :param possible: every phase the signals allow (one when they agree; several when a signal was
+        not read, see :func:`zookeeper_phase`; none when they disagree).
+    :param presumed: why :attr:`phase` is presumed among several possible ones (None: decided).
     """
 
     phase: Phase | None
     signals: tuple[Signal, ...]
     refusal: str | None = None
+    possible: frozenset[Phase] = frozenset()
+    presumed: str | None = None
     notes: tuple[str, ...] = ()
     stale_migration: str | None = None
     broker_modes: Mapping[int, NodeMode | None] = field(default_factory=dict)
@@ -244,6 +254,8 @@ class PhaseReading:
     def to_dict(self) -> dict[str, Any]:
         return {
             "phase": self.phase.value if self.phase else None,
+            "possible_phases": [p.value for p in (*ORDER, Phase.REVERTING) if p in self.possible],
+            "presumed": self.presumed,
             "refusal": self.refusal,
             "signals": [s.to_dict() for s in self.signals],
             "notes": list(self.notes),
@@ -278,16 +290,33 @@ class PhaseRefusedError(ValueError):
 
 
 def _migration_signal(
-    zk: ZooKeeperMigrationView, controller_ids: frozenset[int]
+    zk: ZooKeeperMigrationView, controller_ids: frozenset[int] | None
 ) -> tuple[Signal, str | None]:
     if zk.migration is None:
         return Signal("/migration", "absent", frozenset({Phase.ZOOKEEPER, Phase.REVERTING})), None
     if zk.migration == b"":
+        # zookeeper-security-migration (3.4+: /migration is in ZkData.SecureRootPaths) without
+        # --enable.path.check creates every missing secure root path with null data
+        # (ZkSecurityMigrator.run -> KafkaZkClient.makeSurePersistentPathExists -> createRecursive(path,
+        # data = null), tag 3.9.0-rc3; /controller is skipped since 2.5.0, KAFKA-9267). A KRaft controller
+        # in migration mode then fails in RecoverMigrationStateFromZKEvent: getOrCreateMigrationState
+        # creates /migration only on NONODE and MigrationZNode.decode cannot read null or empty data
+        # (KafkaZkClient.scala / ZkData.scala, 3.9.0-rc3); its driver stays UNINITIALIZED and retries at
+        # every poll: the controllers run, the migration never starts (KAFKA-19480; apache/kafka#20627,
+        # merged 2025-10-07, recreates such a /migration instead; Kafka's documented workaround deletes it)
         stale = (
-            "/migration exists without data (zookeeper-security-migration run without --enable.path.check "
-            "creates it so): a KRaft controller's migration hangs parsing it (KAFKA-19480)"
+            "/migration exists without data (zookeeper-security-migration without --enable.path.check creates "
+            "every missing root znode so): a KRaft controller in migration mode cannot parse it and retries "
+            "forever -- the migration never starts (KAFKA-19480); it must be deleted while no KRaft controller runs"
         )
-        return Signal("/migration", "present without data", frozenset({Phase.ZOOKEEPER})), stale
+        return (
+            Signal(
+                "/migration",
+                "present without data (KAFKA-19480: any KRaft controller started on it hangs)",
+                frozenset({Phase.ZOOKEEPER, Phase.CONTROLLERS_PROVISIONED, Phase.BROKERS_IN_MIGRATION_MODE}),
+            ),
+            stale,
+        )
     try:
         state = zk.migration_znode()
     except ValueError as exc:
@@ -305,7 +334,7 @@ def _migration_signal(
             {Phase.CONTROLLERS_PROVISIONED, Phase.BROKERS_IN_MIGRATION_MODE, Phase.REVERTING, Phase.ZOOKEEPER}
         )
         says = f"not migrated yet: {described}"
-    if state.kraft_controller_id not in (-1, *controller_ids):
+    if controller_ids is not None and state.kraft_controller_id not in (-1, *controller_ids):
         return (
             Signal(
                 "/migration",
@@ -317,7 +346,7 @@ def _migration_signal(
     return Signal("/migration", says, phases), None
 
 
-def _controller_signal(zk: ZooKeeperMigrationView, controller_ids: frozenset[int]) -> Signal:
+def _controller_signal(zk: ZooKeeperMigrationView, controller_ids: frozenset[int] | None) -> Signal:
     if zk.controller is None:
         return Signal(
             "/controller",
@@ -342,7 +371,7 @@ def _controller_signal(zk: ZooKeeperMigrationView, controller_ids: frozenset[int
             return Signal(
                 "/controller", "a KRaft controller's but ephemeral (Kafka writes it persistent)", frozenset()
             )
-        if registration.broker_id not in controller_ids:
+        if controller_ids is not None and registration.broker_id not in controller_ids:
             return Signal(
                 "/controller",
                 f"held by KRaft controller {registration.broker_id}, which the cluster file does not list",
@@ -358,7 +387,9 @@ def _controller_signal(zk: ZooKeeperMigrationView, controller_ids: frozenset[int
         return Signal(
             "/controller",
             f"persistent but names broker {registration.broker_id} without a KRaft epoch: not written by Kafka "
-            "(zookeeper-security-migration creates missing root znodes so); no broker can become controller",
+            "(a ZooKeeper-mode broker's is ephemeral, a KRaft controller's carries its epoch; "
+            "zookeeper-security-migration skips a missing /controller since 2.5.0, KAFKA-9267); no broker can "
+            "become controller",
             frozenset(),
         )
     return Signal(
@@ -605,21 +636,36 @@ def detect_phase(
     if line_signal is not None:
         signals.append(line_signal)
     notes += _registration_notes(zk, brokers)
-    phases = frozenset(ALL)
-    for signal in signals:
-        phases &= signal.phases
-    modes = {b.node_id: b.mode for b in brokers}
-    controller_modes = {c.node_id: c.mode for c in controllers}
     common = {
-        "signals": tuple(signals),
-        "broker_modes": modes,
-        "controller_modes": controller_modes,
+        "broker_modes": {b.node_id: b.mode for b in brokers},
+        "controller_modes": {c.node_id: c.mode for c in controllers},
         "migration_state": state,
         "kraft_registrations": registrations,
         "migration_completed_logged": completed,
     }
-    if len(phases) != 1:
-        unreadable = [s for s in signals if not s.phases]
+    return _decide(zk, signals, notes, stale, presume=False, **common)
+
+
+def _decide(
+    zk: ZooKeeperMigrationView,
+    signals: Sequence[Signal],
+    notes: list[str],
+    stale: str | None,
+    *,
+    presume: bool,
+    prefer: frozenset[Phase] = ALL,
+    **common: Any,
+) -> PhaseReading:
+    """The phase every signal allows (the one rule both readers share); with ``presume``, the first of
+    :data:`PRESUMPTION` among several (among ``prefer`` when any of them is possible), else a refusal
+    naming the signals."""
+    phases = frozenset(ALL)
+    for signal in signals:
+        phases &= signal.phases
+    common["signals"] = tuple(signals)
+    common["possible"] = phases
+    unreadable = [s for s in signals if not s.phases]
+    if unreadable or not phases or (len(phases) > 1 and not presume):
         if unreadable:
             why = "; ".join(f"{s.name}: {s.says}" for s in unreadable)
             refusal = f"the migration's phase cannot be told: {why}"
@@ -631,7 +677,18 @@ def detect_phase(
                 + "; ".join(f"{s.name} says {s.says}" for s in signals)
             )
         return PhaseReading(None, refusal=refusal + ". Nothing was changed", notes=tuple(notes), **common)
-    (phase,) = phases
+    phase = next(p for p in PRESUMPTION if p in (phases & prefer or phases))
+    presumed = None
+    if len(phases) > 1:
+        presumed = (
+            f"{phase.value} presumed among {', '.join(p.value for p in PRESUMPTION if p in phases)}: the "
+            "controllers' files, processes and metadata log were not read"
+            + (
+                ""
+                if "brokers' server.properties" in {s.name for s in signals}
+                else ", nor the brokers' files"
+            )
+        )
     if phase is Phase.ZOOKEEPER and zk.migration is not None and stale is None:
         stale = (
             "/migration is left over from an earlier attempt (no KRaft controller runs, a ZooKeeper-mode broker "
@@ -640,7 +697,76 @@ def detect_phase(
         )
     if stale is not None:
         notes.append(stale)
-    return PhaseReading(phase, notes=tuple(notes), stale_migration=stale, **common)
+    return PhaseReading(phase, notes=tuple(notes), stale_migration=stale, presumed=presumed, **common)
+
+
+PRESUMPTION: tuple[Phase, ...] = (*ORDER[1:], Phase.REVERTING, Phase.ZOOKEEPER)
+"""When a reader saw only ZooKeeper (and perhaps the brokers' files), several phases can remain: it
+presumes the earliest phase of a migration going forward, a revert only when nothing forward fits,
+ZooKeeper mode (a ``/migration`` left over) only when nothing else does. So a KRaft controller that
+holds ``/controller`` is presumed running (dual-write, not a revert that stopped it), and provisioned
+controllers are presumed running while ``/migration`` waits at -1. Brokers not read are presumed from
+``/brokers/ids`` first (:func:`_registration_hint`)."""
+
+
+def zookeeper_phase(
+    zk: ZooKeeperMigrationView,
+    broker_modes: Mapping[int, NodeMode] | None = None,
+    *,
+    brokers: Iterable[int] = (),
+) -> PhaseReading:
+    """The phase by the same signals as :func:`detect_phase`, from what ZooKeeper shows and, when the
+    inventory read them, the brokers' server.properties -- for the daily audit, the readiness report
+    and every writer's refusal, which do not read the controllers. Several phases may remain possible:
+    :data:`PRESUMPTION` picks one and :attr:`PhaseReading.presumed` says so; signals that contradict
+    each other give no phase (the refusal names them).
+
+    :param zk: what ZooKeeper shows (:func:`zookeeper_view`, or a snapshot's).
+    :param broker_modes: each broker's mode as its server.properties says (missing: not read).
+    :param brokers: every broker of the cluster (registered, assigned, inventoried): one whose mode was
+        not read leaves every mode possible for it.
+    """
+    modes = dict(broker_modes or {})
+    unread = set(brokers) - set(modes)
+    signals: list[Signal] = []
+    migration, stale = _migration_signal(zk, None)
+    signals += [migration, _controller_signal(zk, None)]
+    if modes:
+        signals.append(_modes_signal(modes, complete=not unread))
+    # a /migration without data is what zookeeper-security-migration leaves, not a sign of controllers
+    prefer = frozenset({Phase.ZOOKEEPER}) if zk.migration == b"" else _registration_hint(zk, modes, unread)
+    return _decide(zk, signals, [], stale, presume=True, prefer=prefer, broker_modes=modes)
+
+
+def _registration_hint(
+    zk: ZooKeeperMigrationView, modes: Mapping[int, NodeMode], unread: set[int]
+) -> frozenset[Phase]:
+    """Brokers whose files were not read, presumed from ``/brokers/ids``: a registered one runs in
+    ZooKeeper mode, a known one missing from it in KRaft mode, and no broker registered at all means all
+    of them run in KRaft mode (a KRaft broker registers with the quorum only; a stopped broker looks
+    the same, hence only a presumption)."""
+    if modes and not unread:
+        return ALL
+    if not zk.registered and not any(m in (NodeMode.ZOOKEEPER, NodeMode.MIGRATION) for m in modes.values()):
+        return frozenset({Phase.DUAL_WRITE_KRAFT_BROKERS, Phase.FINALIZING, Phase.FINALIZED})
+    if unread - zk.registered:
+        return frozenset({Phase.ROLLING_TO_KRAFT})
+    return ALL - {Phase.ROLLING_TO_KRAFT, Phase.DUAL_WRITE_KRAFT_BROKERS, Phase.FINALIZING, Phase.FINALIZED}
+
+
+def _modes_signal(modes: Mapping[int, NodeMode], *, complete: bool) -> Signal:
+    """The brokers' modes as a signal; with some brokers not read, every phase whose brokers' modes
+    include the ones seen."""
+    seen = frozenset(modes.values())
+    by_mode = "; ".join(
+        f"{mode.value}: {sorted(b for b, m in modes.items() if m is mode)}" for mode in sorted(seen)
+    )
+    if complete:
+        phases = _BROKER_MODE_PHASES.get(seen, frozenset())
+    else:
+        phases = frozenset().union(*(p for key, p in _BROKER_MODE_PHASES.items() if seen <= key))
+        by_mode += " (the other brokers' files not read)"
+    return Signal("brokers' server.properties", by_mode, phases)
 
 
 def _registration_notes(zk: ZooKeeperMigrationView, brokers: Iterable[NodeFile]) -> list[str]:

@@ -523,13 +523,25 @@ def _enter_migration_mode(inputs: MigrationInputs) -> MigrationPlan:
         refusals=refusals,
     )
     steps.append(with_id(MigrationWait(id="", until="migrated"), "wait-migrated"))
+    traps = release_traps(inputs.traps)
+    if inputs.zookeeper.migration == b"":
+        # the controllers run on a /migration without data: their migration driver never leaves
+        # UNINITIALIZED (KAFKA-19480, see kraft_migration_phase), so no broker roll can help
+        traps = (
+            stale_migration_trap(replace(inputs.traps, migration_null=True), handled_by_plan=False)[:1]
+            + traps
+        )
+        refusals.append(
+            "KAFKA-19480: /migration has no data while the KRaft controllers run: their migration cannot start. "
+            "Run the DAG back (it stops the controllers and deletes /migration), then forward again"
+        )
     return _finish(
         inputs,
         Direction.FORWARD,
         Phase.DUAL_WRITE_ZK_BROKERS,
         "roll the brokers into migration mode (the migration of the metadata follows)",
         steps,
-        release_traps(inputs.traps),
+        traps,
         refusals,
     )
 

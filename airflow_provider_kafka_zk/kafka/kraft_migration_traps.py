@@ -8,8 +8,8 @@ issue          what goes wrong                                             fixed
 ============  ==========================================================  =============================
 KAFKA-17146   a stale ``/migration`` makes a new attempt skip the initial  docs only (3.9.0: the revert
               load; its dual-write then deletes topics created meanwhile   for KRaft brokers omits it)
-KAFKA-19480   ``/migration`` with null data (zookeeper-security-migration  not in 3.9.0
-              without --enable.path.check): the migration hangs
+KAFKA-19480   ``/migration`` with null data (zookeeper-security-migration  not in 3.9.0 (apache/kafka
+              without --enable.path.check): the migration hangs            #20627, merged 2025-10-07)
 KAFKA-20488   a revert while the KRaft controller epoch is not below the   docs only (2026)
               ZooKeeper controller's: partitions offline
 KAFKA-20960   finalizing before every broker re-registered as a KRaft      unfixed (open)
@@ -214,7 +214,9 @@ def stale_migration_trap(inputs: TrapInputs, *, handled_by_plan: bool) -> list[T
                 "The plan deletes it before the controllers start (the driver would loop parsing it)."
                 if handled_by_plan
                 else "Run the DAG back (it removes /migration with the controllers stopped), then forward again.",
-                "not fixed in 3.9.0",
+                # KafkaZkClient.getOrCreateMigrationState creates /migration only on NONODE and
+                # MigrationZNode.decode fails on null data (3.9.0-rc3); apache/kafka#20627 recreates it
+                "not fixed in 3.9.0 (apache/kafka#20627, merged 2025-10-07, recreates it)",
             )
         )
     else:

@@ -164,7 +164,9 @@ class ReadinessReport:
         count = len(self.blockers)
         blockers = f"{count} blocker{'' if count == 1 else 's'}"
         if self.migration is not None:
-            return f"migrating ({self.migration.phase.value})" + (f", {blockers}" if count else "")
+            # ZooKeeper mode with a /migration left behind is no migration, but no ready cluster either
+            state = "/migration left over" if self.migration.left_over else "migrating"
+            return f"{state} ({self.migration.phase_name})" + (f", {blockers}" if count else "")
         return "ready to migrate" if count == 0 else blockers
 
     def check(self, check_id: str) -> Check:
@@ -189,7 +191,7 @@ class ReadinessReport:
         if self.migration is not None:
             m = self.migration
             lines += [
-                f"Migration in progress, phase {m.phase.value} ({m.stage}): {m.description}.",
+                f"Migration in progress, phase {m.phase_name} ({m.stage}): {m.description}.",
                 f"  KRaft controller {m.kraft_controller_id} (epoch {m.kraft_controller_epoch}); /migration "
                 f"metadata offset {m.metadata_offset} (epoch {m.metadata_epoch}); ZooKeeper controller epoch "
                 f"{m.zk_controller_epoch}; brokers registered in /brokers/ids (ZooKeeper mode) {list(m.zk_brokers)}"

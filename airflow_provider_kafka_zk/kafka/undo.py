@@ -149,6 +149,106 @@ def trigger_command(dag_id: str, conf: Mapping[str, Any]) -> str:
     return f"airflow dags trigger {dag_id} --conf '{text}'"
 
 
+MIGRATION_DAG_ID = "kafka_zk_kraft_migration"
+MIGRATION_FOLDER = "kraft-migration"
+"""The ZooKeeper-to-KRaft migration's DAG and its runs' folder under ``<base>/<cluster>/``: its runs are
+not undone here but by its own run in the other direction (:func:`migration_run_refusal`)."""
+
+
+@dataclass(frozen=True)
+class MigrationRunRecord:
+    """What a ``kafka_zk_kraft_migration`` run's folder says (None: the file or the field is missing).
+
+    :param folder: the run's folder.
+    :param direction: ``forward`` or ``back`` (its ``plan.json``).
+    :param from_phase: the phase it planned from (``plan.json``; its ``signals.json`` before a plan).
+    :param to_phase: the phase its plan leads to.
+    :param verified_phase: the phase its verify step read at its end (``verify.json``).
+    :param verified: whether it has a ``verify.json``.
+    :param steps_done: steps its ``progress.json`` records completed.
+    :param steps_planned: steps of its plan.
+    """
+
+    folder: str
+    direction: str | None = None
+    from_phase: str | None = None
+    to_phase: str | None = None
+    verified_phase: str | None = None
+    verified: bool = False
+    steps_done: int = 0
+    steps_planned: int = 0
+
+    @property
+    def phase_now(self) -> tuple[str | None, str]:
+        """The cluster's phase as far as the run's artefacts know it, and how they know it."""
+        if self.verified:
+            if self.verified_phase:
+                return (
+                    self.verified_phase,
+                    f"read by the run's verify step at its end ({self.folder}/verify.json)",
+                )
+            return None, f"the run's verify step could not tell it ({self.folder}/verify.json)"
+        if self.steps_planned and self.steps_done >= self.steps_planned and self.to_phase:
+            return self.to_phase, (
+                f"every step of the run's plan completed ({self.folder}/progress.json), not verified after"
+            )
+        if self.steps_done:
+            return None, (
+                f"the run stopped after {self.steps_done} of {self.steps_planned} steps ({self.folder}/"
+                f"progress.json): between {self.from_phase} and {self.to_phase}"
+            )
+        if self.from_phase:
+            return (
+                self.from_phase,
+                f"the run changed nothing; its plan read this phase ({self.folder}/plan.json)",
+            )
+        return None, f"no plan, progress or verify record in {self.folder}"
+
+
+def migration_run_refusal(cluster: str, run_id: str, record: MigrationRunRecord | None) -> Refusal:
+    """``kafka_zk_undo`` asked to undo a migration run: the way back is the migration DAG's own run in the
+    other direction, which plans the revert from every signal of the cluster as it is now (the undo reads
+    only what a run wrote) -- with the exact command, and the phase the run's artefacts know."""
+    direction = "forward" if record is not None and record.direction == "back" else "back"
+    dry = {"cluster": cluster, "direction": direction, "dry_run": True}
+    real = dict(dry, dry_run=False)
+    phase, source = record.phase_now if record is not None else (None, "")
+    where = f" ({record.folder})" if record is not None else ""
+    if phase is not None:
+        known = f"The cluster's phase by that run's artefacts: {phase} ({source})"
+    elif record is not None:
+        known = f"The cluster's phase is not known from that run's artefacts ({source})"
+    else:
+        known = f"No folder of that run under <base>/{cluster}/{MIGRATION_FOLDER}/ tells its phase"
+    if phase == "finalized":
+        way = (
+            "A finalized migration has no way back to ZooKeeper (Kafka's docs, 'Finalizing the migration'): "
+            "a back run refuses"
+        )
+    elif direction == "forward":
+        way = (
+            f"That run went back; to move forward again trigger {MIGRATION_DAG_ID} with direction forward, a dry "
+            "run first, then the real run (it waits for a person's approval)"
+        )
+    else:
+        way = (
+            f"Trigger {MIGRATION_DAG_ID} with direction back: it reads the phase the cluster is in now and "
+            "plans its revert (Kafka's table, with deleteall, the chroot and /migration removed), one phase per "
+            "run (from KRaft brokers: back to ZooKeeper-mode brokers first, a second back run ends in ZooKeeper "
+            "mode) -- it refuses, naming every signal, when they disagree; a dry run first, then the real run "
+            "(it waits for a person's approval)"
+        )
+    return Refusal(
+        "migration-run",
+        f"{run_id} is a run of {MIGRATION_DAG_ID}{where}: {UNDO_DAG_ID} does not undo a ZooKeeper-to-KRaft "
+        f"migration run, the migration DAG's {direction} run does. {known}",
+        f"Nothing was planned. {way}: {trigger_command(MIGRATION_DAG_ID, dry)} then "
+        f"{trigger_command(MIGRATION_DAG_ID, real)}",
+        None,
+        (run_id, MIGRATION_DAG_ID),
+    )
+
+
 def undo_record(cluster: str, run_id: str | None, dag_id: str | None) -> dict[str, Any]:
     """What a rollback record says first: the DAG that undoes the run, with the exact conf (a dry
     run, then the real one). ``run_id`` None: a run outside Airflow (a script), which no DAG finds."""
@@ -1170,11 +1270,14 @@ def undo_summary(
 __all__ = [
     "BY_HAND",
     "DAG_KINDS",
+    "MIGRATION_DAG_ID",
+    "MIGRATION_FOLDER",
     "PLAN_KIND",
     "UNDO_DAG_ID",
     "UNDO_FOLDER",
     "DeletedConfig",
     "FileNow",
+    "MigrationRunRecord",
     "MovedDir",
     "MovesNow",
     "OriginalRun",
@@ -1184,6 +1287,7 @@ __all__ = [
     "UndoPlan",
     "describe",
     "kind_of_folder",
+    "migration_run_refusal",
     "plan_cleanup_undo",
     "plan_document",
     "plan_moves_undo",

@@ -48,7 +48,9 @@ from airflow_provider_kafka_zk.kafka.steps import (
 from airflow_provider_kafka_zk.maintenance.session import (
     MaintenanceRefusedError,
     MaintenanceSession,
+    PlanApproval,
     RollbackArtefactError,
+    RunIdentity,
 )
 
 log = logging.getLogger(__name__)
@@ -369,3 +371,67 @@ class StepExecutor:
             progress.complete({i: outcomes.get(i, {}) for i in ids})
             ran.extend(ids)
         return ExecutionResult(False, tuple(ran), tuple(progress.completed), report.done)
+
+
+class ResolvesHosts(Protocol):
+    """An SSH host hook that looks the brokers' hosts up (in ZooKeeper) before its first command."""
+
+    def resolve_connections(self) -> Any: ...
+
+
+def execute_plan_in_session(
+    location: str,
+    plan: Mapping[str, Any],
+    steps: Sequence[Step],
+    *,
+    hook: KafkaZooKeeperHook,
+    what: str,
+    handlers: Mapping[str, StepHandler],
+    context: Callable[[MaintenanceSession, ProgressLog], StepContext],
+    baseline: Callable[[Any], Mapping[str, Any]],
+    run: RunIdentity,
+    dry_run: bool,
+    expected: Any,
+    approval: PlanApproval | None = None,
+    lease_ttl_s: float | None = None,
+    hosts: ResolvesHosts | None = None,
+    kraft_migration: bool = False,
+) -> ExecutionResult:
+    """Carry out an approved plan's ``steps`` on the step executor inside one maintenance session for
+    the plan (one step at a time), the shape every plan executor shares: the session pins the identity
+    the plan was made for and verifies the run's approval first; only then are broker hosts looked up
+    in ZooKeeper; the baseline is recorded once, before the first write (a resumed run keeps the first
+    try's). The caller owns (and closes) ``hook`` and ``hosts``.
+
+    :param location: the plan's folder (``progress.json`` and the rollback artefacts go there).
+    :param plan: ``plan.json``'s content (its ``cluster``).
+    :param what: the run's name in messages (``topicId repair of cluster prod``).
+    :param context: the run's :class:`StepContext` from the session and the progress log.
+    :param baseline: what the run records before its first write, from that context.
+    :param expected: the cluster identity the plan was made for.
+    :param approval: the run's approved plan (a real run after an approval step).
+    :param hosts: the SSH host hook, resolved after the approval was verified.
+    :param kraft_migration: the run is the ZooKeeper-to-KRaft migration's own (it writes during one).
+    """
+    progress = ProgressLog(location)
+    with MaintenanceSession(
+        hook,
+        cluster=str(plan["cluster"]),
+        artefact_dir=location,
+        run=run,
+        dry_run=dry_run,
+        expected=expected,
+        single_step=True,
+        lease_ttl_s=lease_ttl_s,
+        approval=approval,
+        kraft_migration=kraft_migration,
+    ) as session:
+        if hosts is not None:
+            hosts.resolve_connections()  # reads ZooKeeper: after the approval was verified
+        ctx = context(session, progress)
+
+        def record_baseline() -> None:
+            if progress.baseline is None:  # a resumed run keeps the first try's
+                progress.set_baseline(dict(baseline(ctx)))
+
+        return StepExecutor(what, handlers, ctx, before_first_step=record_baseline).run(steps)

@@ -117,7 +117,7 @@ from airflow_provider_kafka_zk.maintenance.executor import (
     ExecutionResult,
     ProgressLog,
     StepContext,
-    StepExecutor,
+    execute_plan_in_session,
 )
 from airflow_provider_kafka_zk.maintenance.session import (
     MaintenanceRefusedError,
@@ -1455,6 +1455,14 @@ def host_hook(
     )
 
 
+def _migration_baseline(ctx: MigrationContext) -> dict[str, Any]:
+    """The cluster's health and each broker's ZooKeeper epoch before the first write (the gates compare)."""
+    signals = ctx.signals(fresh=True)
+    partitions = {(p.topic, p.partition): p for p in signals.state.partitions()}
+    now = health(partitions, live_brokers(signals.state, signals.image()), min_isr(signals.state))
+    return {"health": now.to_dict(), "zk_epochs": {str(b): e for b, e in signals.zk_epochs.items()}}
+
+
 def execute_migration_plan(
     location: str,
     plan: Mapping[str, Any],
@@ -1472,55 +1480,43 @@ def execute_migration_plan(
     :param plan: ``plan.json`` (cluster, brokers' hosts pinned at plan time).
     :param expected: the cluster identity the plan was made for.
     """
-    progress = ProgressLog(location)
     hook = KafkaZooKeeperHook(settings.kafka_zookeeper_conn_id)
     broker_hosts = {int(b): h for b, h in (plan.get("broker_hosts") or {}).items()}
     ssh = ReusingHostHook(host_hook(settings, broker_hosts, hook))
+
+    def context(session: MaintenanceSession, progress: ProgressLog) -> MigrationContext:
+        gate = NodeGate(session, settings.controllers)
+        return MigrationContext(
+            session=session,
+            progress=progress,
+            plan_steps=list(steps),
+            poll_interval=settings.poll_interval,
+            settings=settings,
+            hosts=NodeHosts(ssh, gate, timeout=max(60.0, min(settings.command_timeout, 600.0))),
+            host_hook=ssh,
+            gate=gate,
+            location=location,
+            plan=plan,
+        )
+
     try:
-        with MaintenanceSession(
-            hook,
-            cluster=str(plan["cluster"]),
-            artefact_dir=location,
+        return execute_plan_in_session(
+            location,
+            plan,
+            steps,
+            hook=hook,
+            what=f"KRaft migration of cluster {plan['cluster']} ({plan.get('title')})",
+            handlers=HANDLERS,
+            context=context,
+            baseline=_migration_baseline,
             run=run,
             dry_run=dry_run,
             expected=expected,
-            single_step=True,
-            lease_ttl_s=settings.lease_ttl_s,
             approval=approval,
+            lease_ttl_s=settings.lease_ttl_s,
+            hosts=ssh,
             kraft_migration=True,
-        ) as session:
-            ssh.resolve_connections()
-            gate = NodeGate(session, settings.controllers)
-            ctx = MigrationContext(
-                session=session,
-                progress=progress,
-                plan_steps=list(steps),
-                poll_interval=settings.poll_interval,
-                settings=settings,
-                hosts=NodeHosts(ssh, gate, timeout=max(60.0, min(settings.command_timeout, 600.0))),
-                host_hook=ssh,
-                gate=gate,
-                location=location,
-                plan=plan,
-            )
-
-            def record_baseline() -> None:
-                if progress.baseline is not None:
-                    return
-                signals = ctx.signals(fresh=True)
-                partitions = {(p.topic, p.partition): p for p in signals.state.partitions()}
-                now = health(partitions, live_brokers(signals.state, signals.image()), min_isr(signals.state))
-                progress.set_baseline(
-                    {"health": now.to_dict(), "zk_epochs": {str(b): e for b, e in signals.zk_epochs.items()}}
-                )
-
-            executor = StepExecutor(
-                f"KRaft migration of cluster {plan['cluster']} ({plan.get('title')})",
-                HANDLERS,
-                ctx,
-                before_first_step=record_baseline,
-            )
-            return executor.run(steps)
+        )
     finally:
         ssh.close()
         hook.close()

@@ -85,13 +85,11 @@ from airflow_provider_kafka_zk.kafka.topic_id_repair import (
 from airflow_provider_kafka_zk.kafka.undo import BY_HAND, undo_pointer
 from airflow_provider_kafka_zk.maintenance.executor import (
     ExecutionResult,
-    ProgressLog,
     StepContext,
-    StepExecutor,
+    execute_plan_in_session,
 )
 from airflow_provider_kafka_zk.maintenance.session import (
     MaintenanceRefusedError,
-    MaintenanceSession,
     PlanApproval,
     RunIdentity,
 )
@@ -740,6 +738,16 @@ def _exists(url: str) -> bool:
     return bool(fs.exists(path))
 
 
+def _repair_baseline(ctx: RepairContext) -> dict[str, Any]:
+    """The cluster's health before the first write: what the restarts' gates compare with."""
+    epochs, partitions, state = ctx.health(fresh=True)
+    return {
+        "under_replicated": len(under_replicated(partitions)),
+        "leaderless": sorted(leaderless_partitions(partitions, state.live_broker_ids)),
+        "broker_epochs": {str(b): e for b, e in epochs.items()},
+    }
+
+
 def execute_repair_plan(
     location: str,
     plan: Mapping[str, Any],
@@ -760,7 +768,6 @@ def execute_repair_plan(
         verifies it before reading the cluster (the broker hosts are looked up in ZooKeeper after
         it), the executor again before the first write.
     """
-    progress = ProgressLog(location)
     needs_hosts = any(isinstance(s, FileRemoval | BrokerRestart) for s in steps)
     if needs_hosts and not settings.ssh_conn_id:
         raise TopicIdRepairError("the plan resets broker files: give ssh_conn_id")
@@ -774,20 +781,14 @@ def execute_repair_plan(
             server_properties_path=settings.server_properties_path or None,
         )
     try:
-        with MaintenanceSession(
-            hook,
-            cluster=str(plan["cluster"]),
-            artefact_dir=location,
-            run=run,
-            dry_run=dry_run,
-            expected=expected,
-            single_step=True,
-            lease_ttl_s=settings.lease_ttl_s,
-            approval=approval,
-        ) as session:
-            if host_hook is not None:
-                host_hook.resolve_connections()  # reads ZooKeeper: after the approval was verified
-            ctx = RepairContext(
+        return execute_plan_in_session(
+            location,
+            plan,
+            steps,
+            hook=hook,
+            what=f"topicId repair of cluster {plan['cluster']}",
+            handlers=HANDLERS,
+            context=lambda session, progress: RepairContext(
                 session=session,
                 progress=progress,
                 plan_steps=list(steps),
@@ -795,26 +796,14 @@ def execute_repair_plan(
                 host_hook=host_hook,
                 location=location,
                 settings=settings,
-            )
-
-            def record_baseline() -> None:
-                if progress.baseline is not None:
-                    return  # a resumed run keeps the first try's
-                epochs, partitions, state = ctx.health(fresh=True)
-                progress.set_baseline(
-                    {
-                        "under_replicated": len(under_replicated(partitions)),
-                        "leaderless": sorted(leaderless_partitions(partitions, state.live_broker_ids)),
-                        "broker_epochs": {str(b): e for b, e in epochs.items()},
-                    }
-                )
-
-            executor = StepExecutor(
-                f"topicId repair of cluster {plan['cluster']}",
-                HANDLERS,
-                ctx,
-                before_first_step=record_baseline,
-            )
-            return executor.run(steps)
+            ),
+            baseline=_repair_baseline,
+            run=run,
+            dry_run=dry_run,
+            expected=expected,
+            approval=approval,
+            lease_ttl_s=settings.lease_ttl_s,
+            hosts=host_hook,
+        )
     finally:
         hook.close()

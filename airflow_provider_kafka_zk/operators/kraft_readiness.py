@@ -268,7 +268,7 @@ class KraftReadinessOperator(BaseOperator):
             "verdict": report.verdict,
             "blockers": [c.check for c in report.blockers],
             "warnings": [c.check for c in report.warnings],
-            "migration": report.migration.phase.value if report.migration is not None else None,
+            "migration": report.migration.phase_name if report.migration is not None else None,
             **paths,
         }
         if flags["fail_on_blockers"] and report.blockers:

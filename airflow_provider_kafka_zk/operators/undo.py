@@ -56,10 +56,13 @@ from airflow_provider_kafka_zk.kafka.steps import (
 )
 from airflow_provider_kafka_zk.kafka.undo import (
     DAG_KINDS,
+    MIGRATION_DAG_ID,
+    MIGRATION_FOLDER,
     UNDO_DAG_ID,
     UNDO_FOLDER,
     DeletedConfig,
     FileNow,
+    MigrationRunRecord,
     MovedDir,
     MovesNow,
     OriginalRun,
@@ -68,6 +71,7 @@ from airflow_provider_kafka_zk.kafka.undo import (
     RunKind,
     UndoPlan,
     describe,
+    migration_run_refusal,
     plan_cleanup_undo,
     plan_document,
     plan_moves_undo,
@@ -147,10 +151,13 @@ def find_original_run(
     first the folders named by the run's key (``<run_after>-<8 hex of the run id>``), then, for runs
     that named their folder themselves, the newest :data:`SEARCH_LIMIT` folders' records.
 
-    :raises UndoRefusedError: ``no-artefacts`` (nothing found, with what was searched), or
-        ``undo-of-an-undo``.
+    :raises UndoRefusedError: ``no-artefacts`` (nothing found, with what was searched),
+        ``undo-of-an-undo``, or ``migration-run`` (a ``kafka_zk_kraft_migration`` run: its own back run
+        undoes it; the refusal gives the command and the phase the run's artefacts know).
     """
     validate_cluster_name(cluster)
+    if dag_id == MIGRATION_DAG_ID:
+        raise _refused(run_id, migration_run_refusal(cluster, run_id, _migration_run(base, cluster, run_id)))
     if dag_id == UNDO_DAG_ID:
         raise _refused(
             run_id,
@@ -183,6 +190,8 @@ def find_original_run(
                     if dag_id and recorded_dag and recorded_dag != dag_id:
                         continue
                     return kind, location, recorded_dag or dag_id
+    if dag_id is None and (migration := _migration_run(base, cluster, run_id)) is not None:
+        raise _refused(run_id, migration_run_refusal(cluster, run_id, migration))
     undo_folder = f"{path}/{UNDO_FOLDER}"
     if any(n.endswith("-" + digest) for n in _ls(fs, undo_folder)):
         raise _refused(
@@ -205,6 +214,35 @@ def find_original_run(
             (run_id,),
         ),
     )
+
+
+def _migration_run(base: str, cluster: str, run_id: str) -> MigrationRunRecord | None:
+    """What the folder of migration run ``run_id`` (``<base>/<cluster>/kraft-migration/<run key>/``) says;
+    None when there is none."""
+    root = f"{base.rstrip('/')}/{cluster}/{MIGRATION_FOLDER}"
+    fs, path = fsspec.core.url_to_fs(root)
+    for name in _ls(fs, path):
+        if not name.endswith("-" + _digest(run_id)):
+            continue
+        location = DrainLocation(f"{root}/{name}")
+        if _recorded_run(location)[0] not in (None, run_id):
+            continue
+        plan = _json_or_none(location, PLAN_FILE)
+        plan = plan if isinstance(plan, dict) else {}
+        signals = _json_or_none(location, "signals.json")
+        verify = _json_or_none(location, VERIFY_FILE)
+        return MigrationRunRecord(
+            folder=location.url,
+            direction=plan.get("direction"),
+            from_phase=plan.get("from_phase")
+            or (signals.get("phase") if isinstance(signals, dict) else None),
+            to_phase=plan.get("to_phase"),
+            verified_phase=verify.get("phase") if isinstance(verify, dict) else None,
+            verified=isinstance(verify, dict),
+            steps_done=len(_progress(location)),
+            steps_planned=len(plan.get("steps") or ()),
+        )
+    return None
 
 
 def _refused(run_id: str, *refusals: Refusal) -> UndoRefusedError:

@@ -631,6 +631,23 @@ def test_a_deletion_cleanup_is_undone_directories_and_config_znode_back(
 # ---------------------------------------------------------------------------------------------
 
 
+def test_a_migration_run_is_pointed_at_the_migration_dags_back_run(
+    zookeeper_server, ssh_server, tmp_path, monkeypatch, airflow_home
+):
+    """``kafka_zk_undo`` for a ``kafka_zk_kraft_migration`` run, as a person triggers it: the plan task refuses
+    with the migration DAG's back run to trigger (its exact conf), not "no-artefacts"; nothing is written."""
+    with _live(_cleanup_cluster(), zookeeper_server, ssh_server, tmp_path, monkeypatch) as live:
+        before = _tree(live.client)
+        code, output = _dags_test(
+            {"run_id": "manual__2026-11-29T03:00:00+00:00", "dag_id": "kafka_zk_kraft_migration"}
+        )
+        assert code != 0, output[-4000:]
+        assert "[migration-run]" in output and "no-artefacts" not in output, output[-4000:]
+        back = json.dumps({"cluster": CLUSTER, "direction": "back", "dry_run": True}, separators=(", ", ": "))
+        assert f"airflow dags trigger kafka_zk_kraft_migration --conf '{back}'" in output, output[-4000:]
+        assert _tree(live.client) == before
+
+
 @pytest.fixture(scope="module")
 def sasl_server() -> Iterator[SaslZooKeeperServer]:
     server = SaslZooKeeperServer(dict([KAFKA]))

@@ -11,6 +11,7 @@ import base64
 import hashlib
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,7 @@ from airflow_provider_kafka_zk.kafka.kraft_migration_phase import (
     Phase,
     ZnodeRead,
     detect_phase,
+    zookeeper_phase,
     zookeeper_view,
 )
 from airflow_provider_kafka_zk.kafka.kraft_migration_plan import (
@@ -255,6 +257,61 @@ def test_every_golden_phase_is_read_as_the_recording_names_it(name: str) -> None
     reading = detect_phase(view, list(brokers.values()), list(controllers.values()), disks)
     assert reading.phase is expected, reading.text()
     assert reading.refusal is None
+
+
+@pytest.mark.parametrize("name", sorted(PHASES))
+def test_zookeeper_and_the_brokers_files_alone_give_the_same_phase(name: str) -> None:
+    """The one phase rule: what the daily audit, the readiness report and a writer's refusal see (ZooKeeper
+    and the brokers' files, not the controllers) gives the phase every signal gives, on every golden phase --
+    presumed where the controllers were not read, and said so."""
+    view, brokers, _, _, expected = _state(name)
+    reading = zookeeper_phase(view, {b: f.mode for b, f in brokers.items()}, brokers=brokers)
+    assert reading.phase is expected, reading.text()
+    assert expected in reading.possible
+    assert (reading.presumed is None) == (len(reading.possible) == 1)
+
+
+def test_without_the_brokers_files_the_registrations_pick_the_dual_write_phase() -> None:
+    """/brokers/ids stands in for unread files: all registered -> ZooKeeper-mode brokers; none -> KRaft."""
+    zk_brokers, _, _, _, _ = _state("02-brokers-in-migration-mode-dual-write.json")
+    kraft, _, _, _, _ = _state("03-brokers-in-kraft-mode-dual-write.json")
+    assert zookeeper_phase(zk_brokers, brokers=(0, 1, 2)).phase is Phase.DUAL_WRITE_ZK_BROKERS
+    read = zookeeper_phase(kraft, brokers=(0, 1, 2))
+    assert read.phase is Phase.DUAL_WRITE_KRAFT_BROKERS and "presumed among" in read.presumed
+    assert Phase.REVERTING in read.possible  # a stopped KRaft controller still named in /controller
+
+
+def test_zookeeper_readings_that_contradict_give_no_phase() -> None:
+    """A persistent /controller without a KRaft epoch (neither a ZooKeeper-mode broker nor a KRaft controller
+    writes one) next to /migration: no phase; the signal says why."""
+    znodes = _znodes("01-controller-provisioned.json")
+    znodes["/controller"] = ZnodeRead(znodes["/controller"].data, 0, False)
+    reading = zookeeper_phase(zookeeper_view(znodes, CLUSTER_ID))
+    assert reading.phase is None and "not written by Kafka" in reading.refusal
+
+
+def test_controllers_started_on_a_migration_znode_without_data_hang_and_only_back_helps() -> None:
+    """KAFKA-19480 as Kafka 3.9.0 behaves: zookeeper-security-migration created /migration with null data;
+    the controllers run but their migration driver cannot parse it and never starts. The phase is
+    controllers-provisioned (hung), forward refuses naming the issue, back stops them and deletes it."""
+    znodes = _znodes("01-controller-provisioned.json")
+    znodes["/migration"] = ZnodeRead(None, 0)
+    view, brokers, controllers, disks, _ = _state("01-controller-provisioned.json", zk=znodes)
+    reading = detect_phase(view, list(brokers.values()), list(controllers.values()), disks)
+    assert reading.phase is Phase.CONTROLLERS_PROVISIONED, reading.text()
+    assert "KAFKA-19480" in reading.stale_migration and "retries forever" in reading.stale_migration
+    inputs = _inputs("01-controller-provisioned.json", view=view)
+    forward = plan_migration(replace(inputs, reading=reading), Direction.FORWARD)
+    assert forward.refused and "KAFKA-19480" in forward.refusals[-1] and "back" in forward.refusals[-1]
+    back = plan_migration(replace(inputs, reading=reading), Direction.BACK)
+    assert not back.refused, back.refusals
+    kinds = [type(s).__name__ for s in back.steps]
+    assert kinds.index("ControllerCommand") < kinds.index("MigrationZnodeDelete"), kinds
+    # what the daily audit sees (no controllers read): ZooKeeper mode with the left-over, not a migration
+    assert (
+        zookeeper_phase(view, {b: f.mode for b, f in brokers.items()}, brokers=brokers).phase
+        is Phase.ZOOKEEPER
+    )
 
 
 def test_the_left_over_migration_znode_after_the_docs_rollback_is_named() -> None:

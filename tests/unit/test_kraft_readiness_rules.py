@@ -13,7 +13,8 @@ import pytest
 from airflow_provider_kafka_zk.kafka import audit as rules
 from airflow_provider_kafka_zk.kafka import znodes as zk
 from airflow_provider_kafka_zk.kafka.findings import Severity
-from airflow_provider_kafka_zk.kafka.kraft_migration import MigrationPhase, migration_state
+from airflow_provider_kafka_zk.kafka.kraft_migration import BrokerMode, migration_state
+from airflow_provider_kafka_zk.kafka.kraft_migration_phase import Phase
 from airflow_provider_kafka_zk.kafka.kraft_readiness import (
     BrokerConfig,
     ReadinessInputs,
@@ -278,11 +279,12 @@ def test_each_phase_of_a_migration_is_named_from_zookeeper():
     assert migration_state(_state(cluster)) is None
     cluster.provision_kraft_controllers()
     waiting = migration_state(_state(cluster))
-    assert waiting.phase is MigrationPhase.WAITING_FOR_BROKERS and waiting.kraft_controller_id == -1
+    assert waiting.phase is Phase.CONTROLLERS_PROVISIONED and waiting.kraft_controller_id == -1
     epoch = cluster.controller_epoch
     cluster.begin_kraft_migration(3000, 7, metadata_migrated=False)
     loading = migration_state(_state(cluster))
-    assert loading.phase is MigrationPhase.METADATA_MIGRATION
+    assert loading.phase is Phase.BROKERS_IN_MIGRATION_MODE and loading.kraft_controller_active
+    assert loading.stage == "KRaft controller claimed /controller; metadata being migrated"
     assert (loading.kraft_controller_id, loading.kraft_controller_epoch, loading.metadata_offset) == (
         3000,
         7,
@@ -290,7 +292,7 @@ def test_each_phase_of_a_migration_is_named_from_zookeeper():
     )
     assert loading.zk_controller_epoch == epoch + 1  # tryRegisterKRaftControllerAsActiveController bumps it
     dual = migration_state(_state(mid_migration_cluster(name=CLUSTER)))
-    assert dual.phase is MigrationPhase.DUAL_WRITE and dual.metadata_offset > 0 and dual.problem is None
+    assert dual.phase is Phase.DUAL_WRITE_ZK_BROKERS and dual.metadata_offset > 0 and dual.problem is None
 
 
 def test_the_claim_and_the_dual_writes_are_what_the_3_9_controller_writes():
@@ -325,12 +327,48 @@ def test_a_persistent_controller_without_a_migration_stays_a_finding():
     cluster = mid_migration_cluster(name=CLUSTER)
     state = _state(cluster, drop=(zk.MIGRATION,))  # a half-done revert: /migration gone, /controller kept
     found = migration_state(state)
-    assert found.phase is MigrationPhase.INCONSISTENT
+    assert (
+        found.inconsistent and found.phase_name == "reverting"
+    )  # /controller names a stopped KRaft controller
     facts = cluster_facts(CLUSTER, state, {}, [], int(time.time() * 1000))
     (finding,) = rules.kraft_migration_findings(state, facts)
     assert finding.check == "kraft-migration-inconsistent" and finding.severity is Severity.ERROR
     assert "no ZooKeeper-mode broker can become controller" in finding.summary
     assert "mints a NEW id" in finding.action  # the deletion of /controller is a controller move
+
+
+@pytest.mark.parametrize("data", [None, b""], ids=["null", "empty"])
+def test_a_migration_znode_without_data_is_zookeeper_mode_with_a_left_over_to_delete(data):
+    """KAFKA-19480: zookeeper-security-migration leaves /migration without data. No migration runs (a
+    ZooKeeper-mode broker is controller): phase zookeeper, a warning to delete it -- not the error a
+    contradicting /controller gets."""
+    cluster = kraft_ready_cluster(name=CLUSTER)
+    rows = cluster_rows(cluster)
+    template = next(r for r in rows if r.path == zk.CONTROLLER_EPOCH)
+    rows.append(replace(template, path=zk.MIGRATION, data=data, version=0, ephemeral_owner=0))
+    state = ClusterState.from_snapshot(rows, cluster=CLUSTER)
+    found = migration_state(state)
+    assert found.phase is Phase.ZOOKEEPER and not found.inconsistent and found.left_over
+    assert found.stage == "ZooKeeper mode; /migration without data (KAFKA-19480)"
+    facts = cluster_facts(CLUSTER, state, {}, [], int(time.time() * 1000))
+    (finding,) = rules.kraft_migration_findings(state, facts)
+    assert finding.check == "kraft-migration" and finding.severity is Severity.WARNING
+    assert "deleteall /migration" in finding.action and "KAFKA-19480" in finding.action
+
+
+def test_brokers_in_migration_mode_on_a_migration_znode_without_data_read_as_a_hung_migration():
+    """KAFKA-19480 after the controllers started: brokers rolled into migration mode wait for a migration
+    that never starts. Not 'inconsistent' (/controller is fine): the next step is the back run, then forward."""
+    cluster = kraft_ready_cluster(name=CLUSTER)
+    rows = cluster_rows(cluster)
+    template = next(r for r in rows if r.path == zk.CONTROLLER_EPOCH)
+    rows.append(replace(template, path=zk.MIGRATION, data=None, version=0, ephemeral_owner=0))
+    state = ClusterState.from_snapshot(rows, cluster=CLUSTER)
+    modes = {b: BrokerMode.MIGRATION for b in state.brokers}
+    found = migration_state(state, modes)
+    assert found.phase is Phase.BROKERS_IN_MIGRATION_MODE and found.hung and not found.inconsistent
+    assert "KAFKA-19480" in found.stage and "direction back" in found.next_step
+    assert not found.kraft_controller_active
 
 
 def test_the_kraft_metadata_log_is_no_orphan_but_a_real_topic_of_that_name_is_audited():

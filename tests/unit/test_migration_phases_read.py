@@ -21,12 +21,12 @@ import pytest
 from airflow_provider_kafka_zk.kafka import audit as rules
 from airflow_provider_kafka_zk.kafka.findings import Severity
 from airflow_provider_kafka_zk.kafka.kraft_migration import (
-    MigrationPhase,
     classify,
     migration_evidence,
     migration_state,
     refusal,
 )
+from airflow_provider_kafka_zk.kafka.kraft_migration_phase import Phase
 from airflow_provider_kafka_zk.kafka.kraft_readiness import (
     BrokerConfig,
     ReadinessInputs,
@@ -54,7 +54,7 @@ CLUSTER = "k39"
 EXPECTED = {
     RecordedPhase.ZK_MODE: (None, None, ()),
     RecordedPhase.CONTROLLER_PROVISIONED: (
-        MigrationPhase.WAITING_FOR_BROKERS,
+        Phase.CONTROLLERS_PROVISIONED,
         "controllers provisioned; brokers in ZooKeeper mode",
         (
             "'Enter Migration Mode on the Brokers'",
@@ -63,22 +63,22 @@ EXPECTED = {
         ),
     ),
     RecordedPhase.BROKERS_IN_MIGRATION_MODE: (
-        MigrationPhase.DUAL_WRITE,
+        Phase.DUAL_WRITE_ZK_BROKERS,
         "dual-write; brokers in ZooKeeper mode (migration mode)",
         ("'Migrating brokers to KRaft'", "process.roles=broker", "deleteall", "KAFKA-17146"),
     ),
     RecordedPhase.BROKERS_IN_KRAFT_MODE: (
-        MigrationPhase.DUAL_WRITE,
+        Phase.DUAL_WRITE_KRAFT_BROKERS,
         "dual-write; every broker in KRaft mode (not finalized)",
         ("'Finalizing the migration'", "no way back", "back to ZooKeeper mode with the migration flag"),
     ),
     RecordedPhase.ROLLBACK_BROKERS_IN_ZK_MIGRATION_MODE: (
-        MigrationPhase.DUAL_WRITE,
+        Phase.DUAL_WRITE_ZK_BROKERS,
         "dual-write; brokers in ZooKeeper mode (migration mode)",
         ("stop every KRaft controller", "deleteall", "only once the controllers are down"),
     ),
     RecordedPhase.ROLLBACK_CONTROLLER_DEPROVISIONED: (
-        MigrationPhase.REVERTING,
+        Phase.REVERTING,
         "rollback; ZooKeeper controller back, brokers 0, 1, 2 still in migration mode",
         (
             "Finish the rollback",
@@ -88,7 +88,7 @@ EXPECTED = {
         ),
     ),
     RecordedPhase.ROLLBACK_COMPLETE: (
-        MigrationPhase.REVERTING,
+        Phase.ZOOKEEPER,
         "rolled back to ZooKeeper mode; /migration left behind",
         (
             "Delete /migration",
@@ -154,7 +154,7 @@ def test_the_daily_audit_names_each_real_phase_and_raises_no_false_incident(phas
         assert word in finding.action, (word, finding.action)
     # /migration left behind is what a person must act on (writers refuse, KAFKA-17146), the rest is state
     assert finding.severity is (
-        Severity.WARNING if expected_phase is MigrationPhase.REVERTING else Severity.INFO
+        Severity.WARNING if expected_phase in (Phase.REVERTING, Phase.ZOOKEEPER) else Severity.INFO
     )
 
 
@@ -201,7 +201,8 @@ def test_the_readiness_report_names_the_phase_and_the_next_step(phases, phase):
     if expected_phase is None:
         assert report.verdict == "ready to migrate"
         return
-    assert report.verdict == f"migrating ({expected_phase.value})"
+    state = "/migration left over" if expected_phase is Phase.ZOOKEEPER else "migrating"
+    assert report.verdict == f"{state} ({expected_phase.value})"
     text = report.text()
     assert f"phase {expected_phase.value} ({stage})" in text and "Next: " in text
     assert all(word in text for word in words)
@@ -232,10 +233,16 @@ def test_every_writer_refuses_naming_the_phase_and_what_to_do(phases, phase):
     found = classify(evidence, zk_brokers=state.brokers)
     text = refusal(found, evidence)
     expected_phase = EXPECTED[phase][0]
+    if phase is RecordedPhase.ROLLBACK_COMPLETE:
+        # the brokers' files unread: whether they still carry the migration flag is unknown, so a revert
+        expected_phase = Phase.REVERTING
+        assert found.reading.presumed.startswith("reverting presumed among reverting, zookeeper")
+        assert found.reading.possible == {Phase.ZOOKEEPER, Phase.REVERTING}
     assert text.startswith(f"a ZooKeeper-to-KRaft migration is in progress, phase {expected_phase.value} (")
     assert "Next: " in text
-    if expected_phase is MigrationPhase.DUAL_WRITE:
+    dual_write = expected_phase in (Phase.DUAL_WRITE_ZK_BROKERS, Phase.DUAL_WRITE_KRAFT_BROKERS)
+    if dual_write:
         assert "KRaft controller 3000 owns the metadata" in text
-    if expected_phase is MigrationPhase.REVERTING:
+    if expected_phase in (Phase.REVERTING, Phase.ZOOKEEPER):
         assert "A ZooKeeper-mode controller acts again" in text and "deleteall /migration" in text
-    assert "owns the metadata" not in text or expected_phase is MigrationPhase.DUAL_WRITE
+    assert "owns the metadata" not in text or dual_write

@@ -29,6 +29,7 @@ from airflow_provider_kafka_zk.kafka.undo import (
     BY_HAND,
     DeletedConfig,
     FileNow,
+    MigrationRunRecord,
     MovedDir,
     MovesNow,
     OriginalRun,
@@ -38,6 +39,7 @@ from airflow_provider_kafka_zk.kafka.undo import (
     UndoPlan,
     describe,
     kind_of_folder,
+    migration_run_refusal,
     plan_cleanup_undo,
     plan_document,
     plan_moves_undo,
@@ -535,3 +537,71 @@ def test_new_step_kinds_round_trip_through_plan_json():
     assert znode_verdict("c", expected, ObservedZnode(b"{}", 0)) is StepState.DONE
     assert znode_verdict("c", expected, ObservedZnode(b"other", 0)).rule == "znode-exists"
     assert steps[2].brokers() == (1,)
+
+
+# ---------------------------------------------------------------------------------------------
+# a ZooKeeper-to-KRaft migration run: its own back run undoes it
+# ---------------------------------------------------------------------------------------------
+
+
+def _migration_folder(
+    tmp_path, run_id: str, *, direction="forward", done=3, verify_phase="dual-write-zk-brokers"
+):
+    from datetime import UTC, datetime
+
+    from airflow_provider_kafka_zk.operators._run import run_key
+
+    folder = tmp_path / "k1" / "kraft-migration" / run_key(run_id, datetime(2026, 11, 29, 3, 0, tzinfo=UTC))
+    folder.mkdir(parents=True)
+    steps = [{"id": f"s{n}"} for n in range(3)]
+    plan = {
+        "direction": direction,
+        "from_phase": "brokers-in-migration-mode",
+        "to_phase": "dual-write-zk-brokers",
+    }
+    (folder / "plan.json").write_text(json.dumps({**plan, "steps": steps}))
+    (folder / "progress.json").write_text(json.dumps({"completed": {f"s{n}": {} for n in range(done)}}))
+    if verify_phase is not None:
+        (folder / "verify.json").write_text(json.dumps({"phase": verify_phase}))
+    return folder
+
+
+def test_an_undo_of_a_migration_run_points_at_the_migration_dags_back_run(tmp_path):
+    """Not "no-artefacts": the way back, the exact trigger, and the phase the run's verify step read."""
+    from airflow_provider_kafka_zk.maintenance.undo import UndoRefusedError
+    from airflow_provider_kafka_zk.operators.undo import find_original_run
+
+    folder = _migration_folder(tmp_path, "manual__2026-11-29T03:00:00+00:00")
+    for dag_id in ("kafka_zk_kraft_migration", None):  # named, or found by its run id alone
+        with pytest.raises(UndoRefusedError) as refused:
+            find_original_run(str(tmp_path), "k1", "manual__2026-11-29T03:00:00+00:00", dag_id)
+        (refusal,) = refused.value.refusals
+        assert refusal.rule == "migration-run", refusal
+        assert "the migration DAG's back run does" in refusal.cause and str(folder) in refusal.cause
+        assert (
+            "phase by that run's artefacts: dual-write-zk-brokers (read by the run's verify step"
+            in refusal.cause
+        )
+        dry = trigger_command(
+            "kafka_zk_kraft_migration", {"cluster": "k1", "direction": "back", "dry_run": True}
+        )
+        assert dry in refusal.action and '"dry_run": false' in refusal.action
+        assert "kafka_zk_undo" not in refusal.action
+
+
+def test_an_undo_of_a_stopped_or_reverting_migration_run_says_what_it_knows(tmp_path):
+    from airflow_provider_kafka_zk.operators.undo import _migration_run
+
+    _migration_folder(tmp_path, "r1", done=1, verify_phase=None)
+    stopped = migration_run_refusal("k1", "r1", _migration_run(str(tmp_path), "k1", "r1"))
+    assert "not known from that run's artefacts (the run stopped after 1 of 3 steps" in stopped.cause
+    assert "between brokers-in-migration-mode and dual-write-zk-brokers" in stopped.cause
+    _migration_folder(tmp_path, "r2", direction="back", verify_phase="zookeeper")
+    back = migration_run_refusal("k1", "r2", _migration_run(str(tmp_path), "k1", "r2"))
+    assert '"direction": "forward"' in back.action and "That run went back" in back.action
+    finalized = migration_run_refusal(
+        "k1", "r3", MigrationRunRecord("/x", "forward", "finalizing", "finalized", "finalized", True)
+    )
+    assert "no way back to ZooKeeper" in finalized.action
+    unknown = migration_run_refusal("k1", "r4", None)
+    assert "No folder of that run" in unknown.cause and '"direction": "back"' in unknown.action
