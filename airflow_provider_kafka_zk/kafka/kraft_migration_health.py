@@ -173,15 +173,49 @@ def roll_gate(
             waiting.append(f"broker {broker} registered as a ZooKeeper-mode broker, not as a KRaft broker")
         elif registration.fenced:
             waiting.append(f"broker {broker} is registered in the KRaft quorum but still fenced")
+    waiting += _worse_than_baseline(now, baseline)
+    out = {k for k, b in now.out_of_isr if b == broker} - {k for k, b in baseline.out_of_isr if b == broker}
+    if out:
+        waiting.append(f"broker {broker} not back in the ISR of {_shown(out)}")
+    return waiting
+
+
+def controller_gate(
+    node_id: int,
+    action: str,
+    *,
+    quorum_leaders: Mapping[int, int | None],
+    now: Health,
+    baseline: Health,
+) -> list[str]:
+    """Why controller ``node_id``'s start or restart has not passed its gate yet, once its new process
+    runs (empty: passed): the quorum has a leader again (some controller's ``quorum-state`` names one:
+    ``leaderId`` -1 while an election runs, ``QuorumState``/``FileQuorumStateStore``, 3.9.0-rc3) and no
+    partition went offline or under min.insync.replicas since the run began (a quorum without a leader
+    fences no broker but elects no leader either).
+
+    :param quorum_leaders: controller -> the leader its ``quorum-state`` names (None: not read).
+    """
+    waiting = []
+    if not any(leader is not None and leader >= 0 for leader in quorum_leaders.values()):
+        shown = ", ".join(
+            f"{n}: {'?' if lead is None else lead}" for n, lead in sorted(quorum_leaders.items())
+        )
+        waiting.append(
+            f"the KRaft quorum has no leader since controller {node_id}'s {action} (quorum-state: {shown})"
+        )
+    return waiting + _worse_than_baseline(now, baseline)
+
+
+def _worse_than_baseline(now: Health, baseline: Health) -> list[str]:
+    """Partitions offline or under min.insync.replicas now that were not when the run began."""
+    waiting = []
     offline = now.offline - baseline.offline
     if offline:
         waiting.append(f"partitions offline (they were not before the run): {_shown(offline)}")
     under = now.under_min_isr - baseline.under_min_isr
     if under:
         waiting.append(f"partitions under min.insync.replicas: {_shown(under)}")
-    out = {k for k, b in now.out_of_isr if b == broker} - {k for k, b in baseline.out_of_isr if b == broker}
-    if out:
-        waiting.append(f"broker {broker} not back in the ISR of {_shown(out)}")
     return waiting
 
 

@@ -58,6 +58,7 @@ from .kraft_migration_steps import (
     ControllerHandback,
     ControllerStorageFormat,
     ControllerStorageRetire,
+    FinalizedRecord,
     FinalizeGuard,
     MigrationWait,
     MigrationZnodeDelete,
@@ -591,7 +592,7 @@ def _finalize(inputs: MigrationInputs) -> MigrationPlan:
     traps = finalize_traps(finalize_facts(inputs))
     refusals: list[str] = []
     steps: list[Step] = [
-        with_id(FinalizeGuard(id="", brokers=tuple(sorted(inputs.brokers))), "check-finalize")
+        with_id(FinalizeGuard(id="", broker_ids=tuple(sorted(inputs.brokers))), "check-finalize")
     ]
     leader = next(
         (
@@ -617,6 +618,11 @@ def _finalize(inputs: MigrationInputs) -> MigrationPlan:
                 steps.append(write)
         steps.append(_controller_command(inputs, node_id, "restart"))
     steps.append(with_id(MigrationWait(id="", until="finalized"), "wait-finalized"))
+    steps.append(
+        with_id(
+            FinalizedRecord(id="", controllers=tuple(sorted(inputs.controller_nodes))), "record-finalized"
+        )
+    )
     return _finish(
         inputs,
         Direction.FORWARD,
@@ -998,10 +1004,11 @@ def approval_summary(
                 f"{n}. {step['role']} {step['node_id']} {step['host']}:{step['path']} ({step.get('purpose')}{kept})"
             )
             files += [f"    {line}" for line in step.get("diff") or []]
-        elif kind in ("delete_migration_znode", "hand_back_controller"):
+        elif kind in ("delete_migration_znode", "hand_back_controller", "record_finalized"):
             cls = {
                 "delete_migration_znode": MigrationZnodeDelete,
                 "hand_back_controller": ControllerHandback,
+                "record_finalized": FinalizedRecord,
             }[kind]
             writes.append(f"{n}. {cls.from_dict(step).describe()}")
         else:

@@ -278,12 +278,33 @@ class FinalizeGuard(_PlainStep):
 
     KIND: ClassVar[str] = "check_finalize"
     MUTATES: ClassVar[bool] = False
-    brokers: tuple[int, ...] = ()
+    # not ``brokers``: that is Step.brokers(), the brokers the executor requires registered in ZooKeeper --
+    # none here (KRaft brokers leave /brokers/ids)
+    broker_ids: tuple[int, ...] = ()
 
     def describe(self) -> str:
         return (
-            f"check that brokers {list(self.brokers)} are all registered as KRaft brokers (KAFKA-20960), none is in "
+            f"check that brokers {list(self.broker_ids)} are all registered as KRaft brokers (KAFKA-20960), none is in "
             "/brokers/ids, and no ZooKeeper-only feature is in use"
+        )
+
+
+@dataclass(frozen=True)
+class FinalizedRecord(_PlainStep):
+    """After the finalization took effect (the metadata log at POST_MIGRATION): record it in ZooKeeper
+    under this provider's own znode (``/kafka_zk_maintenance/kraft_finalized``; Kafka ignores it), the
+    only way a later reader of ZooKeeper -- the daily audit, every writer of this provider -- can tell
+    a cluster that left ZooKeeper from one still dual-writing: Kafka leaves ``/controller`` and
+    ``/migration`` as its last dual write did."""
+
+    KIND: ClassVar[str] = "record_finalized"
+    controllers: tuple[int, ...] = ()
+
+    def describe(self) -> str:
+        return (
+            "once POST_MIGRATION is in the metadata log: record the finalization in "
+            "/kafka_zk_maintenance/kraft_finalized (this provider's znode; every later run then says the cluster "
+            "left ZooKeeper and writes nothing there)"
         )
 
 
@@ -297,6 +318,7 @@ MIGRATION_STEPS: tuple[type[Step], ...] = (
     ControllerHandback,
     MigrationWait,
     FinalizeGuard,
+    FinalizedRecord,
 )
 
 

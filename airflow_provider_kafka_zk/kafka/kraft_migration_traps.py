@@ -22,6 +22,14 @@ KAFKA-15009   ACLs made while dual-writing not written to ZooKeeper        3.5.0
 KAFKA-14970   SCRAM credentials not dual-written                           3.5.0
 ============  ==========================================================  =============================
 
+The release-bound rows were checked against apache/kafka's history (``git log --grep`` for the issue,
+then ``git tag --contains`` for the first release tag of each line holding the fix commit):
+KAFKA-15605 1de84590c476 (3.6.1), 339d2556c64e (3.7.0); KAFKA-16120 7486223d9e39 (3.6.2), 4280df481619
+(3.7.0); KAFKA-16222 c74a9832df47 (3.6.2), 81d5084ca9fe (3.7.1), 34d365fd8a8e (3.8.0); KAFKA-16411
+fbff947d2595 (3.6.2), fedf8cfa7a2c (3.7.1), 8d914b543d5d (3.8.0); KAFKA-15009 82dae82de3df (3.5.0);
+KAFKA-14970 56f732dbaf7c (3.5.0). tests/integration/test_kraft_migration_rollbacks.py plants each
+alone on a release that has the bug (3.4.1, 3.6.1, 3.7.0).
+
 Each :class:`Trap` says whether it applies, and if so whether the plan refuses (``refused``: the
 run changes nothing and says what to do) or handles it (``handled``: a step of the plan does what
 the trap needs, named in the plan).

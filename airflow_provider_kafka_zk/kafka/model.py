@@ -25,7 +25,7 @@ from typing import Final, Literal, TypeAlias
 from . import _bulk
 from . import znodes as zk
 from .errors import KafkaFormatError, describe
-from .safety import is_redaction_digest
+from .safety import KRAFT_FINALIZED_PATH, is_redaction_digest
 from .snapshot import ZnodeRow, gc_paused
 from .uuid import KafkaUuid
 
@@ -338,6 +338,9 @@ class ClusterState:
     partial_read: bool = False
     deletion_marker_ctimes: tuple[tuple[str, int], ...] = ()
     """(topic, ctime in ms) of every ``/admin/delete_topics`` marker: since when a deletion is pending."""
+    kraft_finalized: bytes | None = None
+    """kafka_zk_kraft_migration's record that the cluster's migration to KRaft was finalized (the provider's
+    znode, ``kafka.safety.KRAFT_FINALIZED_PATH``): the cluster left this ZooKeeper. None: no record."""
 
     @classmethod
     def from_snapshot(
@@ -431,6 +434,7 @@ class _Builder:
         self.isr_changes: list[zk.IsrChangeNotification] = []
         self.log_dir_events: list[zk.LogDirEventNotification] = []
         self.migration: zk.MigrationZNode | None = None
+        self.kraft_finalized: bytes | None = None
         self.producer_id_block: zk.ProducerIdBlock | None = None
         # Znodes that exist but did not decode: their absence from the model is already a finding.
         self.unreadable_topics: set[str] = set()
@@ -453,6 +457,9 @@ class _Builder:
         path = row.path
         if is_redaction_digest(path, row.data):
             return  # a snapshot kept only the digest of this credential or token: nothing to decode
+        if path == KRAFT_FINALIZED_PATH:
+            self.kraft_finalized = row.data or b""
+            return
         try:
             decoded = zk.decode_znode(path, row.data)
         except zk.InvalidTopicNameError as exc:
@@ -598,6 +605,7 @@ class _Builder:
             last_zxid=self.last_zxid,
             partial_read=self.partial_read,
             deletion_marker_ctimes=tuple(sorted(self.marker_ctimes.items())),
+            kraft_finalized=self.kraft_finalized,
         )
 
     def _znode_count(self) -> int:

@@ -515,6 +515,31 @@ def _server_broker_id_problems(
 #: Under the Kafka chroot. Kafka ignores znodes it does not know; its migration copies known paths only.
 LEASE_ROOT = "/kafka_zk_maintenance"
 LEASE_PATH = f"{LEASE_ROOT}/lease"
+#: Written by kafka_zk_kraft_migration once its finalization took effect (POST_MIGRATION): from then on
+#: Kafka neither reads nor writes this ZooKeeper -- ZooKeeper alone cannot tell that from a dual-write
+#: (the KRaft controller's persistent /controller and /migration stay as its last write left them).
+KRAFT_FINALIZED_PATH = f"{LEASE_ROOT}/kraft_finalized"
+
+
+def cluster_left_zookeeper(record: bytes | None) -> str:
+    """Why nothing of this provider writes the ZooKeeper of a finalized cluster (``KRAFT_FINALIZED_PATH``'s
+    record): after "Finalizing the migration" (docs/ops.html 3.9) the controllers run without
+    ``zookeeper.metadata.migration.enable`` and the metadata lives in the KRaft quorum only; ZooKeeper is a
+    copy frozen at the last dual write that no Kafka process reads, and there is no way back."""
+    try:
+        fields = json.loads(record or b"{}")
+    except ValueError:
+        fields = {}
+    fields = fields if isinstance(fields, dict) else {}
+    when = (
+        f" (recorded {fields['recorded_at']} by run {fields.get('run')})" if fields.get("recorded_at") else ""
+    )
+    return (
+        f"the cluster left ZooKeeper: its migration to KRaft was finalized{when}. Its metadata lives in the KRaft "
+        "quorum only; this ZooKeeper is a copy frozen at the last dual write that no Kafka process reads or writes, "
+        "so a change here would change nothing Kafka sees, and there is no way back to ZooKeeper mode. Use Kafka's "
+        "Admin API against the KRaft cluster; deprovision this ZooKeeper (or its chroot) once nothing else uses it"
+    )
 
 
 @dataclass(frozen=True)

@@ -134,6 +134,11 @@ class ProgressLog:
         self.data.setdefault("pending", {})[step_id] = dict(record)
         self.save()
 
+    def clear_pending(self, step_id: str) -> None:
+        """Forget a started step that changed nothing (its command failed before acting): a retry runs it anew."""
+        if self.data.setdefault("pending", {}).pop(step_id, None) is not None:
+            self.save()
+
     def complete(self, outcomes: Mapping[str, Mapping[str, Any]]) -> None:
         for step_id, outcome in outcomes.items():
             self.completed[step_id] = dict(outcome)

@@ -27,11 +27,18 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_provider_kafka_zk.hooks.broker_host import BrokerHostError, BrokerHostHook, _registration_hosts
+from airflow_provider_kafka_zk.hooks.broker_host import (
+    BrokerHostCommandError,
+    BrokerHostError,
+    BrokerHostHook,
+    BrokerHostTimeoutError,
+    _registration_hosts,
+)
 from airflow_provider_kafka_zk.hooks.broker_partition_files import run_host_command
 from airflow_provider_kafka_zk.hooks.kraft_migration_hosts import (
     METADATA_READ_LIMIT,
@@ -40,6 +47,7 @@ from airflow_provider_kafka_zk.hooks.kraft_migration_hosts import (
     ReusingHostHook,
 )
 from airflow_provider_kafka_zk.hooks.zookeeper import (
+    CreateOp,
     DeleteOp,
     KafkaZooKeeperHook,
     MultiOpError,
@@ -60,6 +68,7 @@ from airflow_provider_kafka_zk.kafka.kraft_metadata import (
 from airflow_provider_kafka_zk.kafka.kraft_migration_config import ControllerNode, NodeMode, Quorum
 from airflow_provider_kafka_zk.kafka.kraft_migration_health import (
     Health,
+    controller_gate,
     health,
     live_brokers,
     min_isr,
@@ -88,6 +97,7 @@ from airflow_provider_kafka_zk.kafka.kraft_migration_steps import (
     ControllerHandback,
     ControllerStorageFormat,
     ControllerStorageRetire,
+    FinalizedRecord,
     FinalizeGuard,
     MigrationWait,
     MigrationZnodeDelete,
@@ -101,6 +111,7 @@ from airflow_provider_kafka_zk.kafka.kraft_migration_traps import (
 )
 from airflow_provider_kafka_zk.kafka.logdir import MetaProperties, parse_java_properties
 from airflow_provider_kafka_zk.kafka.model import ClusterState
+from airflow_provider_kafka_zk.kafka.safety import KRAFT_FINALIZED_PATH, LEASE_ROOT
 from airflow_provider_kafka_zk.kafka.steps import Refusal, Step, StepState, render_command, template_refusals
 from airflow_provider_kafka_zk.maintenance.executor import (
     ExecutionResult,
@@ -785,6 +796,7 @@ class ControllerCommandHandler:
         assert isinstance(step, ControllerCommand)
         _pin(ctx, "controller", step.node_id, step.host)
         hosts = ctx.node_hosts
+        baseline = Health.from_dict((ctx.progress.baseline or {}).get("health") or {})
         before = hosts.processes(step.node_id, [step.config_path]).get(step.config_path, [])
         pending = ctx.progress.pending(step.id)
         if pending is None:
@@ -815,7 +827,7 @@ class ControllerCommandHandler:
                 return [f"no process of controller {step.node_id} runs with {step.config_path}"]
             if step.action == "restart" and now <= pids_before:
                 return [f"controller {step.node_id} has not restarted yet (pid {sorted(now)})"]
-            return []
+            return _controller_health(ctx, step, baseline)
 
         waited = ctx.wait(
             f"{step.action} of controller {step.node_id}",
@@ -828,6 +840,28 @@ class ControllerCommandHandler:
             ),
         )
         return {step.id: {"action": step.action, "gate_s": round(waited, 1)}}
+
+
+def _controller_health(ctx: MigrationContext, step: ControllerCommand, baseline: Health) -> list[str]:
+    """The gate after a controller's start or restart once its process runs
+    (:func:`~airflow_provider_kafka_zk.kafka.kraft_migration_health.controller_gate`): every controller's
+    quorum-state and metadata log read once, ZooKeeper once."""
+    disks = {
+        n: _disk(ctx.node_hosts, node, None, ctx.config.metadata_read_budget)
+        for n, node in ctx.config.controllers.items()
+    }
+    images = [d.image for d in disks.values() if d.image is not None]
+    image = max(images, key=lambda i: i.last_offset) if images else None
+    _, state, _ = read_zookeeper(ctx.hook)
+    partitions = {(p.topic, p.partition): p for p in state.partitions()}
+    now = health(partitions, live_brokers(state, image), min_isr(state))
+    return controller_gate(
+        step.node_id,
+        step.action,
+        quorum_leaders={n: d.quorum_leader for n, d in disks.items()},
+        now=now,
+        baseline=baseline,
+    )
 
 
 class BrokerRollHandler:
@@ -913,23 +947,22 @@ class BrokerRollHandler:
             )
             assert ctx.gate is not None and ctx.host_hook is not None
             ctx.gate.require_broker(broker, step.host)
-            with ctx.session.heartbeat_during(f"the restart of broker {broker}"):
-                outcome = run_host_command(
-                    ctx.host_hook,
-                    ctx.host_hook.resolve(broker),
-                    command,
-                    timeout=ctx.config.command_timeout,
-                    what="broker_restart_command",
-                )
+            try:
+                with ctx.session.heartbeat_during(f"the restart of broker {broker}"):
+                    outcome = run_host_command(
+                        ctx.host_hook,
+                        ctx.host_hook.resolve(broker),
+                        command,
+                        timeout=ctx.config.command_timeout,
+                        what="broker_restart_command",
+                    )
+            except BrokerHostCommandError as exc:
+                raise _restart_failed(ctx, step, record, exc, _later_rolls(ctx, step)) from exc
             log.info("Broker %d: restart command finished in %.1fs", broker, outcome["seconds"])
         else:
             record = pending
             log.info("Broker %d was restarted by an earlier try: gating only", broker)
-        later = [
-            s.broker_id
-            for s in ctx.plan_steps[[x.id for x in ctx.plan_steps].index(step.id) + 1 :]
-            if isinstance(s, BrokerRoll)
-        ]
+        later = _later_rolls(ctx, step)
 
         def gate() -> list[str]:
             state, epochs, image = _health_now(ctx, need_image)
@@ -958,6 +991,46 @@ class BrokerRollHandler:
             ),
         )
         return {step.id: {"expect": step.expect, "gate_s": round(waited, 1)}}
+
+
+def _later_rolls(ctx: MigrationContext, step: BrokerRoll) -> list[int]:
+    """The brokers the plan restarts after ``step`` (what a stop at ``step`` leaves untouched)."""
+    ids = [x.id for x in ctx.plan_steps]
+    return [s.broker_id for s in ctx.plan_steps[ids.index(step.id) + 1 :] if isinstance(s, BrokerRoll)]
+
+
+def _restart_failed(
+    ctx: MigrationContext,
+    step: BrokerRoll,
+    record: Mapping[str, Any],
+    exc: BrokerHostCommandError,
+    later: Sequence[int],
+) -> MigrationGateError:
+    """The error of a restart command that failed. When the broker still holds the ZooKeeper
+    registration it had before (same session: it never stopped) the step changed nothing: its pending
+    record goes, so clearing the task runs the restart again instead of gating a restart that never
+    happened. Otherwise (a time-out, or the broker went away) the record stays and a retry gates what
+    happened."""
+    broker = step.broker_id
+    before = record.get("epoch_before")
+    now: int | None = None
+    if not isinstance(exc, BrokerHostTimeoutError) and before is not None:
+        _, epochs, _ = _health_now(ctx, False)
+        now = epochs.get(broker)
+    failed = str(exc).rstrip(". ")
+    stop = f"the roll stops here -- brokers not restarted yet: {list(later) or 'none'}"
+    back = "To go back instead, trigger the DAG with direction=back"
+    if now is not None and now == before:
+        ctx.progress.clear_pending(step.id)
+        return MigrationGateError(
+            f"{failed}. Broker {broker} was not restarted (it still holds its ZooKeeper registration of before, "
+            f"epoch {before}); {stop}. Fix the restart command, then clear this task: the run resumes with broker "
+            f"{broker}'s restart. {back}"
+        )
+    return MigrationGateError(
+        f"{failed}. Broker {broker} may have stopped or restarted; {stop}. Clear this task to gate its restart "
+        f"(registered again, partitions back), or start it by hand first. {back}"
+    )
 
 
 def _health_now(
@@ -1291,6 +1364,37 @@ class FinalizeGuardHandler:
         return {step.id: {"checked": True}}
 
 
+class FinalizedRecordHandler:
+    def preflight(self, step: Step, ctx: StepContext) -> Sequence[Refusal] | StepState:
+        assert isinstance(ctx, MigrationContext)
+        return StepState.DONE if ctx.hook.exists(KRAFT_FINALIZED_PATH) is not None else StepState.PENDING
+
+    def apply(self, steps: Sequence[Step], ctx: StepContext) -> Mapping[str, Mapping[str, Any]]:
+        assert isinstance(ctx, MigrationContext)
+        (step,) = steps
+        assert isinstance(step, FinalizedRecord)
+        image = ctx.image()
+        if image is None or image.zk_migration_state is not ZkMigrationState.POST_MIGRATION:
+            raise KraftMigrationError(
+                "the finalization is not in the metadata log (no POST_MIGRATION): not recorded in ZooKeeper"
+            )
+        record = {
+            "finalized": True,
+            "controllers": list(step.controllers),
+            "post_migration_offset": image.last_offset,
+            "run": ctx.session.run.run_id,
+            "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        ctx.hook.create_if_absent(LEASE_ROOT, None)
+        try:
+            ctx.hook.multi([CreateOp(KRAFT_FINALIZED_PATH, json.dumps(record, sort_keys=True).encode())])
+        except MultiOpError:
+            if ctx.hook.exists(KRAFT_FINALIZED_PATH) is None:
+                raise
+        log.info("Recorded the finalization in %s: %s", ctx.hook.describe_path(KRAFT_FINALIZED_PATH), record)
+        return {step.id: record}
+
+
 class ControllerStorageRetireHandler:
     def preflight(self, step: Step, ctx: StepContext) -> Sequence[Refusal] | StepState:
         assert isinstance(ctx, MigrationContext) and isinstance(step, ControllerStorageRetire)
@@ -1325,6 +1429,7 @@ HANDLERS = {
     ControllerHandback.KIND: ControllerHandbackHandler(),
     MigrationWait.KIND: MigrationWaitHandler(),
     FinalizeGuard.KIND: FinalizeGuardHandler(),
+    FinalizedRecord.KIND: FinalizedRecordHandler(),
 }
 
 

@@ -70,6 +70,7 @@ from airflow_provider_kafka_zk.hooks.zookeeper import (
 from airflow_provider_kafka_zk.kafka import znodes
 from airflow_provider_kafka_zk.kafka.kraft_migration import classify, refusal
 from airflow_provider_kafka_zk.kafka.safety import (
+    KRAFT_FINALIZED_PATH,
     LEASE_PATH,
     LEASE_ROOT,
     AclEntry,
@@ -80,6 +81,7 @@ from airflow_provider_kafka_zk.kafka.safety import (
     UnsafeFlagError,
     acl_for_new_znode,
     broker_identity_problems,
+    cluster_left_zookeeper,
     identity_differences,
     kraft_migration_in_progress,
     lease_decision,
@@ -594,6 +596,15 @@ class MaintenanceSession:
         """
         if self.kraft_migration:
             return  # the migration's own run: it is the migration's writer
+        try:
+            finalized, _ = self.hook.get_znode(KRAFT_FINALIZED_PATH)
+        except ZnodeNotFoundError:
+            pass
+        else:  # kafka_zk_kraft_migration finalized it: ZooKeeper alone still looks like a dual-write
+            raise KraftMigrationInProgressError(
+                f"cluster {self.cluster} ({self.hook.describe_path('/')}): {cluster_left_zookeeper(finalized)}. "
+                "Nothing was changed"
+            )
         evidence = read_migration_evidence(self.hook)
         why = kraft_migration_in_progress(evidence)
         if why:

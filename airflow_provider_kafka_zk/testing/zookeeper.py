@@ -271,6 +271,28 @@ class ZooKeeperServer(ServerProcess):
         }
         return {f"AIRFLOW_CONN_{conn_id.upper()}": json.dumps(fields)}
 
+    def tree(self, chroot: str = "") -> dict[str, tuple[bytes | None, int]]:
+        """Every znode under ``chroot`` (itself included, as ``/``): path -> (data, zkVersion). What a test
+        compares before and after a run that must write nothing."""
+        from kazoo.client import KazooClient
+
+        client = KazooClient(hosts=self.connect_string + chroot, timeout=10.0)
+        client.start(timeout=15.0)
+        out: dict[str, tuple[bytes | None, int]] = {}
+
+        def walk(path: str) -> None:
+            data, stat = client.get(path)
+            out[path] = (data, stat.version)
+            for child in client.get_children(path):
+                walk(f"{path.rstrip('/')}/{child}")
+
+        try:
+            walk("/")
+        finally:
+            client.stop()
+            client.close()
+        return out
+
     # -- internals ---------------------------------------------------------------------------
 
     def _write_config(self) -> None:

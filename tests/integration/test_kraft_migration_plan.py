@@ -73,25 +73,6 @@ def deploy(zookeeper_server, ssh_server, tmp_path, monkeypatch):
         deployed.close()
 
 
-def _tree(zookeeper_server, chroot: str) -> dict[str, tuple[bytes | None, int]]:
-    client = KazooClient(hosts=zookeeper_server.connect_string + chroot)
-    client.start(timeout=10)
-    out: dict[str, tuple[bytes | None, int]] = {}
-
-    def walk(path: str) -> None:
-        data, stat = client.get(path)
-        out[path] = (data, stat.version)
-        for child in client.get_children(path):
-            walk(f"{path.rstrip('/')}/{child}")
-
-    try:
-        walk("/")
-    finally:
-        client.stop()
-        client.close()
-    return out
-
-
 def _files(root: Path) -> dict[str, str]:
     out = {}
     for base, _, names in os.walk(root):
@@ -137,7 +118,7 @@ def test_provisioning_is_planned_from_zookeeper_mode_and_its_dry_run_changes_not
     assert signals["/migration"] == "absent" and "not provisioned" in signals["controllers"]
     summary = (tmp_path / "artefacts" / CLUSTER / "kraft-migration" / "t1" / "summary.txt").read_text()
     assert "+process.roles=controller" in summary and "KAFKA-17146" in summary
-    zk_before, hosts_before = _tree(zookeeper_server, chroot), _files(tmp_path / "hosts")
+    zk_before, hosts_before = zookeeper_server.tree(chroot), _files(tmp_path / "hosts")
     result = KraftMigrationExecuteOperator(
         task_id="execute",
         plan_dir=result["plan_dir"],
@@ -147,7 +128,7 @@ def test_provisioning_is_planned_from_zookeeper_mode_and_its_dry_run_changes_not
         dry_run=True,
     ).execute({})
     assert result["dry_run"] and len(result["ran"]) == 4 and not result["completed"]
-    assert _tree(zookeeper_server, chroot) == zk_before
+    assert zookeeper_server.tree(chroot) == zk_before
     assert _files(tmp_path / "hosts") == hosts_before
     assert not (tmp_path / "controller-3000").exists()
 
@@ -208,7 +189,7 @@ def test_the_dag_plans_and_dry_runs_under_airflow_dags_test(deploy, zookeeper_se
     import sys
 
     _, chroot, _ = deploy()
-    before = _tree(zookeeper_server, chroot)
+    before = zookeeper_server.tree(chroot)
     airflow = str(Path(sys.executable).parent / "airflow")
     run = subprocess.run(
         [
@@ -228,6 +209,6 @@ def test_the_dag_plans_and_dry_runs_under_airflow_dags_test(deploy, zookeeper_se
     assert run.returncode == 0, output[-6000:]
     assert "DRY RUN: would controller 3000 on 127.0.0.4: write" in output
     assert "KRaft migration of kraftmig: provision the KRaft controllers" in output
-    assert _tree(zookeeper_server, chroot) == before
+    assert zookeeper_server.tree(chroot) == before
     (folder,) = (tmp_path / "artefacts" / CLUSTER / "kraft-migration").iterdir()
     assert {"plan.json", "rollback.json", "signals.json", "summary.txt"} <= {p.name for p in folder.iterdir()}

@@ -56,15 +56,32 @@ class Migration:
     runs: int = 0
 
     # -- one run of the DAG's writing path: plan -> (approve: opted out) -> execute -> verify ------
-    def run(self, direction: str, *, dry_run: bool = False, verify: bool = True) -> dict[str, Any]:
+    def run(
+        self, direction: str, *, dry_run: bool = False, verify: bool = True, inventory: str | None = None
+    ) -> dict[str, Any]:
         self.runs += 1
         ts = f"run{self.runs:02d}"
         plan = KraftMigrationPlanOperator(
-            task_id="plan", cluster=CLUSTER, direction=direction, base_path=str(self.base), plan_ts=ts
+            task_id="plan",
+            cluster=CLUSTER,
+            direction=direction,
+            base_path=str(self.base),
+            plan_ts=ts,
+            inventory_path=inventory,
         ).execute({})
-        execute = KraftMigrationExecuteOperator(
+        execute = self.execute(plan["plan_dir"], dry_run=dry_run)
+        result = {"plan": plan, "execute": execute, "folder": Path(plan["plan_dir"])}
+        if verify and not dry_run:
+            result["verify"] = KraftMigrationVerifyOperator(
+                task_id="verify", plan_dir=plan["plan_dir"], cluster=CLUSTER
+            ).execute({})
+        return result
+
+    def execute(self, plan_dir: str | Path, *, dry_run: bool = False) -> dict[str, Any]:
+        """The execute task of the run planned in ``plan_dir`` (called again: the task cleared and retried)."""
+        return KraftMigrationExecuteOperator(
             task_id="execute",
-            plan_dir=plan["plan_dir"],
+            plan_dir=str(plan_dir),
             cluster=CLUSTER,
             kafka_zookeeper_conn_id=ZK_CONN,
             ssh_conn_id=SSH_CONN,
@@ -74,12 +91,6 @@ class Migration:
             command_timeout=120,
             poll_interval=0.3,
         ).execute({})
-        result = {"plan": plan, "execute": execute, "folder": Path(plan["plan_dir"])}
-        if verify and not dry_run:
-            result["verify"] = KraftMigrationVerifyOperator(
-                task_id="verify", plan_dir=plan["plan_dir"], cluster=CLUSTER
-            ).execute({})
-        return result
 
     def verify_with_audit(self, folder: Path) -> dict[str, Any]:
         """The DAG's after-run reads in this process -- snapshot, every broker's inventory over SSH,
@@ -87,13 +98,32 @@ class Migration:
         from airflow_provider_kafka_zk.artefacts.snapshots import write_snapshot
         from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook
         from airflow_provider_kafka_zk.operators.audit import ClusterAuditOperator
-        from airflow_provider_kafka_zk.operators.inventory import BrokerInventoryOperator
 
         ts = f"audit{self.runs:02d}"
         with KafkaZooKeeperHook(ZK_CONN) as hook:
             ref, _ = write_snapshot(
                 str(self.base), CLUSTER, hook.snapshot(), source=hook.target_description()
             )
+        findings = str(folder / "audit-after")
+        ClusterAuditOperator(
+            task_id="audit",
+            cluster=CLUSTER,
+            base_path=str(self.base),
+            snapshot=ref.path,
+            previous="",
+            inventory=self.inventory(ts),
+            out=findings,
+        ).execute({})
+        KraftMigrationVerifyOperator(
+            task_id="verify", plan_dir=str(folder), cluster=CLUSTER, findings=findings
+        ).execute({})
+        return json.loads((folder / "verify.json").read_text())
+
+    def inventory(self, ts: str) -> str:
+        """Every broker's inventory over SSH, as the DAG's inventory tasks take it (the brokers' release
+        from their running process's jars among it); returns the inventory's folder."""
+        from airflow_provider_kafka_zk.operators.inventory import BrokerInventoryOperator
+
         for broker in BROKERS:
             BrokerInventoryOperator(
                 task_id=f"inventory_{broker}",
@@ -109,20 +139,7 @@ class Migration:
                 inventory_ts=ts,
                 connect_timeout=5,
             ).execute({})
-        findings = str(folder / "audit-after")
-        ClusterAuditOperator(
-            task_id="audit",
-            cluster=CLUSTER,
-            base_path=str(self.base),
-            snapshot=ref.path,
-            previous="",
-            inventory=str(self.base / CLUSTER / "inventory" / ts),
-            out=findings,
-        ).execute({})
-        KraftMigrationVerifyOperator(
-            task_id="verify", plan_dir=str(folder), cluster=CLUSTER, findings=findings
-        ).execute({})
-        return json.loads((folder / "verify.json").read_text())
+        return str(self.base / CLUSTER / "inventory" / ts)
 
     def zookeeper(self) -> KazooClient:
         client = KazooClient(hosts=self.connect + self.chroot)
@@ -164,11 +181,11 @@ def migration(zookeeper_server, ssh_server, tmp_path, monkeypatch) -> Iterator[A
     for name, value in ssh_server.airflow_connection("127.0.0.1", SSH_CONN, conn_timeout=5).items():
         monkeypatch.setenv(name, value)
 
-    def _start(**plants: Any) -> Migration:
+    def _start(kafka_version: str = "3.9.0", **plants: Any) -> Migration:
         chroot = zookeeper_server.new_chroot("/k39_")
         for name, value in zookeeper_server.airflow_connection(ZK_CONN, chroot).items():
             monkeypatch.setenv(name, value)
-        recorded = RecordedMigration()
+        recorded = RecordedMigration(kafka_version=kafka_version)
         hosts = tmp_path / "hosts"
         deployed = OperatorOwnedDeployment(recorded.cluster, zookeeper_server.connect_string, chroot, hosts)
         controller_root = tmp_path / "controller-3000"

@@ -49,6 +49,7 @@ from airflow_provider_kafka_zk.kafka.kraft_migration_steps import (
     ControllerHandback,
     ControllerStorageFormat,
     ControllerStorageRetire,
+    FinalizedRecord,
     FinalizeGuard,
     MigrationWait,
     MigrationZnodeDelete,
@@ -465,7 +466,8 @@ def test_finalize_checks_every_broker_then_restarts_the_controllers() -> None:
     props = parse_java_properties(write.new_text, "t")
     assert "zookeeper.metadata.migration.enable" not in props and "zookeeper.connect" not in props
     assert [s.action for s in plan.steps if isinstance(s, ControllerCommand)] == ["restart"]
-    assert plan.steps[-1].until == "finalized"
+    assert plan.steps[-2].until == "finalized"
+    assert isinstance(plan.steps[-1], FinalizedRecord) and plan.steps[-1].controllers == (3000,)
 
 
 def test_finalize_refused_while_one_broker_is_not_registered_as_a_kraft_broker() -> None:
@@ -661,3 +663,26 @@ def test_the_approval_page_of_a_migration_plan_shows_every_diff_and_the_way_back
     assert "+zookeeper.metadata.migration.enable=true" in text
     assert "restart broker 0 on 127.0.0.1 (the active ZooKeeper-mode controller, last)" in text
     assert "direction=back" in text and "900s" in text
+
+
+def test_no_migration_step_field_shadows_a_step_method() -> None:
+    """A field named like a :class:`Step` method (``brokers``, ``znodes`` ...) replaces the method on the
+    instance: the executor's preflight then calls a tuple (the finalize guard did, so no finalization ran)."""
+    import dataclasses
+
+    from airflow_provider_kafka_zk.kafka.kraft_migration_steps import MIGRATION_STEPS
+    from airflow_provider_kafka_zk.kafka.steps import Step
+
+    methods = {name for name in dir(Step) if callable(getattr(Step, name)) and not name.startswith("_")}
+    for kind in MIGRATION_STEPS:
+        assert not {f.name for f in dataclasses.fields(kind)} & methods, kind.__name__
+
+
+def test_the_approval_page_of_a_finalization_lists_its_zookeeper_record_among_the_writes() -> None:
+    from airflow_provider_kafka_zk.kafka.kraft_migration_plan import approval_summary
+
+    plan = plan_migration(_inputs("03-brokers-in-kraft-mode-dual-write.json"), Direction.FORWARD)
+    summary = approval_summary(plan.to_dict(), {"way_back": "none"}, plan_dir="/p")
+    writes = dict(summary.sections)["ZooKeeper writes"]
+    assert len(writes) == 1 and "/kafka_zk_maintenance/kraft_finalized" in writes[0]
+    assert "way back: NONE" in plan.summary()

@@ -376,3 +376,17 @@ def test_verify_names_the_audits_stray_directories_and_says_when_it_could_not_re
     rows, unread = _stray_findings(str(tmp_path / "missing"))
     assert rows == [] and unread and "missing" in unread
     assert _stray_findings(None) == ([], None)
+
+
+def test_controller_gate_waits_for_a_quorum_leader_and_no_new_offline_partition() -> None:
+    from airflow_provider_kafka_zk.kafka.kraft_migration_health import Health, controller_gate
+
+    clean = Health(frozenset(), frozenset(), frozenset())
+    offline = Health(frozenset({("t", 0)}), frozenset(), frozenset())
+    gate = {"now": clean, "baseline": clean}
+    assert controller_gate(3000, "restart", quorum_leaders={3000: 3000}, **gate) == []
+    (waiting,) = controller_gate(3000, "restart", quorum_leaders={3000: -1, 3001: None}, **gate)
+    assert "no leader since controller 3000's restart" in waiting and "3000: -1, 3001: ?" in waiting
+    (waiting,) = controller_gate(3000, "restart", quorum_leaders={3000: 3000}, now=offline, baseline=clean)
+    assert "partitions offline" in waiting and "t-0" in waiting
+    assert controller_gate(3000, "start", quorum_leaders={3000: 3000}, now=offline, baseline=offline) == []

@@ -439,3 +439,22 @@ def test_an_unset_ibp_is_the_release_line_when_the_release_is_known():
     assert _report(cluster).check("inter-broker-protocol").status is Status.BLOCKER  # nothing tells it
     check = _report(cluster, kafka_version="3.9.0").check("inter-broker-protocol")
     assert check.status is Status.PASS and "3.9 on brokers 0, 1, 2 and 3" in check.evidence
+
+
+def test_a_finalized_migration_is_reported_as_the_cluster_having_left_zookeeper():
+    """ZooKeeper alone looks the same after the finalization as in the dual-write (Kafka leaves /controller
+    and /migration as its last write did); the migration DAG's record under the provider's znode tells."""
+    from airflow_provider_kafka_zk.kafka.safety import KRAFT_FINALIZED_PATH
+
+    cluster = mid_migration_cluster(name=CLUSTER)
+    rows = list(cluster_rows(cluster))
+    record = b'{"finalized": true, "recorded_at": "2026-11-29T12:00:00Z", "run": "manual__1"}'
+    state = ClusterState.from_snapshot(
+        [*rows, replace(rows[-1], path=KRAFT_FINALIZED_PATH, data=record)], cluster=CLUSTER
+    )
+    assert state.kraft_finalized == record and _state(cluster).kraft_finalized is None
+    facts = cluster_facts(CLUSTER, state, {}, [], int(time.time() * 1000))
+    (finding,) = rules.kraft_migration_findings(state, facts)
+    assert finding.check == "kraft-migration-finalized" and finding.severity is Severity.INFO
+    assert finding.summary.startswith("The cluster left ZooKeeper: its migration to KRaft was finalized")
+    assert "manual__1" in finding.summary and "no way back" in finding.summary

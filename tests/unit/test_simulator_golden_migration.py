@@ -391,3 +391,27 @@ def test_the_kraft_controllers_files_are_the_recorded_ones():
     assert (
         meta[2] == recorded[2] and meta[4] == recorded[4] and meta[5] == recorded[5]
     )  # node.id, version, cluster.id
+
+
+def test_a_finalized_migration_no_longer_writes_zookeeper() -> None:
+    """After POST_MIGRATION no KRaftMigrationDriver runs: /migration stays as the last dual write left it
+    (the recording stopped before finalizing: ActivationRecordsGenerator, 3.9.0-rc3)."""
+    from airflow_provider_kafka_zk.testing.simulator import SimulationError
+    from airflow_provider_kafka_zk.testing.simulator.recorded_migration import (
+        RecordedMigration,
+        RecordedPhase,
+    )
+
+    with pytest.raises(SimulationError, match="only a migration in dual-write"):
+        RecordedMigration().cluster.finalize_kraft_migration()
+    cluster = RecordedMigration().play_to(RecordedPhase.BROKERS_IN_KRAFT_MODE)
+    before = cluster.kraft_migration
+    assert cluster.kraft_controller_idles(2) == 4  # dual-write: a delta every 500 ms
+    cluster.finalize_kraft_migration()
+    frozen = cluster.kraft_migration
+    assert frozen.finalized and frozen.kraft_metadata_offset > before.kraft_metadata_offset
+    assert cluster.kraft_controller_idles(10) == 0
+    assert (cluster.kraft_migration.kraft_metadata_offset, cluster.kraft_migration.zk_version) == (
+        frozen.kraft_metadata_offset,
+        frozen.zk_version,
+    )

@@ -155,6 +155,9 @@ class KraftMigration:
     controller_node_ids: tuple[int, ...] = ()
     # the KRaft controllers run (False once stopped for a rollback: /controller may still name one)
     controllers_running: bool = True
+    # finalized (POST_MIGRATION): the controllers run without the migration flag and no longer write
+    # ZooKeeper -- /controller, /controller_epoch and /migration stay as the last dual write left them
+    finalized: bool = False
 
     @property
     def metadata_migrated(self) -> bool:
@@ -1196,7 +1199,12 @@ class SimulatedCluster:
         that sets ``/migration`` conditionally (``retryMigrationRequestsUntilConnected``), then the driver
         records the new offset there ("Updated ZK migration state after delta"): two versions."""
         migration = self.kraft_migration
-        if migration is None or not migration.claimed or not migration.metadata_migrated:
+        if (
+            migration is None
+            or not migration.claimed
+            or not migration.metadata_migrated
+            or migration.finalized
+        ):
             return
         self.kraft_migration = replace(
             migration,
@@ -1213,6 +1221,9 @@ class SimulatedCluster:
         rollback roll's snapshot and the controller's stop). Returns the number of deltas."""
         migration = self.kraft_migration
         if migration is None or not migration.claimed or not migration.controllers_running:
+            return 0
+        if migration.finalized:  # POST_MIGRATION: the controllers no longer write ZooKeeper
+            self.tick(int(seconds * 1000))
             return 0
         deltas = int(seconds * 1000) // METADATA_MAX_IDLE_INTERVAL_MS
         if migration.metadata_migrated and deltas:
@@ -1564,6 +1575,24 @@ class SimulatedCluster:
         broker.kraft_mode = False
         self.start_broker(broker_id)
         self.history.append(f"broker {broker_id} restarted in ZooKeeper mode (migration flag still on)")
+
+    def finalize_kraft_migration(self) -> None:
+        """``Finalizing the migration`` (docs/ops.html, 3.9): the active KRaft controller activated without
+        ``zookeeper.metadata.migration.enable`` while the log said MIGRATION and wrote POST_MIGRATION
+        (``ActivationRecordsGenerator.recordsForNonEmptyLog``, 3.9.0-rc3: "Completing the ZK migration since
+        this controller was configured with 'zookeeper.metadata.migration.enable' set to 'false'"). Without
+        the flag no ``KRaftMigrationDriver`` runs: ZooKeeper is not written any more -- the persistent
+        ``/controller``, ``/controller_epoch`` and ``/migration`` stay as the last dual write left them, and
+        ``/brokers/ids`` stays empty. There is no way back (the docs' revert table)."""
+        migration = self.kraft_migration
+        if migration is None or not migration.claimed or not migration.metadata_migrated:
+            raise SimulationError("only a migration in dual-write can be finalized")
+        if any(b.online and not b.kraft_mode for b in self.brokers.values()):
+            # KAFKA-20960 (open): the controller does not check; the simulator lets it happen too
+            self.history.append("finalized while ZooKeeper-mode brokers still run (KAFKA-20960)")
+        self.kraft_migration = replace(migration, finalized=True)
+        self.history.append("KRaft migration finalized (POST_MIGRATION): ZooKeeper no longer written")
+        self.tick()
 
     def stop_kraft_controllers(self) -> None:
         """Rollback, "Deprovision the KRaft controller quorum": the controllers stop. ``/controller``

@@ -31,7 +31,13 @@ leave them as the DAG wrote them (files kept beside them included).
 
 Planted traps: ``no_kraft_registration`` -- brokers whose restart as a KRaft broker registers nothing
 new with the quorum (KAFKA-20960); ``kraft_epoch`` -- the KRaft leader epoch the controller claims
-with (KAFKA-20488 when it exceeds ``/controller_epoch``).
+with (KAFKA-20488 when it exceeds ``/controller_epoch``); ``failing_restarts`` -- restart commands
+that fail before touching the broker (a roll stopped part-way: some brokers moved, the others not).
+
+Finalization: once the quorum's leader runs without the migration flag it writes POST_MIGRATION and
+the cluster stops writing ZooKeeper (:meth:`~.cluster.SimulatedCluster.finalize_kraft_migration`).
+The simulator's own ZooKeeper sync still mirrors its model afterwards, so a test of a finalized
+cluster changes nothing in the model after the finalization (no restarts, no new topics).
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -156,6 +162,8 @@ class MigrationRuntime(ClusterRuntime):
     :param command_dir: where :mod:`.node_command` leaves its requests (created).
     :param no_kraft_registration: brokers whose KRaft restart does not re-register (KAFKA-20960).
     :param kraft_epoch: the KRaft leader epoch the active controller claims ``/controller`` with.
+    :param failing_restarts: broker -> how many of its next restart commands fail before touching it
+        (exit 1, as ``systemctl restart`` refused): a roll interrupted part-way.
     """
 
     def __init__(
@@ -167,6 +175,7 @@ class MigrationRuntime(ClusterRuntime):
         restart_dir: Path,
         no_kraft_registration: Collection[int] = (),
         kraft_epoch: int = 1,
+        failing_restarts: Mapping[int, int] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(deployed, restart_dir=restart_dir, **kwargs)
@@ -174,6 +183,8 @@ class MigrationRuntime(ClusterRuntime):
         self.command_dir = Path(command_dir)
         self.command_dir.mkdir(parents=True, exist_ok=True)
         self.no_kraft_registration = set(no_kraft_registration)
+        self.failing_restarts = dict(failing_restarts or {})
+        self.restart_requests: list[int] = []
         self.kraft_epoch = kraft_epoch
         self.metadata = _Log(epoch=kraft_epoch)
         self.broker_processes: dict[int, subprocess.Popen[bytes]] = {}
@@ -267,6 +278,15 @@ class MigrationRuntime(ClusterRuntime):
     def _do(self, ask: dict[str, Any]) -> tuple[int, str]:
         action, node = ask["action"], int(ask["node"])
         if action == "restart-broker":
+            self.restart_requests.append(node)
+            if self.failing_restarts.get(node, 0) > 0:
+                # the restart refused before it touched the broker (systemd's answer to a caller without
+                # the right to restart the unit): the broker keeps running with the file it started with
+                self.failing_restarts[node] -= 1
+                return 1, (
+                    "Failed to restart kafka.service: Interactive authentication required.\n"
+                    "See system logs and 'systemctl status kafka.service' for details."
+                )
             return self._restart_broker(node)
         host = self.controllers.get(node)
         if host is None:
@@ -334,7 +354,9 @@ class MigrationRuntime(ClusterRuntime):
             if process is None or process.poll() is not None or self._process_keys.get(broker_id) != started:
                 if process is not None:
                     _kill(process)
-                self.broker_processes[broker_id] = _process(self._broker_file(broker_id))
+                self.broker_processes[broker_id] = _process(
+                    self._broker_file(broker_id), self.deployed.cluster.spec.kafka_version
+                )
                 self._process_keys[broker_id] = started
 
     # -- controllers ---------------------------------------------------------------------------
@@ -396,7 +418,7 @@ class MigrationRuntime(ClusterRuntime):
             )
         if host.running:
             _kill(host.process)
-        host.process = _process(path)
+        host.process = _process(path, self.deployed.cluster.spec.kafka_version)
         host.started_with_flag = mode is NodeMode.CONTROLLER_MIGRATING
         migrating = " ZK migration mode is enabled." if host.started_with_flag else ""
         self._line(
@@ -415,10 +437,36 @@ class MigrationRuntime(ClusterRuntime):
                 and len(running) * 2 > len(self.controllers)
             ):
                 cluster.kraft_migration = replace(migration, controllers_running=True)
-        elif all(c.running and c.started_with_flag is False for c in self.controllers.values()):
-            self.finalized = True
+        self._finalize_if_active_without_flag()
         self._sync()
         return 0, f"controller {host.node.node_id} started"
+
+    def _finalize_if_active_without_flag(self) -> None:
+        """The quorum's leader (the lowest running id here) activates; started without the migration
+        flag while the log says MIGRATION, it writes POST_MIGRATION (``ActivationRecordsGenerator.
+        recordsForNonEmptyLog``, 3.9.0-rc3, logged through ``log::warn`` by ``QuorumController``): the
+        finalization takes effect the moment leadership reaches a controller without the flag, whatever
+        the others run with."""
+        cluster = self.deployed.cluster
+        migration = cluster.kraft_migration
+        running = sorted(n for n, c in self.controllers.items() if c.running)
+        if (
+            self.finalized
+            or not running
+            or self.controllers[running[0]].started_with_flag is not False
+            or migration is None
+            or not migration.claimed
+            or not migration.metadata_migrated
+        ):
+            return
+        cluster.finalize_kraft_migration()
+        self.finalized = True
+        self._line(
+            self.controllers[running[0]],
+            f"WARN [QuorumController id={running[0]}] Performing controller activation. Loaded ZK migration state "
+            "of MIGRATION. Completing the ZK migration since this controller was configured with "
+            "'zookeeper.metadata.migration.enable' set to 'false'.",
+        )
 
     def _stop_controller(self, host: ControllerHost, *, restarting: bool = False) -> None:
         if host.running:
@@ -430,9 +478,13 @@ class MigrationRuntime(ClusterRuntime):
             not restarting
             and migration is not None
             and migration.controllers_running
+            and not migration.finalized
             and not any(c.running for c in self.controllers.values())
         ):
             cluster.stop_kraft_controllers()
+            self._sync()
+        elif not restarting:
+            self._finalize_if_active_without_flag()  # leadership moved to the next running controller
             self._sync()
 
     # ------------------------------------------------------------------ the controllers' files
@@ -762,10 +814,19 @@ def _refused_by_kafka_config(props: dict[str, str], mode: NodeMode) -> str | Non
     return None
 
 
-def _process(config: Path) -> subprocess.Popen[bytes]:
-    """A process standing for a running Kafka node: its command line ends ``kafka.Kafka <config>``."""
+def _process(config: Path, release: str) -> subprocess.Popen[bytes]:
+    """A process standing for a running Kafka node: its command line ends ``-cp <...>/kafka_2.13-<release>.jar
+    kafka.Kafka <config>``, as ``kafka-run-class.sh`` starts one (the inventory reads the release there)."""
     return subprocess.Popen(
-        [sys.executable, "-c", _SLEEPER, "kafka.Kafka", str(config)],
+        [
+            sys.executable,
+            "-c",
+            _SLEEPER,
+            "-cp",
+            f"/opt/kafka/libs/kafka_2.13-{release}.jar",
+            "kafka.Kafka",
+            str(config),
+        ],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -125,15 +125,22 @@ TOPIC_THROTTLES = {
 }
 
 
-def recorded_migration_cluster(name: str = "k39", seed: int = 39) -> SimulatedCluster:
+def recorded_migration_cluster(
+    name: str = "k39", seed: int = 39, kafka_version: str = "3.9.0"
+) -> SimulatedCluster:
     """The recorded cluster in ZooKeeper mode (phase 00), as the recording's first step left it: three
     topics and ``__consumer_offsets`` with the recorded ids and placements, a topic config altered, a
     dynamic config on broker 1 and on the broker default, a client quota, broker 0's producer id block,
     and ``mig-b-0`` reassigned [0,1] -> [0,2] through the Admin API, whose ``--verify`` cleared the
-    throttles (creating empty ``/config/brokers/0`` and ``/2``)."""
+    throttles (creating empty ``/config/brokers/0`` and ``/2``).
+
+    :param kafka_version: the brokers' release (3.9.0 as recorded). Another 3.4+ release gives the same
+        cluster as that release runs it -- its IBP (the release's line), its jars on the brokers' command
+        lines, its files -- for what depends on the release before a migration starts (the traps bound
+        to a release, :mod:`airflow_provider_kafka_zk.kafka.kraft_migration_traps`)."""
     spec = ClusterSpec(
         name,
-        kafka_version="3.9.0",
+        kafka_version=kafka_version,
         brokers=tuple(BrokerSpec(b, rack=f"r{b}", host=f"127.0.0.{b + 1}", port=49092 + b) for b in BROKERS),
         topics=TOPICS_AT_START,
         cluster_id=CLUSTER_ID,
@@ -176,10 +183,11 @@ class RecordedMigration:
 
     :param name: the cluster's name (the cluster file's, for tests).
     :param seed: the simulator's seed.
+    :param kafka_version: the brokers' release (see :func:`recorded_migration_cluster`).
     """
 
-    def __init__(self, name: str = "k39", seed: int = 39) -> None:
-        self.cluster = recorded_migration_cluster(name, seed)
+    def __init__(self, name: str = "k39", seed: int = 39, kafka_version: str = "3.9.0") -> None:
+        self.cluster = recorded_migration_cluster(name, seed, kafka_version)
         self.phase = RecordedPhase.ZK_MODE
 
     def play_to(self, phase: RecordedPhase | str) -> SimulatedCluster:
