@@ -443,7 +443,7 @@ _REFUSED_AS = {RecordedPhase.ROLLBACK_COMPLETE: "reverting"}
 
 @pytest.mark.parametrize("phase", PHASES, ids=[p.value for p in PHASES])
 def test_each_recorded_phase_is_read_right_by_audit_readiness_and_every_writer(
-    recorded_phase, phase, tmp_path, opt_out_of_approval
+    recorded_phase, phase, tmp_path, opt_out_of_approval, zookeeper_server
 ):
     """The recorded znodes of a real 3.9.0 migration in a real ZooKeeper, read through the snapshot hook,
     each broker inventoried over SSH: the audit raises no false incident and names the phase, the readiness
@@ -458,7 +458,7 @@ def test_each_recorded_phase_is_read_right_by_audit_readiness_and_every_writer(
     assert result["blockers"] == [], _status(report)
     release = next(c for c in report["checks"] if c["check"] == "release")
     assert "3.9.0 on brokers 0, 1 and 2" in release["evidence"]  # the running processes' jars
-    before = _tree(loaded_connect(loaded))
+    before = zookeeper_server.tree(loaded.chroot)
     # The writer here runs behind no approval step: without the opt-out the approval rule refuses it
     # before it reads the cluster (issue 31), and the migration refusal under test is never reached.
     opt_out_of_approval(CLUSTER, ZK_CONN)
@@ -491,29 +491,4 @@ def test_each_recorded_phase_is_read_right_by_audit_readiness_and_every_writer(
         and "Next: " in text
         and "Nothing was changed" in text
     )
-    assert _tree(loaded_connect(loaded)) == before  # nothing written
-
-
-def loaded_connect(loaded) -> str:
-    return json.loads(os.environ[f"AIRFLOW_CONN_{ZK_CONN.upper()}"])["host"] + loaded.chroot
-
-
-def _tree(connect: str) -> dict[str, tuple[bytes, int]]:
-    """Every znode's data and version under ``connect`` (with its chroot)."""
-    client = KazooClient(hosts=connect)
-    client.start(timeout=15)
-    out: dict[str, tuple[bytes, int]] = {}
-
-    def walk(path: str) -> None:
-        for child in client.get_children(path):
-            sub = f"{path.rstrip('/')}/{child}"
-            data, stat = client.get(sub)
-            out[sub] = (data, stat.version)
-            walk(sub)
-
-    try:
-        walk("/")
-    finally:
-        client.stop()
-        client.close()
-    return out
+    assert zookeeper_server.tree(loaded.chroot) == before  # nothing written

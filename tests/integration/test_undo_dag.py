@@ -586,7 +586,8 @@ def test_a_deletion_cleanup_is_undone_directories_and_config_znode_back(
         cleanup = _cleanup(live, run_id)
         assert not [d for d in log_dir.iterdir() if d.name.startswith("old-logs-")]  # quarantined
         assert not client.exists("/config/topics/old-logs")
-        record = json.loads(sorted((cleanup / "rollback").glob("quarantine-*.json"))[0].read_text())  # try 1
+        # the first try's record: rollback/quarantine-<try number>.json
+        record = json.loads((cleanup / "rollback" / "quarantine-1.json").read_text())
         assert record["undo"]["conf"] == {
             "cluster": CLUSTER,
             "run_id": run_id,
