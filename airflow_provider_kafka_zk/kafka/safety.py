@@ -631,11 +631,14 @@ class KraftMigrationEvidence:
     :param migration_data: ``/migration``'s bytes, or None when the znode does not exist.
     :param controller_data: ``/controller``'s bytes, or None when there is no controller.
     :param controller_ephemeral_owner: ``/controller``'s Stat ``ephemeralOwner`` (0: persistent).
+    :param finalized_record: ``KRAFT_FINALIZED_PATH``'s bytes (kafka_zk_kraft_migration finalized the
+        migration: ZooKeeper alone still looks like a dual-write), or None when there is none.
     """
 
     migration_data: bytes | None
     controller_data: bytes | None
     controller_ephemeral_owner: int | None
+    finalized_record: bytes | None = None
 
 
 def kraft_migration_signs(evidence: KraftMigrationEvidence) -> list[str]:
@@ -678,6 +681,8 @@ def kraft_migration_in_progress(evidence: KraftMigrationEvidence) -> str | None:
     (``docs/ops.html``, 3.9; it leaves ``/migration``, which a real 3.9.0 rollback showed). Any of the
     three signs, or a ``/migration`` that cannot be read, counts.
     """
+    if evidence.finalized_record is not None:
+        return cluster_left_zookeeper(evidence.finalized_record)
     reasons = kraft_migration_signs(evidence)
     if not reasons:
         return None

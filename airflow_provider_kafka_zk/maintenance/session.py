@@ -81,7 +81,6 @@ from airflow_provider_kafka_zk.kafka.safety import (
     UnsafeFlagError,
     acl_for_new_znode,
     broker_identity_problems,
-    cluster_left_zookeeper,
     identity_differences,
     kraft_migration_in_progress,
     lease_decision,
@@ -596,19 +595,15 @@ class MaintenanceSession:
         """
         if self.kraft_migration:
             return  # the migration's own run: it is the migration's writer
-        try:
-            finalized, _ = self.hook.get_znode(KRAFT_FINALIZED_PATH)
-        except ZnodeNotFoundError:
-            pass
-        else:  # kafka_zk_kraft_migration finalized it: ZooKeeper alone still looks like a dual-write
-            raise KraftMigrationInProgressError(
-                f"cluster {self.cluster} ({self.hook.describe_path('/')}): {cluster_left_zookeeper(finalized)}. "
-                "Nothing was changed"
-            )
         evidence = read_migration_evidence(self.hook)
         why = kraft_migration_in_progress(evidence)
         if why:
-            found = classify(evidence, zk_brokers=_registered_brokers(self.hook))
+            # finalized by kafka_zk_kraft_migration: ZooKeeper alone still looks like a dual-write, the record says
+            found = (
+                None
+                if evidence.finalized_record is not None
+                else classify(evidence, zk_brokers=_registered_brokers(self.hook))
+            )
             text = refusal(found, evidence) if found is not None else why
             raise KraftMigrationInProgressError(
                 f"cluster {self.cluster} ({self.hook.describe_path('/')}): {text}. Nothing was changed"
@@ -899,19 +894,25 @@ def _registered_brokers(hook: KafkaZooKeeperHook) -> list[int]:
 
 
 def read_migration_evidence(hook: KafkaZooKeeperHook) -> KraftMigrationEvidence:
-    """``/migration``'s data and ``/controller``'s data and ephemeral owner, as read now."""
+    """``/migration``'s data, ``/controller``'s data and ephemeral owner and the provider's record of a
+    finalized migration, as read now."""
     try:
         migration, _ = hook.get_znode(znodes.MIGRATION)
         migration = migration if migration is not None else b""
     except ZnodeNotFoundError:
         migration = None
     try:
+        finalized, _ = hook.get_znode(KRAFT_FINALIZED_PATH)
+        finalized = finalized if finalized is not None else b""
+    except ZnodeNotFoundError:
+        finalized = None
+    try:
         controller, stat = hook.get_znode(znodes.CONTROLLER)
     except ZnodeNotFoundError:
         controller, owner = None, None
     else:
         controller, owner = (controller if controller is not None else b""), stat.ephemeralOwner
-    return KraftMigrationEvidence(migration, controller, owner)
+    return KraftMigrationEvidence(migration, controller, owner, finalized)
 
 
 class LeaseHeartbeat:
