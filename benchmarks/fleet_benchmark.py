@@ -5,6 +5,8 @@ before (``--baseline``, default 8f9a414: main before issue 35) in the same run.
     python benchmarks/fleet_benchmark.py                                  # every size, both modes
     python benchmarks/fleet_benchmark.py --sizes 10000:12 --modes dags-test --repeat 3
     python benchmarks/fleet_benchmark.py --sizes 200000:50 --modes scheduler --skip-baseline
+    python benchmarks/fleet_benchmark.py --sizes 200000:50 --modes scheduler,scheduler-replayed \
+        --skip-baseline --hosts-dir /mnt/fleet   # a tmpfs mounted with nr_inodes=8000000
 
 Per size (``partitions:brokers``; topics of 100 partitions, RF 3, Kafka 3.3.1, one log dir a broker,
 20 records a partition) the benchmark builds the cluster itself -- the simulator's model, its
@@ -22,7 +24,12 @@ the broker hosts with ``testing/sshd.py`` (a loopback address a broker, an sshd 
   api-server, scheduler, dag-processor, triggerer; LocalExecutor with ``--parallelism`` workers),
   the run triggered over REST without a logical date and timed from the trigger to its end, with
   the CPU seconds every service's process tree spent meanwhile (a LocalExecutor worker's include the
-  task processes it ran; sshd's the broker-side walks).
+  task processes it ran; sshd's the broker-side walks);
+* **scheduler-replayed**: the same, with the brokers' side recorded once per code through the real
+  SSH path and then replayed by ``_replay_broker.py`` (the test sshd's ``command=``): on a real
+  deployment the walks run on the brokers' CPUs, here on the same two cores as Airflow; this mode
+  charges this machine only the Airflow side (SSH, the stream, parsing, every task), and says
+  whether the findings equal the real run's.
 
 The baseline is the tree of ``--baseline`` (``git archive``; no worktree is left behind), first on
 ``PYTHONPATH`` of every process of its runs (the package imported from there is checked), its own
@@ -348,6 +355,68 @@ def remote_run(code: Code, built: Built, broker: int) -> float:
     return (after.children_user - before.children_user) + (after.children_system - before.children_system)
 
 
+RECORD_SCRIPT = r"""
+import json, sys
+import airflow_provider_kafka_zk, logging
+from airflow_provider_kafka_zk.hooks.broker_host import BrokerHostHook
+logging.disable(logging.WARNING)
+hosts = json.loads(sys.argv[2])
+hook = BrokerHostHook("%(ssh)s", "%(zk)s", broker_hosts={int(b): h for b, h in hosts.items()}, server_properties_path=sys.argv[1])
+hook.resolve_connections()
+for broker in sorted(int(b) for b in hosts):
+    hook.inventory(broker)
+print(json.dumps({"package": airflow_provider_kafka_zk.__file__}))
+"""
+REPLAYER = Path(__file__).resolve().parent / "_replay_broker.py"
+
+
+@contextlib.contextmanager
+def broker_sessions(sshd: Any, mode: str, folder: Path) -> Any:
+    """Every session of the test sshd runs ``_replay_broker.py <mode> <folder>`` (the authorized key's
+    ``command=``; sshd reads the file at each login), the key as it was afterwards."""
+    keys = sshd.authorized_keys_path
+    original = keys.read_text()
+    command = f"python3 {REPLAYER} {mode} {folder}"
+    keys.write_text(
+        "".join(f'command="{command}" {line}\n' for line in original.splitlines() if line.strip())
+    )
+    try:
+        yield
+    finally:
+        keys.write_text(original)
+
+
+def record_brokers(
+    code: Code, built: Built, sshd: Any, conns: dict[str, dict[str, Any]], folder: Path
+) -> float:
+    """Each broker's inventory stream as ``code``'s script writes it, through the real SSH path, into
+    ``folder`` (one file per broker address): what ``scheduler-replayed`` answers with. Seconds taken."""
+    folder.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    hosts = {b: broker_address(b) for b in sorted(built.deployed.cluster.brokers)}
+    with broker_sessions(sshd, "record", folder):
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                RECORD_SCRIPT % {"ssh": SSH_CONN, "zk": ZK_CONN},
+                server_properties(built),
+                json.dumps(hosts),
+            ],
+            env=code.env({**os.environ, **conn_env(conns), "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}),
+            cwd=tempfile.gettempdir(),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    if done.returncode != 0:
+        raise RuntimeError(f"recording the brokers with {code.label} failed: {done.stderr[-3000:]}")
+    missing = [h for h in hosts.values() if not (folder / f"{h}.jsonl").is_file()]
+    if missing:
+        raise RuntimeError(f"no recording of {missing}")
+    return time.monotonic() - started
+
+
 # ------------------------------------------------------------------------------ one DAG run
 @dataclass
 class Run:
@@ -474,6 +543,7 @@ def scheduler_run(
     base: Path,
     parallelism: int,
     others: dict[str, int],
+    mode: str = "scheduler",
 ) -> Run:
     """The production harness's deployment from this venv (the checkout's package, or the baseline's
     first on PYTHONPATH), the run triggered over REST without a logical date, timed to its end."""
@@ -525,9 +595,7 @@ def scheduler_run(
     )
     shutil.rmtree(deployment, ignore_errors=True)
     findings, inventory = _outputs(base)
-    return Run(
-        "scheduler", code.label, seconds, stages, max(before, after), run["state"], cpu, findings, inventory
-    )
+    return Run(mode, code.label, seconds, stages, max(before, after), run["state"], cpu, findings, inventory)
 
 
 # ------------------------------------------------------------------------------ the report
@@ -572,7 +640,7 @@ def report_size(
             if len(labels) == 2 and values[0] and values[1]:
                 ratio = f"{median(values[1]) / median(values[0]):.2f}x"
             lines.append(f"| {title} | " + " | ".join(cells) + f" | {ratio} |")
-    for mode in ("dags test", "scheduler"):
+    for mode in ("dags test", "scheduler", "scheduler, brokers replayed"):
         codes = [c for (m, c) in runs if m == mode]
         if not codes:
             continue
@@ -606,7 +674,7 @@ def report_size(
                         "inventory, sum of task durations",
                         {c: _stage_values(per_code[c], stage, "sum") for c in codes},
                     )
-        if mode == "scheduler":
+        if mode.startswith("scheduler"):
             services = sorted({k for c in codes for r in per_code[c] for k in r.cpu})
             for service in services:
                 row(f"CPU s: {service}", {c: [r.cpu.get(service, 0.0) for r in per_code[c]] for c in codes})
@@ -632,6 +700,13 @@ def report_size(
                 for b in per_code[codes[1]]
             )
             lines.append(f"\nsame findings.parquet: {same_findings}; same inventory rows: {same_rows}")
+    for (mode, code), replayed in runs.items():
+        real = runs.get(("scheduler", code))
+        if mode == "scheduler, brokers replayed" and real:
+            same = all(a.findings is not None and a.findings == b.findings for a in replayed for b in real)
+            lines.append(
+                f"\n{code}: brokers replayed wrote the same findings.parquet as the real run: {same}"
+            )
     return lines
 
 
@@ -680,7 +755,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--modes",
         default="side,dags-test,scheduler",
-        help="side, dags-test, scheduler (or build: the clusters only)",
+        help="side, dags-test, scheduler, scheduler-replayed (the brokers' walks recorded once through"
+        " SSH, then replayed: the Airflow machine's share alone; _replay_broker.py), or build: the clusters only",
     )
     parser.add_argument("--repeat", type=int, default=1, help="runs of each code in each mode")
     parser.add_argument("--side-repeat", type=int, default=3, help="client/remote runs of each code")
@@ -749,22 +825,43 @@ def main(argv: list[str] | None = None) -> int:
                             flush=True,
                         )
                     for _ in range(args.repeat):
-                        for mode in [m for m in modes if m in ("dags-test", "scheduler")]:
+                        for mode in [
+                            m for m in modes if m in ("dags-test", "scheduler", "scheduler-replayed")
+                        ]:
                             for code in codes:
+                                others = {
+                                    "zookeeper": zookeeper.pid or 0,
+                                    **{f"sshd{i}": p for i, p in enumerate(sshd.pids)},
+                                }
                                 if mode == "dags-test":
                                     run = dags_test(code, work, conns, clusters, base)
                                     if "inventory" in run.stages:
                                         points[code.label].append(
                                             (brokers, built.replicas, run.stages["inventory"]["sum"])
                                         )
-                                else:
-                                    others = {
-                                        "zookeeper": zookeeper.pid or 0,
-                                        **{f"sshd{i}": p for i, p in enumerate(sshd.pids)},
-                                    }
+                                elif mode == "scheduler":
                                     run = scheduler_run(
                                         code, work, conns, clusters, base, args.parallelism, others
                                     )
+                                else:
+                                    folder = work / f"recorded-{partitions}" / code.label.replace(" ", "-")
+                                    if not folder.is_dir():
+                                        took = record_brokers(code, built, sshd, conns, folder)
+                                        print(
+                                            f"recorded {brokers} brokers' streams ({code.label}) in {took:.1f} s",
+                                            flush=True,
+                                        )
+                                    with broker_sessions(sshd, "replay", folder):
+                                        run = scheduler_run(
+                                            code,
+                                            work,
+                                            conns,
+                                            clusters,
+                                            base,
+                                            args.parallelism,
+                                            others,
+                                            mode="scheduler, brokers replayed",
+                                        )
                                 runs.setdefault((run.mode, run.code), []).append(run)
                                 print(
                                     f"{run.code:>20} {run.mode:9} {run.seconds:6.1f} s {run.state} load {run.load:.1f}: "

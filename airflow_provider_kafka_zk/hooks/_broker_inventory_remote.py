@@ -282,7 +282,7 @@ def walk_log_dir(index, log_dir, params):
 
 
 def walk_partition_dir(index, base, name, params):
-    path = os.path.join(base, name)
+    path = base + b"/" + name  # os.path.join's checks cost more than the lstat (a name has no "/")
     record = {"t": "dir", "ld": index, "name": text(name)}
     try:
         entry = os.lstat(path)
@@ -302,7 +302,7 @@ def walk_partition_dir(index, base, name, params):
         record["entry_errors"] = errors
     present = {entry[0]: entry for entry in entries}
     record["files"] = {
-        name: read_small(os.path.join(path, raw_path(name)), params["partition_file_limit"], present[name])
+        name: read_small(path + b"/" + raw_path(name), params["partition_file_limit"], present[name])
         for name in params["partition_files"]
         if name in present
     }
