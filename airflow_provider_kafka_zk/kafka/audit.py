@@ -37,7 +37,7 @@ from .leadership import AutoRebalance, auto_rebalance, blocked_reasons, imbalanc
 from .logdir import DirKind
 from .model import ClusterState, TopicState
 from .reassignment import BROKER_THROTTLE_KEYS
-from .safety import KRAFT_FINALIZED_PATH, cluster_left_zookeeper
+from .safety import KRAFT_FINALIZED_PATH
 from .topic_id_repair import write_back_effect
 from .uuid import ONE_UUID, KafkaUuid
 from .versions import KafkaVersion, has_stray_dirs, ibp_uses_topic_ids
@@ -1808,9 +1808,11 @@ def kraft_migration_findings(state: ClusterState, facts: ClusterFacts) -> list[F
     would skip its initial load (KAFKA-17146).
     """
     found = migration_state(state, facts.broker_modes)
-    if state.kraft_finalized is not None:
-        # ZooKeeper alone still looks like a dual-write with KRaft brokers: the finalization's record says
-        left = cluster_left_zookeeper(state.kraft_finalized)
+    if found is None:
+        return []
+    if found.left_zookeeper:
+        # ZooKeeper alone still looks like a dual-write: the phase reader read the finalization's record
+        left = found.reason
         return [
             _finding(
                 facts,
@@ -1821,11 +1823,9 @@ def kraft_migration_findings(state: ClusterState, facts: ClusterFacts) -> list[F
                 "longer describes the cluster. Retire the cluster's ZooKeeper-mode DAG runs (daily hygiene, "
                 "maintenance) for it and deprovision its ZooKeeper chroot",
                 path=KRAFT_FINALIZED_PATH,
-                evidence=found.to_dict() if found is not None else {},
+                evidence=found.to_dict(),
             )
         ]
-    if found is None:
-        return []
     readiness = trigger_command(KRAFT_READINESS_DAG, {"cluster": facts.cluster})
     evidence = found.to_dict()
     if found.inconsistent:

@@ -2,7 +2,8 @@
 
 Whether one runs at all is :func:`.safety.kraft_migration_in_progress`'s answer (the one rule: a
 ``/migration`` znode, a ``/controller`` held by a KRaft controller, or a persistent ``/controller``).
-The phase itself is decided once, by :mod:`.kraft_migration_phase` (its vocabulary, its signals):
+The phase itself is decided once, by :mod:`.kraft_migration_phase` (its vocabulary, its signals; a
+finalized migration too, by the migration DAG's record in ZooKeeper):
 this module is the view of it for readers that see ZooKeeper and perhaps the brokers' files but not the
 controllers (the daily audit, the readiness report, every writer's refusal) -- the phase named as an
 operator knows it, what it means and what to do next. Background, from what Kafka 3.9's
@@ -71,7 +72,8 @@ class MigrationState:
     :func:`.kraft_migration_phase.zookeeper_phase` decides, and what an operator reads about it.
 
     :param reading: the phase reader's answer (its phase, every phase the signals leave, the signals).
-    :param reason: :func:`.safety.kraft_migration_in_progress`'s text (why writes are refused).
+    :param reason: why writes are refused: the phase reader's "the cluster left ZooKeeper" once finalized,
+        else :func:`.safety.kraft_migration_in_progress`'s text.
     :param kraft_controller_id: the active KRaft controller (``/controller`` when it holds it, else
         ``/migration``'s, -1 until it wrote one).
     :param kraft_controller_epoch: its KRaft epoch, likewise.
@@ -110,16 +112,26 @@ class MigrationState:
         return self.phase.value if self.phase is not None else "inconsistent"
 
     @property
+    def left_zookeeper(self) -> bool:
+        """Finalized, as the migration DAG recorded: ZooKeeper's migration znodes are a frozen copy."""
+        return self.reading.left_zookeeper is not None
+
+    @property
     def inconsistent(self) -> bool:
         """No phase, or a persistent ``/controller`` without ``/migration``: no ZooKeeper-mode broker can
         become controller while it stays."""
-        return self.phase is None or self.migration_absent
+        return self.phase is None or (self.migration_absent and not self.left_zookeeper)
 
     @property
     def hung(self) -> bool:
         """KRaft controllers may run on a ``/migration`` without data: their migration never starts
         (KAFKA-19480)."""
-        return self.metadata_offset is None and not self.migration_absent and not self.left_over
+        return (
+            self.metadata_offset is None
+            and not self.migration_absent
+            and not self.left_over
+            and not self.left_zookeeper
+        )
 
     @property
     def left_over(self) -> bool:
@@ -221,6 +233,8 @@ class MigrationState:
             if self.unknown_mode:
                 return f"dual-write; brokers {_ids(self.unknown_mode)} not in ZooKeeper (KRaft mode or down: not inventoried)"
             return "dual-write; brokers in ZooKeeper mode (migration mode)"
+        if self.left_zookeeper:
+            return "finalized: the cluster left ZooKeeper"
         if phase in (Phase.FINALIZING, Phase.FINALIZED):
             return "finalizing or finalized"
         if phase is Phase.REVERTING:
@@ -295,6 +309,11 @@ class MigrationState:
                 else ""
             )
             return f"{forward}. {BACK_FROM_DUAL_WRITE}.{check}"
+        if self.left_zookeeper:
+            return (
+                "Nothing to do in ZooKeeper: use Kafka's Admin API against the KRaft cluster; deprovision this "
+                "ZooKeeper (or its chroot) once nothing else uses it"
+            )
         if phase in (Phase.FINALIZING, Phase.FINALIZED):
             return "Read the controllers' files: once every controller runs without the migration flag there is no way back"
         delete = f"Delete /migration: {DELETE_MIGRATION}. The documented revert leaves it: {STALE_MIGRATION}"
@@ -337,6 +356,8 @@ class MigrationState:
 def refusal(found: MigrationState, evidence: KraftMigrationEvidence) -> str:
     """Why a writer of this provider refuses at this phase, and what to do next (the maintenance session's
     ``KraftMigrationInProgressError``)."""
+    if found.left_zookeeper:
+        return found.reason
     if found.kraft_controller_active:
         why = (
             f"KRaft controller {found.kraft_controller_id} owns the metadata and writes ZooKeeper itself: a write "
@@ -371,7 +392,8 @@ def _ids(brokers: Iterable[int]) -> str:
 
 
 def migration_evidence(state: ClusterState) -> KraftMigrationEvidence:
-    """The safety rule's evidence from a snapshot's model (an undecodable znode keeps its raw bytes)."""
+    """The safety rule's and the phase reader's evidence from a snapshot's model (an undecodable znode keeps
+    its raw bytes; the finalization record as :attr:`.model.ClusterState.kraft_finalized` read it)."""
 
     def raw(path: str) -> bytes | None:
         for finding in state.findings_at(path):
@@ -384,7 +406,7 @@ def migration_evidence(state: ClusterState) -> KraftMigrationEvidence:
 
     migration = state.migration.encode() if state.migration is not None else raw(MIGRATION)
     controller = state.controller.encode() if state.controller is not None else raw(CONTROLLER)
-    return KraftMigrationEvidence(migration, controller, state.controller_session_id)
+    return KraftMigrationEvidence(migration, controller, state.controller_session_id, state.kraft_finalized)
 
 
 def _decoded(evidence: KraftMigrationEvidence) -> tuple[MigrationZNode | None, ControllerRegistration | None]:
@@ -410,15 +432,16 @@ def classify(
     known_brokers: Iterable[int] = (),
     broker_modes: Mapping[int, BrokerMode] | None = None,
 ) -> MigrationState | None:
-    """The migration as ``/migration``, ``/controller`` and ``/brokers/ids`` show it (None: no migration)
-    and, when the inventory read them, each broker's mode: the phase by
-    :func:`.kraft_migration_phase.zookeeper_phase` (the one phase rule), the rest for the reports.
+    """The migration as ``/migration``, ``/controller``, ``/brokers/ids`` and the finalization record show
+    it (None: no trace of one) and, when the inventory read them, each broker's mode: the phase by
+    :func:`.kraft_migration_phase.zookeeper_phase` (the one phase rule; finalized included), the rest for
+    the reports.
 
     The one view behind :func:`migration_state` (a snapshot), the maintenance session's refusal and the
     readiness report."""
-    reason = kraft_migration_in_progress(evidence)
-    if reason is None:
-        return None
+    signs = kraft_migration_in_progress(evidence)
+    if signs is None and evidence.finalized_record is None:
+        return None  # nothing of a migration in ZooKeeper: ZooKeeper mode
     migration, controller = _decoded(evidence)
     registered = tuple(sorted(set(zk_brokers)))
     modes = dict(broker_modes or {})
@@ -433,13 +456,19 @@ def classify(
         controller_epoch_version=-1,
         registered=frozenset(registered),
         cluster_id="",
+        finalized_record=evidence.finalized_record,
     )
     reading = zookeeper_phase(view, {b: NODE_MODES[m] for b, m in modes.items()}, brokers=known)
+    reason = reading.left_zookeeper or signs or reading.refusal or ""
     kraft_held = controller is not None and (
         controller.is_kraft_controller or evidence.controller_ephemeral_owner == 0
     )
     problem = None
-    if migration is None:
+    if reading.left_zookeeper is not None:
+        pass  # finalized: ZooKeeper's migration znodes are what the last dual write (or a tidy-up) left
+    elif evidence.finalized_record is not None and reading.phase is None:
+        problem = reading.refusal  # the record and another signal disagree (the refusal names both)
+    elif migration is None:
         if evidence.migration_data:
             problem = "/migration exists but cannot be read: Kafka's migration driver cannot read it either"
         elif evidence.migration_data is not None:
@@ -494,8 +523,8 @@ def classify(
 def migration_state(
     state: ClusterState, broker_modes: Mapping[int, BrokerMode] | None = None
 ) -> MigrationState | None:
-    """The migration's phase in a snapshot, or None when :func:`.safety.kraft_migration_in_progress` sees
-    none; ``broker_modes`` (from the inventory, :func:`broker_mode`) names the stage and the next step."""
+    """The migration's phase in a snapshot, or None when ZooKeeper shows no trace of one (:func:`classify`);
+    ``broker_modes`` (from the inventory, :func:`broker_mode`) names the stage and the next step."""
     assigned = {b for p in state.partitions() for b in p.replicas}
     return classify(
         migration_evidence(state),

@@ -28,7 +28,12 @@ migration in tests/fixtures/real-kafka-3.9-migration):
   (PRE_MIGRATION at activation, MIGRATION when the load completed, POST_MIGRATION once finalized)
   and each broker's registration (as a ZooKeeper broker in migration mode, or as a KRaft broker);
 * the active controller's log: "Completed migration of metadata from ZooKeeper to KRaft" -- spelled
-  so by ``KRaftMigrationDriver`` at 3.9.0-rc3 (the docs quote "Zookeeper"; both spellings match here).
+  so by ``KRaftMigrationDriver`` at 3.9.0-rc3 (the docs quote "Zookeeper"; both spellings match here);
+* this provider's record of the finalization (:data:`.safety.KRAFT_FINALIZED_PATH`), written by the
+  migration DAG once the metadata log said POST_MIGRATION: ZooKeeper alone cannot tell a finalized
+  cluster from a dual-write (Kafka leaves ``/controller`` and ``/migration`` as its last write did), so
+  the record is the signal that does -- for both readers, so the migration DAG, the audit and every
+  writer agree (:attr:`PhaseReading.left_zookeeper`).
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from typing import Any
 
 from .kraft_metadata import MetadataImage, ZkMigrationState
 from .kraft_migration_config import NodeMode
+from .safety import KRAFT_FINALIZED_PATH, cluster_left_zookeeper
 from .znodes import ControllerRegistration, MigrationZNode
 
 
@@ -127,6 +133,8 @@ class ZooKeeperMigrationView:
     :param partition_controller_epochs: the highest ``controller_epoch`` among partition state
         znodes (KAFKA-20488) and how many partitions carry a value above ``/controller_epoch``.
     :param cluster_id: ``/cluster/id``.
+    :param finalized_record: :data:`.safety.KRAFT_FINALIZED_PATH`'s bytes (``b""``: present without
+        data; None: absent): the migration DAG recorded the finalization.
     """
 
     migration: bytes | None
@@ -140,6 +148,7 @@ class ZooKeeperMigrationView:
     cluster_id: str
     max_partition_controller_epoch: int = -1
     partitions_above_zk_epoch: tuple[str, ...] = ()
+    finalized_record: bytes | None = None
 
     def migration_znode(self) -> MigrationZNode | None:
         if not self.migration:
@@ -234,6 +243,8 @@ class PhaseReading:
     :param possible: every phase the signals allow (one when they agree; several when a signal was
         not read, see :func:`zookeeper_phase`; none when they disagree).
     :param presumed: why :attr:`phase` is presumed among several possible ones (None: decided).
+    :param left_zookeeper: finalized by the migration DAG's record: why nothing writes this ZooKeeper any
+        more (:func:`.safety.cluster_left_zookeeper`; every writer's refusal, the audit's finding), else None.
     """
 
     phase: Phase | None
@@ -250,6 +261,7 @@ class PhaseReading:
         default_factory=dict
     )  # broker -> registered as KRaft broker
     migration_completed_logged: bool | None = None
+    left_zookeeper: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -287,6 +299,31 @@ class PhaseRefusedError(ValueError):
 # ---------------------------------------------------------------------------------------------
 # Each signal's phases
 # ---------------------------------------------------------------------------------------------
+
+
+def _zookeeper_signals(
+    zk: ZooKeeperMigrationView, controller_ids: frozenset[int] | None
+) -> tuple[list[Signal], str | None]:
+    """``/migration``, ``/controller`` and the finalization record (both readers read ZooKeeper so).
+
+    Once the record says the migration was finalized, no Kafka process reads or writes this ZooKeeper:
+    ``/migration`` and ``/controller`` are whatever the last dual write (or a tidy-up since) left, so they
+    allow the finalized phase too; the record allows nothing else."""
+    migration, stale = _migration_signal(zk, controller_ids)
+    signals = [migration, _controller_signal(zk, controller_ids)]
+    if zk.finalized_record is None:
+        return signals, stale
+    frozen = " (frozen since the finalization: no Kafka process writes it)"
+    signals = [Signal(s.name, s.says + frozen, s.phases | {Phase.FINALIZED}) for s in signals]
+    signals.append(
+        Signal(
+            KRAFT_FINALIZED_PATH,
+            "written by kafka_zk_kraft_migration once the metadata log said POST_MIGRATION: the cluster left "
+            "ZooKeeper",
+            frozenset({Phase.FINALIZED}),
+        )
+    )
+    return signals, None
 
 
 def _migration_signal(
@@ -619,10 +656,7 @@ def detect_phase(
     :param disks: what each controller's log dir holds (meta.properties, metadata log, log lines).
     """
     controller_ids = frozenset(c.node_id for c in controllers)
-    signals: list[Signal] = []
-    migration, stale = _migration_signal(zk, controller_ids)
-    signals.append(migration)
-    signals.append(_controller_signal(zk, controller_ids))
+    signals, stale = _zookeeper_signals(zk, controller_ids)
     broker_signal, notes = _brokers_signal(brokers)
     signals.append(broker_signal)
     signals.append(_controllers_signal(controllers, disks))
@@ -697,6 +731,8 @@ def _decide(
         )
     if stale is not None:
         notes.append(stale)
+    if phase is Phase.FINALIZED and zk.finalized_record is not None:
+        common["left_zookeeper"] = cluster_left_zookeeper(zk.finalized_record)
     return PhaseReading(phase, notes=tuple(notes), stale_migration=stale, presumed=presumed, **common)
 
 
@@ -715,11 +751,11 @@ def zookeeper_phase(
     *,
     brokers: Iterable[int] = (),
 ) -> PhaseReading:
-    """The phase by the same signals as :func:`detect_phase`, from what ZooKeeper shows and, when the
-    inventory read them, the brokers' server.properties -- for the daily audit, the readiness report
-    and every writer's refusal, which do not read the controllers. Several phases may remain possible:
-    :data:`PRESUMPTION` picks one and :attr:`PhaseReading.presumed` says so; signals that contradict
-    each other give no phase (the refusal names them).
+    """The phase by the same signals as :func:`detect_phase`, from what ZooKeeper shows (the finalization
+    record included) and, when the inventory read them, the brokers' server.properties -- for the daily
+    audit, the readiness report and every writer's refusal, which do not read the controllers. Several
+    phases may remain possible: :data:`PRESUMPTION` picks one and :attr:`PhaseReading.presumed` says so;
+    signals that contradict each other give no phase (the refusal names them).
 
     :param zk: what ZooKeeper shows (:func:`zookeeper_view`, or a snapshot's).
     :param broker_modes: each broker's mode as its server.properties says (missing: not read).
@@ -728,9 +764,7 @@ def zookeeper_phase(
     """
     modes = dict(broker_modes or {})
     unread = set(brokers) - set(modes)
-    signals: list[Signal] = []
-    migration, stale = _migration_signal(zk, None)
-    signals += [migration, _controller_signal(zk, None)]
+    signals, stale = _zookeeper_signals(zk, None)
     if modes:
         signals.append(_modes_signal(modes, complete=not unread))
     # a /migration without data is what zookeeper-security-migration leaves, not a sign of controllers
@@ -799,12 +833,13 @@ _STATE_PATH = re.compile(r"/brokers/topics/([^/]+)/partitions/([0-9]+)/state\Z")
 
 def zookeeper_view(znodes: Mapping[str, ZnodeRead], cluster_id: str) -> ZooKeeperMigrationView:
     """The view :func:`detect_phase` needs, from znodes read under the Kafka chroot (paths relative
-    to it): ``/migration``, ``/controller``, ``/controller_epoch``, ``/brokers/ids/*`` and every
-    partition state (for KAFKA-20488's highest ``controller_epoch``)."""
+    to it): ``/migration``, ``/controller``, ``/controller_epoch``, ``/brokers/ids/*``, every
+    partition state (for KAFKA-20488's highest ``controller_epoch``) and the finalization record."""
     from .znodes import ControllerEpoch, PartitionState
 
     migration = znodes.get("/migration")
     controller = znodes.get("/controller")
+    finalized = znodes.get(KRAFT_FINALIZED_PATH)
     epoch_read = znodes.get("/controller_epoch")
     epoch = None
     if epoch_read is not None:
@@ -842,6 +877,7 @@ def zookeeper_view(znodes: Mapping[str, ZnodeRead], cluster_id: str) -> ZooKeepe
         cluster_id=cluster_id,
         max_partition_controller_epoch=highest,
         partitions_above_zk_epoch=tuple(sorted(above)),
+        finalized_record=None if finalized is None else (finalized.data or b""),
     )
 
 

@@ -165,7 +165,11 @@ class ReadinessReport:
         blockers = f"{count} blocker{'' if count == 1 else 's'}"
         if self.migration is not None:
             # ZooKeeper mode with a /migration left behind is no migration, but no ready cluster either
-            state = "/migration left over" if self.migration.left_over else "migrating"
+            state = (
+                "/migration left over"
+                if self.migration.left_over
+                else ("left ZooKeeper" if self.migration.left_zookeeper else "migrating")
+            )
             return f"{state} ({self.migration.phase_name})" + (f", {blockers}" if count else "")
         return "ready to migrate" if count == 0 else blockers
 

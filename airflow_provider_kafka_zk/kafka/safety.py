@@ -632,7 +632,8 @@ class KraftMigrationEvidence:
     :param controller_data: ``/controller``'s bytes, or None when there is no controller.
     :param controller_ephemeral_owner: ``/controller``'s Stat ``ephemeralOwner`` (0: persistent).
     :param finalized_record: ``KRAFT_FINALIZED_PATH``'s bytes (kafka_zk_kraft_migration finalized the
-        migration: ZooKeeper alone still looks like a dual-write), or None when there is none.
+        migration: ZooKeeper alone still looks like a dual-write), or None when there is none; the phase
+        reader's signal (:mod:`.kraft_migration_phase`, through :func:`.kraft_migration.classify`).
     """
 
     migration_data: bytes | None
@@ -679,10 +680,9 @@ def kraft_migration_in_progress(evidence: KraftMigrationEvidence) -> str | None:
     is a multi-op conditional on ``/controller_epoch`` and ``/migration``; a tool writing beside it
     changes metadata the KRaft log does not know. The documented rollback deletes both znodes
     (``docs/ops.html``, 3.9; it leaves ``/migration``, which a real 3.9.0 rollback showed). Any of the
-    three signs, or a ``/migration`` that cannot be read, counts.
+    three signs, or a ``/migration`` that cannot be read, counts. A finalized migration (the record in
+    ``evidence``) is the phase reader's to tell (:func:`.kraft_migration.classify`), not a sign here.
     """
-    if evidence.finalized_record is not None:
-        return cluster_left_zookeeper(evidence.finalized_record)
     reasons = kraft_migration_signs(evidence)
     if not reasons:
         return None

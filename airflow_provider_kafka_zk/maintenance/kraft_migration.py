@@ -139,9 +139,11 @@ ZK_INCLUDE = (
     "/config/clients",
     "/config/users",
     "/config/ips",
+    KRAFT_FINALIZED_PATH,
 )
 """What the migration reads of ZooKeeper: the migration's znodes, partitions and their states, pending
-admin requests, and the config entities the dual-write checks compare."""
+admin requests, the config entities the dual-write checks compare, and its own record of a finalization
+(a signal of the phase reader)."""
 LOG_TAIL_BYTES = 4 << 20
 
 

@@ -82,7 +82,6 @@ from airflow_provider_kafka_zk.kafka.safety import (
     acl_for_new_znode,
     broker_identity_problems,
     identity_differences,
-    kraft_migration_in_progress,
     lease_decision,
     strict_flag,
 )
@@ -589,24 +588,20 @@ class MaintenanceSession:
     def refuse_if_migrating(self) -> None:
         """Refuse (dry run too) while a ZooKeeper-to-KRaft migration runs: ``/migration`` exists or
         ``/controller`` is held by a KRaft controller or persistent (:func:`~airflow_provider_kafka_zk.
-        kafka.safety.kraft_migration_in_progress`). Every mutation passes here before its first write.
+        kafka.safety.kraft_migration_in_progress`), and once it was finalized (the phase reader's
+        finalized phase: the cluster left ZooKeeper). Every mutation passes here before its first write.
 
         :raises KraftMigrationInProgressError: naming the migration's evidence.
         """
         if self.kraft_migration:
             return  # the migration's own run: it is the migration's writer
         evidence = read_migration_evidence(self.hook)
-        why = kraft_migration_in_progress(evidence)
-        if why:
-            # finalized by kafka_zk_kraft_migration: ZooKeeper alone still looks like a dual-write, the record says
-            found = (
-                None
-                if evidence.finalized_record is not None
-                else classify(evidence, zk_brokers=_registered_brokers(self.hook))
-            )
-            text = refusal(found, evidence) if found is not None else why
+        # the one phase rule: a migration under way, or finalized by kafka_zk_kraft_migration (its record)
+        found = classify(evidence, zk_brokers=_registered_brokers(self.hook))
+        if found is not None:
             raise KraftMigrationInProgressError(
-                f"cluster {self.cluster} ({self.hook.describe_path('/')}): {text}. Nothing was changed"
+                f"cluster {self.cluster} ({self.hook.describe_path('/')}): {refusal(found, evidence)}. "
+                "Nothing was changed"
             )
 
     # ------------------------------------------------------------------ the lease

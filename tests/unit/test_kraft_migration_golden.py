@@ -27,6 +27,8 @@ from airflow_provider_kafka_zk.kafka.kraft_migration_config import (
     NodeMode,
     Quorum,
     QuorumStyle,
+    apply_edit,
+    finalize_controller,
 )
 from airflow_provider_kafka_zk.kafka.kraft_migration_phase import (
     ControllerDisk,
@@ -57,6 +59,7 @@ from airflow_provider_kafka_zk.kafka.kraft_migration_steps import (
 )
 from airflow_provider_kafka_zk.kafka.kraft_migration_traps import TrapInputs, TrapStatus
 from airflow_provider_kafka_zk.kafka.logdir import parse_java_properties
+from airflow_provider_kafka_zk.kafka.safety import KRAFT_FINALIZED_PATH, cluster_left_zookeeper
 from airflow_provider_kafka_zk.kafka.uuid import KafkaUuid
 from airflow_provider_kafka_zk.kafka.versions import KafkaVersion
 
@@ -354,6 +357,78 @@ def test_a_half_rolled_cluster_is_hybrid() -> None:
     brokers[0] = _node("broker", 0, _broker_text("mig", 0))
     reading = detect_phase(view, list(brokers.values()), list(controllers.values()), disks)
     assert reading.phase is Phase.BROKERS_IN_MIGRATION_MODE
+
+
+FINALIZED_RECORD = b'{"finalized": true, "recorded_at": "2026-11-29T12:00:00Z", "run": "manual__1"}'
+
+
+def _finalized_znodes(name: str) -> dict[str, ZnodeRead]:
+    """A golden dump plus the migration DAG's record of the finalization (kafka.safety.KRAFT_FINALIZED_PATH)."""
+    return {**_znodes(name), KRAFT_FINALIZED_PATH: ZnodeRead(FINALIZED_RECORD, 0)}
+
+
+@pytest.mark.parametrize(
+    "name", ["02-brokers-in-migration-mode-dual-write.json", "03-brokers-in-kraft-mode-dual-write.json"]
+)
+def test_the_finalization_record_is_a_signal_of_the_phase_reader(name: str) -> None:
+    """After the finalization ZooKeeper still looks like the dual-write (Kafka leaves /controller and
+    /migration as its last write did): the migration DAG's record is one signal of the one phase rule, so
+    the audit, the readiness report and every writer read finalized -- with the text every writer refuses
+    with -- where ZooKeeper's znodes alone presume a dual-write."""
+    plain = zookeeper_phase(zookeeper_view(_znodes(name), CLUSTER_ID), brokers=(0, 1, 2))
+    assert plain.phase in (Phase.DUAL_WRITE_ZK_BROKERS, Phase.DUAL_WRITE_KRAFT_BROKERS)
+    assert plain.left_zookeeper is None
+    view = zookeeper_view(_finalized_znodes(name), CLUSTER_ID)
+    assert view.finalized_record == FINALIZED_RECORD
+    reading = zookeeper_phase(view, brokers=(0, 1, 2))
+    assert reading.phase is Phase.FINALIZED and reading.presumed is None, reading.text()
+    assert reading.possible == {Phase.FINALIZED}
+    assert KRAFT_FINALIZED_PATH in {s.name for s in reading.signals}
+    assert reading.left_zookeeper == cluster_left_zookeeper(FINALIZED_RECORD)
+    assert "manual__1" in reading.left_zookeeper and "no way back" in reading.left_zookeeper
+
+
+def test_after_the_finalization_zookeepers_migration_znodes_do_not_contradict_it() -> None:
+    """Nothing of Kafka reads or writes ZooKeeper once finalized: /controller and /migration deleted since
+    (a tidy-up) still read finalized, as do the brokers' KRaft files; brokers' files in ZooKeeper mode do
+    contradict the record (ZooKeeper-mode brokers cannot join a KRaft cluster)."""
+    znodes = _finalized_znodes("03-brokers-in-kraft-mode-dual-write.json")
+    del znodes["/controller"], znodes["/migration"]
+    tidied = zookeeper_view(znodes, CLUSTER_ID)
+    assert zookeeper_phase(tidied, brokers=(0, 1, 2)).phase is Phase.FINALIZED
+    view, brokers, _, _, _ = _state("03-brokers-in-kraft-mode-dual-write.json")
+    view = replace(view, finalized_record=FINALIZED_RECORD)
+    modes = {b: f.mode for b, f in brokers.items()}
+    assert zookeeper_phase(view, modes, brokers=brokers).phase is Phase.FINALIZED
+    reading = zookeeper_phase(view, dict.fromkeys(brokers, NodeMode.ZOOKEEPER), brokers=brokers)
+    assert reading.phase is None and reading.left_zookeeper is None
+    assert "disagree" in reading.refusal and KRAFT_FINALIZED_PATH in reading.refusal
+
+
+def test_the_migration_dag_reads_the_finalization_record_as_one_more_signal() -> None:
+    """detect_phase: the record agrees with controllers run without the migration flag and a metadata log
+    at POST_MIGRATION; beside controllers still in migration mode it is a disagreement, named."""
+    view, brokers, controllers, disks, _ = _state("03-brokers-in-kraft-mode-dual-write.json")
+    view = replace(view, finalized_record=FINALIZED_RECORD)
+    reading = detect_phase(view, list(brokers.values()), list(controllers.values()), disks)
+    assert reading.phase is None and "disagree" in reading.refusal
+    assert (
+        KRAFT_FINALIZED_PATH in reading.refusal
+        and "controllers says running in migration mode" in reading.refusal
+    )
+    controller = controllers[3000]
+    text = apply_edit(controller.text or "", finalize_controller(controller.properties or {}))
+    finalized = {3000: _node("controller", 3000, text)}
+    disks = {
+        3000: replace(disks[3000], image=_image(ZkMigrationState.POST_MIGRATION, {0: True, 1: True, 2: True}))
+    }
+    reading = detect_phase(view, list(brokers.values()), list(finalized.values()), disks)
+    assert reading.phase is Phase.FINALIZED, reading.text()
+    assert reading.left_zookeeper == cluster_left_zookeeper(FINALIZED_RECORD)
+    without = detect_phase(
+        replace(view, finalized_record=None), list(brokers.values()), list(finalized.values()), disks
+    )
+    assert without.phase is Phase.FINALIZED and without.left_zookeeper is None  # not recorded yet
 
 
 # --------------------------------------------------------------------------------------------- plans

@@ -458,3 +458,27 @@ def test_a_finalized_migration_is_reported_as_the_cluster_having_left_zookeeper(
     assert finding.check == "kraft-migration-finalized" and finding.severity is Severity.INFO
     assert finding.summary.startswith("The cluster left ZooKeeper: its migration to KRaft was finalized")
     assert "manual__1" in finding.summary and "no way back" in finding.summary
+    # the finding's evidence is the phase reader's answer, the record one of its signals
+    assert finding.evidence["phase"] == "finalized" and finding.evidence["possible_phases"] == ["finalized"]
+    assert migration_state(state).phase is Phase.FINALIZED
+    assert migration_state(_state(cluster)).phase is Phase.DUAL_WRITE_ZK_BROKERS
+
+
+def test_every_writer_refuses_a_finalized_cluster_by_the_phase_reader():
+    """The maintenance session's refusal (``refusal`` of ``classify``) reads the record through the phase
+    reader: the text every writer gives is the one the audit's finding says, also after ZooKeeper's
+    migration znodes were tidied away (no sign of a migration left, only the record)."""
+    from airflow_provider_kafka_zk.kafka.kraft_migration import classify, migration_evidence, refusal
+    from airflow_provider_kafka_zk.kafka.safety import KraftMigrationEvidence, cluster_left_zookeeper
+
+    record = b'{"finalized": true, "recorded_at": "2026-11-29T12:00:00Z", "run": "manual__1"}'
+    state = _state(mid_migration_cluster(name=CLUSTER))
+    evidence = replace(migration_evidence(state), finalized_record=record)
+    found = classify(evidence, zk_brokers=state.brokers)
+    assert found.phase is Phase.FINALIZED and not found.inconsistent
+    assert refusal(found, evidence) == cluster_left_zookeeper(record) == found.reason
+    tidied = KraftMigrationEvidence(None, None, None, record)
+    found = classify(tidied, zk_brokers=())
+    assert found is not None and found.phase is Phase.FINALIZED
+    assert refusal(found, tidied) == cluster_left_zookeeper(record)
+    assert classify(KraftMigrationEvidence(None, None, None), zk_brokers=()) is None
