@@ -849,8 +849,14 @@ def check_dir_kinds(evidence: TopicEvidence, facts: ClusterFacts) -> list[Findin
     """
     out = []
     deletion = facts.deletion_facts()
-    for broker_id in sorted({d.broker_id for d in evidence.dirs}):
-        on_broker = [d for d in evidence.dirs if d.broker_id == broker_id]
+    by_broker: dict[
+        int, list[ReplicaDir]
+    ] = {}  # only these two kinds give findings: one pass, not one a broker
+    for d in evidence.dirs:
+        if d.kind is DirKind.DELETE or d.kind is DirKind.STRAY:
+            by_broker.setdefault(d.broker_id, []).append(d)
+    for broker_id in sorted(by_broker):
+        on_broker = by_broker[broker_id]
         broker = deletion.get(broker_id, BrokerDeletionFacts(broker_id, live=broker_id in facts.live_brokers))
         delay = broker.delete_delay_ms
         # a -delete directory's age counts from its rename (ctime): a rename keeps the mtime, so a
