@@ -334,17 +334,22 @@ print(json.dumps({"cpu": cpu, "wall": wall, "dirs": len(inventory.partitions),
 def client_run(code: Code, built: Built, broker: int, conns: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """One fresh process inventorying ``broker`` as the task does; its CPU after its imports."""
     script = CLIENT_SCRIPT % {"ssh": SSH_CONN, "zk": ZK_CONN, "host": broker_address(broker)}
-    env = code.env({**os.environ, **conn_env(conns), "AIRFLOW__CORE__LOAD_EXAMPLES": "False"})
+    return code_script(code, conns, script, [str(broker), server_properties(built), "-"], "client run")
+
+
+def code_script(code: Code, conns: dict[str, dict[str, Any]], script: str, args: list[str], what: str) -> Any:
+    """``script`` in a fresh process of ``code`` (its package checked) with the cluster's connections:
+    the JSON of its last line."""
     done = subprocess.run(
-        [sys.executable, "-c", script, str(broker), server_properties(built), "-"],
-        env=env,
+        [sys.executable, "-c", script, *args],
+        env=code.env({**os.environ, **conn_env(conns), "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}),
         cwd=tempfile.gettempdir(),
         capture_output=True,
         text=True,
         check=False,
     )
     if done.returncode != 0:
-        raise RuntimeError(f"client run of {code.label} failed: {done.stderr[-3000:]}")
+        raise RuntimeError(f"{what} of {code.label} failed: {done.stderr[-3000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["package"].startswith(str(code.package)), (code.label, result["package"])
     return result
@@ -421,22 +426,13 @@ def record_brokers(
     started = time.monotonic()
     hosts = {b: broker_address(b) for b in sorted(built.deployed.cluster.brokers)}
     with broker_sessions(sshd, "record", folder):
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                RECORD_SCRIPT % {"ssh": SSH_CONN, "zk": ZK_CONN},
-                server_properties(built),
-                json.dumps(hosts),
-            ],
-            env=code.env({**os.environ, **conn_env(conns), "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}),
-            cwd=tempfile.gettempdir(),
-            capture_output=True,
-            text=True,
-            check=False,
+        code_script(
+            code,
+            conns,
+            RECORD_SCRIPT % {"ssh": SSH_CONN, "zk": ZK_CONN},
+            [server_properties(built), json.dumps(hosts)],
+            "recording the brokers",
         )
-    if done.returncode != 0:
-        raise RuntimeError(f"recording the brokers with {code.label} failed: {done.stderr[-3000:]}")
     missing = [h for h in hosts.values() if not (folder / f"{h}.jsonl").is_file()]
     if missing:
         raise RuntimeError(f"no recording of {missing}")
