@@ -849,9 +849,8 @@ def check_dir_kinds(evidence: TopicEvidence, facts: ClusterFacts) -> list[Findin
     """
     out = []
     deletion = facts.deletion_facts()
-    by_broker: dict[
-        int, list[ReplicaDir]
-    ] = {}  # only these two kinds give findings: one pass, not one a broker
+    # only these two kinds give findings: grouped by broker in one pass (not one pass a broker)
+    by_broker: dict[int, list[ReplicaDir]] = {}
     for d in evidence.dirs:
         if d.kind is DirKind.DELETE or d.kind is DirKind.STRAY:
             by_broker.setdefault(d.broker_id, []).append(d)
