@@ -45,7 +45,7 @@ import posixpath
 import socket
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -880,12 +880,17 @@ def read_lease(hook: KafkaZooKeeperHook) -> tuple[LeaseHolder | None, ZnodeStat 
     return LeaseHolder.decode(data), stat
 
 
-def _registered_brokers(hook: KafkaZooKeeperHook) -> list[int]:
-    """Brokers registered in ``/brokers/ids`` (ZooKeeper mode): names a migration's phase in a refusal."""
+def _registered_brokers(hook: KafkaZooKeeperHook) -> Iterator[int]:
+    """Brokers registered in ``/brokers/ids`` (ZooKeeper mode): names a migration's phase in a refusal.
+
+    Read only when iterated: :func:`classify` looks at them only when ZooKeeper shows a sign of a
+    migration, so a session without one never reads ``/brokers/ids`` (its ACL may forbid it; the first
+    write names the znode it may not write)."""
     try:
-        return [int(c) for c in hook.get_children(znodes.BROKER_IDS) if c.isdigit()]
+        children = hook.get_children(znodes.BROKER_IDS)
     except ZnodeNotFoundError:
-        return []
+        return
+    yield from (int(c) for c in children if c.isdigit())
 
 
 def read_migration_evidence(hook: KafkaZooKeeperHook) -> KraftMigrationEvidence:
