@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 
 from .errors import ZnodeFormatError
 from .kraft_migration_config import NODE_MODES, BrokerMode, broker_mode
-from .kraft_migration_phase import Phase, PhaseReading, ZooKeeperMigrationView, zookeeper_phase
+from .kraft_migration_phase import DUAL_WRITE, Phase, PhaseReading, ZooKeeperMigrationView, zookeeper_phase
 from .model import ClusterState, ModelFindingKind
 from .safety import KraftMigrationEvidence, kraft_migration_in_progress, kraft_migration_signs
 from .znodes import CONTROLLER, MIGRATION, ControllerRegistration, MigrationZNode
@@ -134,6 +134,14 @@ class MigrationState:
         )
 
     @property
+    def waiting_for_brokers(self) -> bool:
+        """The KRaft controllers are provisioned and no KRaft controller holds ``/controller`` yet: the
+        brokers are (being) rolled into migration mode (KRaftMigrationDriver WAIT_FOR_BROKERS)."""
+        return self.phase is Phase.CONTROLLERS_PROVISIONED or (
+            self.phase is Phase.BROKERS_IN_MIGRATION_MODE and not self.kraft_held
+        )
+
+    @property
     def left_over(self) -> bool:
         """ZooKeeper mode again, ``/migration`` still there (the documented revert leaves it; KAFKA-19480's
         has no data)."""
@@ -144,9 +152,7 @@ class MigrationState:
         phase = self.phase
         if self.inconsistent:
             return "ZooKeeper's migration znodes contradict each other"
-        if phase is Phase.CONTROLLERS_PROVISIONED or (
-            phase is Phase.BROKERS_IN_MIGRATION_MODE and not self.kraft_held
-        ):
+        if self.waiting_for_brokers:
             return (
                 "the KRaft controllers are provisioned and wait for every broker to register in migration mode "
                 "(KRaftMigrationDriver WAIT_FOR_BROKERS); the ZooKeeper-mode controller still acts"
@@ -155,7 +161,7 @@ class MigrationState:
             return (
                 "the KRaft controller holds /controller and copies the metadata from ZooKeeper (ZK_MIGRATION)"
             )
-        if phase in (Phase.DUAL_WRITE_ZK_BROKERS, Phase.ROLLING_TO_KRAFT, Phase.DUAL_WRITE_KRAFT_BROKERS):
+        if phase in DUAL_WRITE:
             return (
                 "the metadata is in KRaft; the KRaft controller writes every change into ZooKeeper too (dual-write) "
                 "until the migration is finalized"
@@ -215,16 +221,14 @@ class MigrationState:
             return "inconsistent"
         if self.hung:
             return "controllers provisioned; migration hung on a /migration without data (KAFKA-19480)"
-        if phase is Phase.CONTROLLERS_PROVISIONED or (
-            phase is Phase.BROKERS_IN_MIGRATION_MODE and not self.kraft_held
-        ):
+        if self.waiting_for_brokers:
             rolled = self.brokers_in(BrokerMode.MIGRATION)
             if rolled and len(rolled) < len(self.known_brokers):
                 return f"controllers provisioned; brokers rolling into migration mode ({_ids(rolled)} done)"
             return "controllers provisioned; brokers in ZooKeeper mode"
         if phase is Phase.BROKERS_IN_MIGRATION_MODE:
             return "KRaft controller claimed /controller; metadata being migrated"
-        if phase in (Phase.DUAL_WRITE_ZK_BROKERS, Phase.ROLLING_TO_KRAFT, Phase.DUAL_WRITE_KRAFT_BROKERS):
+        if phase in DUAL_WRITE:
             kraft, zookeeper = self.kraft_brokers, self.zk_brokers
             if kraft and not zookeeper:
                 return "dual-write; every broker in KRaft mode (not finalized)"
@@ -264,9 +268,7 @@ class MigrationState:
                 "trigger kafka_zk_kraft_migration with direction back (it stops them and deletes /migration), "
                 "then forward again"
             )
-        if phase is Phase.CONTROLLERS_PROVISIONED or (
-            phase is Phase.BROKERS_IN_MIGRATION_MODE and not self.kraft_held
-        ):
+        if self.waiting_for_brokers:
             pending = [b for b in self.known_brokers if self.broker_modes.get(b) is not BrokerMode.MIGRATION]
             return (
                 f"Forward ({DOCS_39}, 'Enter Migration Mode on the Brokers'): roll "
@@ -284,7 +286,7 @@ class MigrationState:
                 "(ZooKeeper with a capital K; the docs quote 'Zookeeper'): /migration's kraft_metadata_offset then "
                 "turns positive. Nothing to do in ZooKeeper"
             )
-        if phase in (Phase.DUAL_WRITE_ZK_BROKERS, Phase.ROLLING_TO_KRAFT, Phase.DUAL_WRITE_KRAFT_BROKERS):
+        if phase in DUAL_WRITE:
             zookeeper = [
                 b for b in self.known_brokers if b not in self.kraft_brokers and b in self.zk_brokers
             ]
@@ -363,10 +365,7 @@ def refusal(found: MigrationState, evidence: KraftMigrationEvidence) -> str:
             f"KRaft controller {found.kraft_controller_id} owns the metadata and writes ZooKeeper itself: a write "
             "beside it changes metadata its log does not know, and its next dual-write may undo it"
         )
-    elif (
-        found.phase in (Phase.CONTROLLERS_PROVISIONED, Phase.BROKERS_IN_MIGRATION_MODE)
-        and not found.inconsistent
-    ):
+    elif found.waiting_for_brokers and not found.inconsistent:
         why = (
             "the KRaft quorum takes ZooKeeper over as soon as every broker is in migration mode and reads it once "
             "for its initial load: a write racing that load may not be migrated"

@@ -85,6 +85,8 @@ ORDER: tuple[Phase, ...] = (
     Phase.FINALIZED,
 )
 ALL = frozenset(Phase)
+DUAL_WRITE = frozenset({Phase.DUAL_WRITE_ZK_BROKERS, Phase.ROLLING_TO_KRAFT, Phase.DUAL_WRITE_KRAFT_BROKERS})
+"""The phases in which the metadata is in KRaft and the KRaft controller dual-writes ZooKeeper."""
 _ANY_MIGRATED = frozenset(
     {
         Phase.DUAL_WRITE_ZK_BROKERS,
