@@ -42,6 +42,7 @@ from airflow_provider_kafka_zk.dags._manual import (
     snapshot_path,
     stop_if_dry_run,
 )
+from airflow_provider_kafka_zk.kafka.kraft_migration_plan import MIGRATION_DAG_ID
 from airflow_provider_kafka_zk.operators.kraft_migration import (
     MIGRATION_DIR,
     REPORT_FILE,
@@ -53,7 +54,7 @@ from airflow_provider_kafka_zk.operators.kraft_migration import (
 from airflow_provider_kafka_zk.operators.kraft_readiness import KraftReadinessOperator
 from airflow_provider_kafka_zk.plugins.wiring import add_links_and_assets
 
-DAG_ID = "kafka_zk_kraft_migration"
+DAG_ID = MIGRATION_DAG_ID
 _TS = "{{ " + RUN_TS + " }}"
 
 

@@ -84,6 +84,13 @@ PLAN_FORMAT = "kafka-zk-kraft-migration-plan"
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
+MIGRATION_DAG_ID = "kafka_zk_kraft_migration"
+MIGRATION_FOLDER = "kraft-migration"
+"""The ZooKeeper-to-KRaft migration's DAG and its runs' folder under ``<base>/<cluster>/``."""
+SIGNALS_FILE = "signals.json"
+"""A migration run's record of every signal its plan read (the phase it planned from)."""
+
+
 class Direction(enum.StrEnum):
     FORWARD = "forward"
     BACK = "back"

@@ -58,6 +58,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .drain import Move, human_bytes
+from .kraft_migration_plan import MIGRATION_DAG_ID, MIGRATION_FOLDER  # its runs: migration_run_refusal
 from .post_maintenance import DrainedMove, plan_move_back
 from .safety import ClusterIdentity, LeaseHolder, identity_differences
 from .steps import (
@@ -147,12 +148,6 @@ def trigger_command(dag_id: str, conf: Mapping[str, Any]) -> str:
     """``airflow dags trigger <dag> --conf '<json>'`` as a person pastes it."""
     text = json.dumps(dict(conf), separators=(", ", ": ")).replace("'", "'\\''")
     return f"airflow dags trigger {dag_id} --conf '{text}'"
-
-
-MIGRATION_DAG_ID = "kafka_zk_kraft_migration"
-MIGRATION_FOLDER = "kraft-migration"
-"""The ZooKeeper-to-KRaft migration's DAG and its runs' folder under ``<base>/<cluster>/``: its runs are
-not undone here but by its own run in the other direction (:func:`migration_run_refusal`)."""
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,10 @@ from airflow_provider_kafka_zk.artefacts.object_storage import artefacts_url
 from airflow_provider_kafka_zk.clusters import default_artefacts_base, load_clusters
 from airflow_provider_kafka_zk.kafka.kraft_migration_checks import ZooKeeperSecurity, compare, differences
 from airflow_provider_kafka_zk.kafka.kraft_migration_config import ControllerNode, Quorum, QuorumStyle
-from airflow_provider_kafka_zk.kafka.kraft_migration_phase import Phase, detect_phase
+from airflow_provider_kafka_zk.kafka.kraft_migration_phase import DUAL_WRITE, Phase, detect_phase
 from airflow_provider_kafka_zk.kafka.kraft_migration_plan import (
+    MIGRATION_FOLDER,
+    SIGNALS_FILE,
     CommandTemplates,
     Direction,
     MigrationInputs,
@@ -62,10 +64,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MIGRATION_DIR = "kraft-migration"
+MIGRATION_DIR = MIGRATION_FOLDER
 PLAN_FILE = "plan.json"
 ROLLBACK_FILE = "rollback.json"
-SIGNALS_FILE = "signals.json"
 SUMMARY_FILE = "summary.txt"
 VERIFY_FILE = "verify.json"
 REPORT_FILE = "report.txt"
@@ -600,11 +601,7 @@ class KraftMigrationVerifyOperator(BaseOperator):
         )
         image = signals.image()
         checks = []
-        if (
-            reading.phase
-            in (Phase.DUAL_WRITE_ZK_BROKERS, Phase.ROLLING_TO_KRAFT, Phase.DUAL_WRITE_KRAFT_BROKERS)
-            and image
-        ):
+        if reading.phase in DUAL_WRITE and image:
             release = KafkaVersion.parse(plan["release"]) if plan.get("release") else None
             checks = compare(signals.state, image, security, release)
         stray, findings_unread = _stray_findings(self.findings)

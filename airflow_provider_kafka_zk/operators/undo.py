@@ -43,6 +43,7 @@ from airflow_provider_kafka_zk.artefacts.snapshots import validate_cluster_name
 from airflow_provider_kafka_zk.clusters import default_artefacts_base
 from airflow_provider_kafka_zk.hooks.zookeeper import KafkaZooKeeperHook, ZnodeNotFoundError
 from airflow_provider_kafka_zk.kafka import znodes
+from airflow_provider_kafka_zk.kafka.kraft_migration_plan import SIGNALS_FILE
 from airflow_provider_kafka_zk.kafka.safety import ClusterIdentity
 from airflow_provider_kafka_zk.kafka.steps import (
     ConfigZnodeRestore,
@@ -229,7 +230,7 @@ def _migration_run(base: str, cluster: str, run_id: str) -> MigrationRunRecord |
             continue
         plan = _json_or_none(location, PLAN_FILE)
         plan = plan if isinstance(plan, dict) else {}
-        signals = _json_or_none(location, "signals.json")
+        signals = _json_or_none(location, SIGNALS_FILE)
         verify = _json_or_none(location, VERIFY_FILE)
         return MigrationRunRecord(
             folder=location.url,
