@@ -895,24 +895,18 @@ def _registered_brokers(hook: KafkaZooKeeperHook) -> Iterator[int]:
 
 def read_migration_evidence(hook: KafkaZooKeeperHook) -> KraftMigrationEvidence:
     """``/migration``'s data, ``/controller``'s data and ephemeral owner and the provider's record of a
-    finalized migration, as read now."""
-    try:
-        migration, _ = hook.get_znode(znodes.MIGRATION)
-        migration = migration if migration is not None else b""
-    except ZnodeNotFoundError:
-        migration = None
-    try:
-        finalized, _ = hook.get_znode(KRAFT_FINALIZED_PATH)
-        finalized = finalized if finalized is not None else b""
-    except ZnodeNotFoundError:
-        finalized = None
-    try:
-        controller, stat = hook.get_znode(znodes.CONTROLLER)
-    except ZnodeNotFoundError:
-        controller, owner = None, None
-    else:
-        controller, owner = (controller if controller is not None else b""), stat.ephemeralOwner
-    return KraftMigrationEvidence(migration, controller, owner, finalized)
+    finalized migration, as read now (one pipelined round trip: every writer reads them first)."""
+    read = hook.get_many([znodes.MIGRATION, KRAFT_FINALIZED_PATH, znodes.CONTROLLER])
+
+    def data(path: str) -> bytes | None:
+        """The znode's bytes (``b""`` without data), None when it does not exist."""
+        return (read[path][0] or b"") if path in read else None
+
+    controller = read.get(znodes.CONTROLLER)
+    owner = controller[1].ephemeralOwner if controller is not None else None
+    return KraftMigrationEvidence(
+        data(znodes.MIGRATION), data(znodes.CONTROLLER), owner, data(KRAFT_FINALIZED_PATH)
+    )
 
 
 class LeaseHeartbeat:
