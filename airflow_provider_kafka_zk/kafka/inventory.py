@@ -14,7 +14,7 @@ from __future__ import annotations
 import operator
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from typing import Any
 
@@ -835,8 +835,8 @@ class PartitionDirInventory:
             high_watermark = offsets.get(REPLICATION_OFFSET_CHECKPOINT, _NO_OFFSETS).get(key)
             log_start_offset = offsets.get(LOG_START_OFFSET_CHECKPOINT, _NO_OFFSETS).get(key)
             cleaner_offset = offsets.get(CLEANER_OFFSET_CHECKPOINT, _NO_OFFSETS).get(key)
-        return cls(
-            **base,
+        return cls._of_fields(
+            base,
             partition_metadata_file=metadata_read,
             partition_metadata=metadata,
             leader_epoch_file=epochs_read,
@@ -853,6 +853,18 @@ class PartitionDirInventory:
             cleaner_offset=cleaner_offset,
             errors=tuple(errors),
         )
+
+    @classmethod
+    def _of_fields(cls, base: dict[str, Any], **rest: Any) -> PartitionDirInventory:
+        """The instance of exactly these field values (every field given, none computed): what
+        ``cls(**base, **rest)`` makes, without the frozen ``__init__``'s ``object.__setattr__`` per
+        field (3.4 of the parse's ~17 us a directory, once per replica directory of every broker)."""
+        base.update(rest)
+        if len(base) != _PARTITION_DIR_FIELD_COUNT:  # a field left out (or one unknown) would go unseen
+            return cls(**base)
+        made = object.__new__(cls)
+        made.__dict__.update(base)
+        return made
 
     @property
     def topic_id(self) -> str | None:
@@ -929,6 +941,9 @@ class PartitionDirInventory:
         )
 
 
+_PARTITION_DIR_FIELD_COUNT = len(fields(PartitionDirInventory))
+
+
 PARTITION_ROW_FIELDS: tuple[str, ...] = (
     "broker_id",
     "log_dir_index",
@@ -971,6 +986,17 @@ PARTITION_ROW_FIELDS: tuple[str, ...] = (
 """The keys of :meth:`PartitionDirInventory.to_row`, in order (times as ``*_ms`` integers)."""
 
 
+@lru_cache(maxsize=1 << 16)
+def _segment_file(name: str) -> tuple[int, str] | None:
+    """``(base offset, suffix)`` of a name in ``parse_segment_file_name``'s form (20 ASCII digits,
+    then nothing or the rest from a '.'), else None. The same names recur in every partition
+    directory (``00000000000000000000.log`` ...): each distinct one is looked at once."""
+    digits = name[:20]
+    if len(digits) == 20 and digits.isdigit() and digits.isascii() and (len(name) == 20 or name[20] == "."):
+        return int(digits), name[20:]
+    return None
+
+
 def _segments_of_raw(
     raw_entries: Sequence[Sequence[Any]],
 ) -> tuple[tuple[SegmentFiles, ...], tuple[FileEntry, ...], int, int, int]:
@@ -988,42 +1014,40 @@ def _segments_of_raw(
     others: list[FileEntry] = []
     transient = total_bytes = blocks = 0
     for e in raw_entries:
-        name, size, kind, used = str(e[0]), int(e[1]), str(e[3]), int(e[2])
-        mtime = e[4] if isinstance(e[4], int) else None
+        name, size, used, kind, mtime = e[0], e[1], e[2], e[3], e[4]
+        if type(name) is not str or type(size) is not int or type(used) is not int or type(kind) is not str:
+            name, size, kind, used = str(name), int(size), str(kind), int(used)  # the stream's JSON types
+        if not isinstance(mtime, int):
+            mtime = None
         blocks += used
         if kind == "f":
             total_bytes += size
-            digits = name[:20]
-            if (
-                name[:1].isdigit()
-                and (name.find(".") == 20 or (len(name) == 20 and "." not in name))
-                and digits.isdigit()
-                and digits.isascii()
-            ):
-                suffix = name[20:]
+            segment = _segment_file(name)
+            if segment is not None:
+                offset, suffix = segment
                 if suffix == ".log":
-                    logs[int(digits)] = (size, mtime)
+                    logs[offset] = (size, mtime)
                     continue
-                if suffix in indexes:
-                    indexes[suffix][int(digits)] = size
+                sizes = indexes.get(suffix)
+                if sizes is not None:
+                    sizes[offset] = size
                     continue
                 if suffix.endswith(_TRANSIENT_SUFFIXES):
                     transient += 1
         others.append(FileEntry(name, size, kind, used, mtime))
     offset_indexes, time_indexes = indexes[".index"], indexes[".timeindex"]
     segments = tuple(
-        SegmentFiles(
-            offset, logs[offset][0], offset_indexes.get(offset), time_indexes.get(offset), logs[offset][1]
+        SegmentFiles(offset, size, offset_indexes.get(offset), time_indexes.get(offset), mtime)
+        for offset, (size, mtime) in (sorted(logs.items()) if len(logs) > 1 else logs.items())
+    )
+    if not (offset_indexes.keys() <= logs.keys() and time_indexes.keys() <= logs.keys()):
+        orphans = sorted(
+            (offset, suffix, size)
+            for suffix, sizes in indexes.items()
+            for offset, size in sizes.items()
+            if offset not in logs  # an index without its log
         )
-        for offset in sorted(logs)
-    )
-    orphans = sorted(
-        (offset, suffix, size)
-        for suffix, sizes in indexes.items()
-        for offset, size in sizes.items()
-        if offset not in logs  # an index without its log
-    )
-    others += (FileEntry(f"{offset:020d}{suffix}", size, "f") for offset, suffix, size in orphans)
+        others += (FileEntry(f"{offset:020d}{suffix}", size, "f") for offset, suffix, size in orphans)
     if len(others) > 1:
         others.sort(key=_NAME_OF)
     return segments, tuple(others), transient, total_bytes, blocks

@@ -360,3 +360,22 @@ def test_an_inventory_task_takes_one_broker_or_one_group():
     with pytest.raises(ValueError, match="not both"):
         BrokerInventoryOperator(task_id="b", broker_id=1, broker_ids=[1], **common)
     assert BrokerInventoryOperator(task_id="c", broker_ids=[1, 2], **common).max_parallel == 4
+
+
+def test_directories_made_without_the_frozen_init_equal_constructed_ones():
+    """``from_record`` fills the frozen dataclass's fields directly: the instances must be exactly
+    what the constructor makes (every field, nothing else), still frozen and hashable alike."""
+    from dataclasses import FrozenInstanceError, asdict, fields
+
+    from airflow_provider_kafka_zk.kafka.inventory import PartitionDirInventory
+
+    names = [f.name for f in fields(PartitionDirInventory)]
+    partitions = _inventory().partitions
+    assert len(partitions) == 6
+    for made in partitions:
+        assert sorted(vars(made)) == sorted(names)
+        constructed = PartitionDirInventory(**{name: getattr(made, name) for name in names})
+        assert made == constructed and asdict(made) == asdict(constructed)
+        assert hash(made.segments) == hash(constructed.segments)
+        with pytest.raises(FrozenInstanceError):
+            made.kind = "normal"  # type: ignore[misc]
