@@ -472,6 +472,23 @@ def _stages(
     }
 
 
+def print_timeline(tis: list[dict[str, Any]], run_start: float | None) -> None:
+    """Each task instance's start and end, seconds from the run's start (where the critical path's
+    gaps are: scheduling between tasks, task start-up)."""
+    rows = sorted(
+        (_ts(t["start_date"]), _ts(t["end_date"]), t["task_id"], t["map_index"])
+        for t in tis
+        if t.get("start_date") and t.get("end_date")
+    )
+    if not rows:
+        return
+    zero = run_start if run_start is not None else rows[0][0]
+    print("  timeline (s from the run's start):", flush=True)
+    for start, end, task_id, map_index in rows:
+        label = task_id if map_index in (None, -1) else f"{task_id}[{map_index}]"
+        print(f"    {start - zero:6.1f} -> {end - zero:6.1f}  {label}", flush=True)
+
+
 def _ts(value: str | None) -> float | None:
     if not value:
         return None
@@ -615,6 +632,7 @@ def scheduler_run(
             for t in tis
         ]
     )
+    print_timeline(tis, _ts(run.get("start_date")) or _ts(run.get("queued_at")))
     shutil.rmtree(deployment, ignore_errors=True)
     findings, inventory = _outputs(base)
     return Run(mode, code.label, seconds, stages, max(before, after), run["state"], cpu, findings, inventory)

@@ -137,7 +137,7 @@ def build_dag(cluster: str, settings: Mapping[str, Any]) -> DAG:
         brokers = ListBrokerIdsOperator(
             task_id="brokers", kafka_zookeeper_conn_id=settings["kafka_zookeeper_conn_id"]
         )
-        # a task per group of brokers, as many as the deployment runs at once (inventory_tasks); the
+        # a task per group of brokers, as many as the deployment runs beside the snapshot (inventory_tasks); the
         # groups are listed from ZooKeeper at the start: the inventory runs beside the snapshot
         groups = BrokerGroupsOperator(
             task_id="inventory_groups",

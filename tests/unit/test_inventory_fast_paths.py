@@ -379,3 +379,18 @@ def test_directories_made_without_the_frozen_init_equal_constructed_ones():
         assert hash(made.segments) == hash(constructed.segments)
         with pytest.raises(FrozenInstanceError):
             made.kind = "normal"  # type: ignore[misc]
+
+
+def test_the_default_groups_leave_the_snapshot_its_slot(monkeypatch):
+    """The snapshot runs beside the inventory: with 8 task slots, 7 groups (an eighth would wait for
+    the snapshot's slot and end the run last); an explicit number is kept."""
+    from airflow_provider_kafka_zk.operators.inventory import BrokerGroupsOperator, ListBrokerIdsOperator
+
+    monkeypatch.setattr(ListBrokerIdsOperator, "execute", lambda self, context: list(range(50)))
+    monkeypatch.setenv("AIRFLOW__CORE__PARALLELISM", "8")
+    monkeypatch.setenv("AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG", "16")
+    groups = BrokerGroupsOperator(task_id="g", kafka_zookeeper_conn_id="zk").execute({})
+    assert len(groups) == 7 and sorted(b for g in groups for b in g) == list(range(50))
+    monkeypatch.setenv("AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG", "1")
+    assert len(BrokerGroupsOperator(task_id="h", kafka_zookeeper_conn_id="zk").execute({})) == 1
+    assert len(BrokerGroupsOperator(task_id="i", kafka_zookeeper_conn_id="zk", groups=8).execute({})) == 8
