@@ -858,7 +858,7 @@ class PartitionDirInventory:
     def _of_fields(cls, base: dict[str, Any], **rest: Any) -> PartitionDirInventory:
         """The instance of exactly these field values (every field given, none computed): what
         ``cls(**base, **rest)`` makes, without the frozen ``__init__``'s ``object.__setattr__`` per
-        field (3.4 of the parse's ~17 us a directory, once per replica directory of every broker)."""
+        field (2.5 of the 19 us this parse took a directory; it runs for every replica directory)."""
         base.update(rest)
         if len(base) != _PARTITION_DIR_FIELD_COUNT:  # a field left out (or one unknown) would go unseen
             return cls(**base)
