@@ -203,10 +203,10 @@ def _broker_summary(metadata: Mapping[bytes, bytes], summaries: dict[int, dict[s
 def read_inventory_dirs(
     files: Sequence[str], *, rows: bool = True
 ) -> tuple[list[ReplicaDir], dict[int, dict[str, Any]], int]:
-    """The run's directories as the rules read them, in :func:`_dir_order`; each broker's facts JSON;
-    the row count.
+    """The run's directories as the rules read them (sorted by broker, log dir, name), each broker's
+    facts JSON, the row count.
 
-    Built from each file's columns (:meth:`ReplicaDir.from_inventory_columns`), no dict per row.
+    Built from the files' columns (:meth:`ReplicaDir.from_inventory_columns`), no dict per row.
     ``rows=False`` reads only the Parquet footers (the Spark engine reads the rows on the executors).
     """
     run: dict[str, list[Any]] = {}  # the run's columns: every broker's topic ids parsed together
