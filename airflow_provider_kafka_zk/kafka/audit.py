@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any
 
+from ._bulk import column_builder
 from .broker_config import LOG_SEGMENT_DELETE_DELAY_MS, effective_setting
 from .deletion import (
     DEFAULT_DELETE_MARGIN_MS,
@@ -46,7 +47,7 @@ from .znodes import ReassignmentEntry
 UNPARSEABLE = "unparseable"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: built by the hundred thousand (column_builder)
 class ReplicaDir:
     """One directory found in a broker's log dir (from the inventory), as the rules need it."""
 
@@ -82,34 +83,69 @@ class ReplicaDir:
     @classmethod
     def from_inventory_row(cls, row: Mapping[str, Any]) -> ReplicaDir:
         """From a ``broker=<id>.parquet`` row (kafka.inventory.PartitionDirInventory.to_row)."""
-        kind_text = row.get("kind") or UNPARSEABLE
-        kind: DirKind | str = _DIR_KINDS.get(kind_text, UNPARSEABLE)
-        topic_id = None
-        metadata_error = None
-        if row.get("topic_id"):
-            try:
-                topic_id = KafkaUuid.parse(row["topic_id"])
-            except KafkaFormatError as exc:
-                metadata_error = str(exc)
-        elif row.get("partition_metadata_present"):
-            metadata_error = next(
-                (e for e in row.get("errors") or () if "partition.metadata" in e),
-                "partition.metadata unreadable",
-            )
-        return cls(
-            broker_id=int(row["broker_id"]),
-            log_dir=row.get("log_dir") or "",
-            name=row.get("dir_name") or "",
-            kind=kind,
-            topic=row.get("topic"),
-            partition=row.get("partition"),
-            topic_id=topic_id,
-            metadata_present=bool(row.get("partition_metadata_present")),
-            metadata_error=metadata_error,
-            size_bytes=int(row.get("log_bytes") or 0),  # never the sparse preallocated indexes
-            mtime_ms=row.get("mtime_ms"),
-            ctime_ms=row.get("ctime_ms"),
+        [replica_dir] = cls.from_inventory_columns({name: (value,) for name, value in row.items()})
+        return replica_dir
+
+    @classmethod
+    def from_inventory_columns(cls, columns: Mapping[str, Sequence[Any]]) -> list[ReplicaDir]:
+        """One directory per row of an inventory's columns, in their order (the audit reads a broker's
+        Parquet file column by column: no dict per row).
+
+        :param columns: ``broker_id`` and any of ``log_dir``, ``dir_name``, ``kind``, ``topic``,
+            ``partition``, ``topic_id``, ``partition_metadata_present``, ``errors``, ``log_bytes``,
+            ``mtime_ms``, ``ctime_ms`` (epoch ms), equally long; an absent column is None in every row
+            (``ctime_ms`` of a file written before it was recorded).
+
+        Every partition of a topic carries the same topic id: each distinct text is parsed once, and
+        all its directories share the result (a bad one's error text too).
+        """
+        count = len(columns["broker_id"])
+
+        def column(name: str) -> Sequence[Any]:
+            values = columns.get(name)
+            return [None] * count if values is None else values
+
+        texts, present = column("topic_id"), column("partition_metadata_present")
+        parsed = {text: _parse_topic_id(text) for text in set(texts) if text}
+        no_id = (None, None)
+        ids_and_errors = [
+            parsed[text] if text else (None, _metadata_file_error(errors)) if metadata_present else no_id
+            for text, metadata_present, errors in zip(texts, present, column("errors"), strict=True)
+        ]
+        kinds = {text: _DIR_KINDS.get(text or UNPARSEABLE, UNPARSEABLE) for text in set(column("kind"))}
+        return _replica_dir_columns(
+            count,
+            [
+                list(map(int, columns["broker_id"])),
+                [log_dir or "" for log_dir in column("log_dir")],
+                [name or "" for name in column("dir_name")],
+                list(map(kinds.__getitem__, column("kind"))),
+                column("topic"),
+                column("partition"),
+                [topic_id for topic_id, _ in ids_and_errors],
+                list(map(bool, present)),
+                [error for _, error in ids_and_errors],
+                [int(size or 0) for size in column("log_bytes")],  # never the sparse preallocated indexes
+                column("mtime_ms"),
+                column("ctime_ms"),
+            ],
         )
+
+
+_replica_dir_columns = column_builder(ReplicaDir)
+
+
+def _parse_topic_id(text: str) -> tuple[KafkaUuid | None, str | None]:
+    """A partition.metadata topic id as the inventory recorded it: (the id, None) or (None, why not)."""
+    try:
+        return KafkaUuid.parse(text), None
+    except KafkaFormatError as exc:
+        return None, str(exc)
+
+
+def _metadata_file_error(errors: Iterable[str] | None) -> str:
+    """Why a partition.metadata file that is present gave no topic id (the inventory's error on it)."""
+    return next((e for e in errors or () if "partition.metadata" in e), "partition.metadata unreadable")
 
 
 _DIR_KINDS = {

@@ -25,7 +25,6 @@ from airflow_provider_kafka_zk.artefacts.object_storage import artefacts_url
 from airflow_provider_kafka_zk.artefacts.snapshots import read_snapshot_table, validate_cluster_name
 from airflow_provider_kafka_zk.clusters import default_artefacts_base
 from airflow_provider_kafka_zk.kafka import znodes as zk
-from airflow_provider_kafka_zk.kafka.audit import ReplicaDir
 from airflow_provider_kafka_zk.kafka.errors import KafkaFormatError
 from airflow_provider_kafka_zk.kafka.kraft_readiness import (
     SCRAM_MECHANISMS,
@@ -127,15 +126,16 @@ def build_report(
     :param kafka_version: the brokers' release when the inventory cannot tell.
     """
     inputs = audit_job.load_inputs(base, cluster, snapshot=snapshot, previous="", inventory=inventory)
-    _, summaries, _ = audit_job.read_inventory_rows(list(inputs.inventory_files), rows=False)
-    dirs = [ReplicaDir.from_inventory_row(r) for r in inputs.dir_rows]
     return assess(
         ReadinessInputs(
             cluster=cluster,
             state=inputs.state,
             findings=audit_job.read_findings(findings),
-            brokers={b: BrokerConfig.from_inventory_summary(b, s) for b, s in sorted(summaries.items())},
-            diagnoses=diagnose(inputs.state, dirs, inputs.facts.inventoried),
+            brokers={
+                b: BrokerConfig.from_inventory_summary(b, s)
+                for b, s in sorted(inputs.broker_summaries.items())
+            },
+            diagnoses=diagnose(inputs.state, inputs.dirs, inputs.facts.inventoried),
             extras=_extras(inputs.snapshot),
             user_configs=user_configs,
             controller_node_ids=tuple(int(n) for n in controller_node_ids),

@@ -24,7 +24,6 @@ from airflow.sdk import BaseOperator
 from airflow_provider_kafka_zk.artefacts.object_storage import artefacts_url
 from airflow_provider_kafka_zk.artefacts.snapshots import latest_snapshot, read_snapshot
 from airflow_provider_kafka_zk.clusters import default_artefacts_base
-from airflow_provider_kafka_zk.kafka.audit import ReplicaDir
 from airflow_provider_kafka_zk.kafka.steps import steps_from_dicts
 from airflow_provider_kafka_zk.kafka.topic_id_repair import (
     PLAN_FORMAT,
@@ -207,8 +206,9 @@ class TopicIdRepairPlanOperator(BaseOperator):
         )
         state = inputs.state
         inventoried = set(inputs.coverage.get("inventoried") or [])
-        dirs = [ReplicaDir.from_inventory_row(r) for r in inputs.dir_rows]
-        everything = diagnose(state, dirs, inventoried, sorted(set(state.topics) | set(requested or ())))
+        everything = diagnose(
+            state, inputs.dirs, inventoried, sorted(set(state.topics) | set(requested or ()))
+        )
         if requested is None:
             diagnoses = [d for d in everything if d.case not in (TopicIdCase.CONSISTENT, TopicIdCase.UNKNOWN)]
         else:
@@ -429,8 +429,7 @@ class TopicIdRepairVerifyOperator(RunVerifyOperator):
             inventory=self.inventory_path,
         )
         findings = [f for f in run_in_process(inputs) if f.topic in topics and f.check in TOPIC_ID_CHECKS]
-        dirs = [ReplicaDir.from_inventory_row(r) for r in inputs.dir_rows]
-        after = diagnose(inputs.state, dirs, set(inputs.coverage.get("inventoried") or []), topics)
+        after = diagnose(inputs.state, inputs.dirs, set(inputs.coverage.get("inventoried") or []), topics)
         partitions = {(p.topic, p.partition): p for p in inputs.state.partitions()}
         unhealthy = topics_healthy(partitions, topics, inputs.state.live_broker_ids)
         offline = offline_for_stopped_brokers(partitions, topics, inputs.state.live_broker_ids)

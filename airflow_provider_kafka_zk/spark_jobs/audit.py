@@ -18,13 +18,16 @@ import io
 import json
 import pickle
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cached_property
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 import fsspec
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 
@@ -66,11 +69,11 @@ SUMMARY_FILE = "summary.json"
 INVENTORY_METADATA_KEY = b"kafka_zk.inventory"  # operators.inventory.SUMMARY_METADATA_KEY
 COVERAGE_FILE = "_coverage.json"
 
-# The inventory columns the rules read (ReplicaDir.from_inventory_row), mtime as epoch ms. Each
-# row also gets ``ctime_ms`` (None when the file predates the ``ctime`` column); the rules age a
+# The inventory columns the rules read (ReplicaDir.from_inventory_columns), with mtime as epoch ms
+# ``mtime_ms`` and ``ctime_ms`` (None when the file predates the ``ctime`` column); the rules age a
 # directory from ReplicaDir.age_reference_ms (kafka.inventory.age_reference_ms: ctime for a -delete
-# directory, which a rename does not touch the mtime of; mtime otherwise). The in-process rows also
-# carry that value as ``age_reference_ms``, computed by the same function, for readers of the rows.
+# directory, which a rename does not touch the mtime of; mtime otherwise). The rows of
+# read_inventory_rows also carry that value as ``age_reference_ms``, computed by the same function.
 INVENTORY_COLUMNS = (
     "broker_id",
     "log_dir",
@@ -111,7 +114,11 @@ class AuditInputError(RuntimeError):
 
 @dataclass(frozen=True)
 class AuditInputs:
-    """Everything one audit run reads, loaded on the driver."""
+    """Everything one audit run reads, loaded on the driver.
+
+    ``dirs`` holds every inventoried directory as the rules read it (empty when the Spark engine reads
+    them); ``replica_dirs`` counts the inventory's rows either way.
+    """
 
     cluster: str
     state: ClusterState
@@ -123,8 +130,15 @@ class AuditInputs:
     previous_snapshot: str | None
     inventory: str | None
     replica_dirs: int = 0
-    dir_rows: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    dirs: tuple[ReplicaDir, ...] = field(default=(), repr=False)
     previous_absent_reason: str | None = None  # why nothing was compared (the report's header says it)
+    broker_summaries: Mapping[int, Mapping[str, Any]] = field(default_factory=dict, repr=False)
+
+    @cached_property
+    def dir_rows(self) -> list[dict[str, Any]]:
+        """The directories as inventory rows (:func:`read_inventory_rows`), for readers of rows: read
+        again from the files when first asked (the audit itself reads :attr:`dirs`)."""
+        return read_inventory_rows(self.inventory_files)[0] if self.dirs else []
 
 
 def _fs(url: str) -> tuple[fsspec.AbstractFileSystem, str]:
@@ -149,17 +163,11 @@ def inventory_files(inventory: str) -> tuple[list[str], dict[int, str]]:
     return list(by_broker.values()), by_broker
 
 
-def read_inventory_rows(
-    files: Sequence[str], *, rows: bool = True
-) -> tuple[list[dict[str, Any]], dict[int, dict[str, Any]], int]:
-    """Directory rows (the columns the rules need, ``mtime_ms``/``ctime_ms``/``age_reference_ms`` as
-    int), each broker's facts JSON, the row count.
-
-    ``rows=False`` reads only the Parquet footers (the Spark engine reads the rows on the executors).
-    """
-    out: list[dict[str, Any]] = []
-    broker_summaries: dict[int, dict[str, Any]] = {}
-    count = 0
+def _read_broker_files(
+    files: Sequence[str], *, rows: bool
+) -> Iterator[tuple[dict[str, list[Any]] | None, dict[bytes, bytes], int]]:
+    """Per broker file: its rule columns (:func:`_rule_columns`; None when ``rows`` is false: only the
+    Parquet footer is read), its schema metadata, its row count."""
     for path in files:
         fs, local = _fs(path)
         with fs.open(local, "rb") as handle:
@@ -167,22 +175,70 @@ def read_inventory_rows(
                 parquet = pq.ParquetFile(handle)
                 times = [c for c in ("mtime", "ctime") if c in parquet.schema_arrow.names]
                 table = parquet.read(columns=[*INVENTORY_COLUMNS, *times])
-                metadata, num_rows = table.schema.metadata or {}, table.num_rows
+                yield _rule_columns(table), table.schema.metadata or {}, table.num_rows
             else:
                 footer = pq.read_metadata(handle)
-                metadata, num_rows = footer.schema.to_arrow_schema().metadata or {}, footer.num_rows
+                yield None, footer.schema.to_arrow_schema().metadata or {}, footer.num_rows
+
+
+def _rule_columns(table: pa.Table) -> dict[str, list[Any]]:
+    """:data:`INVENTORY_COLUMNS` as lists, with ``mtime_ms`` and ``ctime_ms`` (None in every row of a
+    file written before the ``ctime`` column existed: unknown)."""
+    columns = {name: table.column(name).to_pylist() for name in INVENTORY_COLUMNS}
+    columns["mtime_ms"] = table.column("mtime").cast(pa.int64()).to_pylist()
+    columns["ctime_ms"] = (
+        table.column("ctime").cast(pa.int64()).to_pylist()
+        if "ctime" in table.column_names
+        else [None] * table.num_rows
+    )
+    return columns
+
+
+def _broker_summary(metadata: Mapping[bytes, bytes], summaries: dict[int, dict[str, Any]]) -> None:
+    if INVENTORY_METADATA_KEY in metadata:
+        summary = json.loads(metadata[INVENTORY_METADATA_KEY])
+        summaries[int(summary["broker_id"])] = summary
+
+
+def read_inventory_dirs(
+    files: Sequence[str], *, rows: bool = True
+) -> tuple[list[ReplicaDir], dict[int, dict[str, Any]], int]:
+    """The run's directories as the rules read them (sorted by broker, log dir, name), each broker's
+    facts JSON, the row count.
+
+    Built from the files' columns (:meth:`ReplicaDir.from_inventory_columns`), no dict per row.
+    ``rows=False`` reads only the Parquet footers (the Spark engine reads the rows on the executors).
+    """
+    run: dict[str, list[Any]] = {}  # the run's columns: every broker's topic ids parsed together
+    broker_summaries: dict[int, dict[str, Any]] = {}
+    count = 0
+    with gc_paused():  # an object per directory: no collection walks them while they are made
+        for columns, metadata, num_rows in _read_broker_files(files, rows=rows):
+            count += num_rows
+            _broker_summary(metadata, broker_summaries)
+            for name, values in (columns or {}).items():
+                run.setdefault(name, []).extend(values)
+        dirs = ReplicaDir.from_inventory_columns(run) if run else []
+        dirs.sort(key=_dir_order)
+    return dirs, broker_summaries, count
+
+
+def read_inventory_rows(
+    files: Sequence[str], *, rows: bool = True
+) -> tuple[list[dict[str, Any]], dict[int, dict[str, Any]], int]:
+    """Directory rows (the columns the rules need, ``mtime_ms``/``ctime_ms``/``age_reference_ms`` as
+    int), each broker's facts JSON, the row count.
+
+    A dict per directory, for readers of rows: the audit reads :func:`read_inventory_dirs`.
+    ``rows=False`` reads only the Parquet footers.
+    """
+    out: list[dict[str, Any]] = []
+    broker_summaries: dict[int, dict[str, Any]] = {}
+    count = 0
+    for columns, metadata, num_rows in _read_broker_files(files, rows=rows):
         count += num_rows
-        if INVENTORY_METADATA_KEY in metadata:
-            summary = json.loads(metadata[INVENTORY_METADATA_KEY])
-            broker_summaries[int(summary["broker_id"])] = summary
-        if rows:
-            columns = {name: table.column(name).to_pylist() for name in INVENTORY_COLUMNS}
-            columns["mtime_ms"] = table.column("mtime").cast(pa.int64()).to_pylist()
-            columns["ctime_ms"] = (
-                table.column("ctime").cast(pa.int64()).to_pylist()
-                if "ctime" in table.column_names
-                else [None] * num_rows  # written before the column existed: unknown
-            )
+        _broker_summary(metadata, broker_summaries)
+        if columns is not None:
             columns["age_reference_ms"] = [
                 age_reference_ms(kind, mtime, ctime)
                 for kind, mtime, ctime in zip(
@@ -366,7 +422,7 @@ def load_inputs(
         )
     files: list[str] = []
     by_broker: dict[int, str] = {}
-    dir_rows: list[dict[str, Any]] = []
+    dirs: list[ReplicaDir] = []
     replica_dirs = 0
     summaries: dict[int, dict[str, Any]] = {}
     coverage: dict[str, Any] = {
@@ -376,7 +432,7 @@ def load_inputs(
     }
     if inventory:
         files, by_broker = inventory_files(inventory)
-        dir_rows, summaries, replica_dirs = read_inventory_rows(files, rows=read_rows)
+        dirs, summaries, replica_dirs = read_inventory_dirs(files, rows=read_rows)
         coverage = read_coverage(inventory, by_broker)
     facts = cluster_facts(
         cluster,
@@ -398,8 +454,9 @@ def load_inputs(
         previous_snapshot=previous or None,
         inventory=inventory or None,
         replica_dirs=replica_dirs,
-        dir_rows=dir_rows,
+        dirs=tuple(dirs),
         previous_absent_reason=None if previous else absent_reason,
+        broker_summaries=summaries,
     )
 
 
@@ -408,13 +465,8 @@ def load_inputs(
 # ---------------------------------------------------------------------------------------------
 
 
-def _dir_order(d: ReplicaDir) -> tuple[Any, ...]:
-    """One order for a topic's directories in both engines (evidence lists follow it)."""
-    return (d.broker_id, d.log_dir, d.name)
-
-
-def _replica_dirs(rows: Iterable[Mapping[str, Any]]) -> list[ReplicaDir]:
-    return sorted((ReplicaDir.from_inventory_row(r) for r in rows), key=_dir_order)
+# One order for a topic's directories in both engines (evidence lists follow it): broker, log dir, name.
+_dir_order: Callable[[ReplicaDir], tuple[Any, ...]] = attrgetter("broker_id", "log_dir", "name")
 
 
 def run_in_process(inputs: AuditInputs) -> list[Finding]:
@@ -424,7 +476,7 @@ def run_in_process(inputs: AuditInputs) -> list[Finding]:
     objects (directories, evidence, findings), and collections walking them took a third of it.
     """
     with gc_paused():
-        evidence = rules.gather_evidence(inputs.state, _replica_dirs(inputs.dir_rows), inputs.previous)
+        evidence = rules.gather_evidence(inputs.state, inputs.dirs, inputs.previous)
         return rules.audit(inputs.state, evidence, inputs.facts)
 
 
@@ -452,7 +504,7 @@ def zookeeper_side(state: ClusterState, previous: ClusterState | None) -> dict[s
 
 def _audit_group(
     topic: str,
-    rows: Iterable[Mapping[str, Any]],
+    dirs: Iterable[ReplicaDir],
     zk_side: Mapping[str, _ZooKeeperSide],
     facts: ClusterFacts,
 ) -> tuple[str, list[dict[str, Any]]]:
@@ -463,7 +515,7 @@ def _audit_group(
         state=side.state,
         delete_marker=side.delete_marker,
         config_znode=side.config_znode,
-        dirs=tuple(_replica_dirs(rows)),
+        dirs=tuple(sorted(dirs, key=_dir_order)),
         previous_topic_id=side.previous_topic_id,
         previously_known=side.previously_known,
     )
@@ -514,9 +566,9 @@ def _audit_arrow_group(
     table: pa.Table, zk_side: Mapping[str, _ZooKeeperSide], facts: ClusterFacts
 ) -> pa.Table:
     """Executor side of applyInArrow: one topic's rows (plus its ZooKeeper marker row) -> pickled findings."""
-    rows = table.to_pylist()
-    topic = rows[0]["topic"]
-    dirs = [r for r in rows if not r["_zookeeper_only"]]
+    topic = table.column("topic")[0].as_py()
+    on_disk = table.filter(pc.invert(table.column("_zookeeper_only"))).drop_columns(["_zookeeper_only"])
+    dirs = ReplicaDir.from_inventory_columns(on_disk.to_pydict())
     _, findings = _audit_group(topic, dirs, zk_side, facts)
     return pa.table(
         {

@@ -16,10 +16,17 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_provider_kafka_zk.kafka.audit import ReplicaDir
+from airflow_provider_kafka_zk.kafka.errors import KafkaFormatError
 from airflow_provider_kafka_zk.kafka.findings import Severity
+from airflow_provider_kafka_zk.kafka.logdir import DirKind
+from airflow_provider_kafka_zk.kafka.uuid import KafkaUuid
 from airflow_provider_kafka_zk.spark_jobs import audit as audit_job
 from airflow_provider_kafka_zk.spark_jobs.package import build_package_zip
-from airflow_provider_kafka_zk.testing.audit_artefacts import write_inventory_dirs, write_snapshot_rows
+from airflow_provider_kafka_zk.testing.audit_artefacts import (
+    INVENTORY_SCHEMA,
+    write_inventory_dirs,
+    write_snapshot_rows,
+)
 from airflow_provider_kafka_zk.testing.simulator import healthy_cluster, incident_cluster
 from airflow_provider_kafka_zk.testing.simulator.rows import audit_dirs, cluster_rows
 
@@ -84,10 +91,151 @@ def test_inputs_build_the_facts_from_zookeeper_and_the_inventory(incident):
     assert inputs.facts.reassign_znode_partitions == frozenset((t, p) for t, p, _ in cluster.reassignment)
     assert inputs.coverage["status"] == "partial" and inputs.coverage["missing"] == [3, 4]
     assert (
-        len(inputs.dir_rows)
+        len(inputs.dirs)
         == inputs.replica_dirs
         == sum(1 for d in audit_dirs(cluster) if d.broker_id in inputs.facts.inventoried)
     )
+    assert list(inputs.dirs) == sorted(inputs.dirs, key=lambda d: (d.broker_id, d.log_dir, d.name))
+    assert sorted(inputs.broker_summaries) == sorted(inputs.facts.inventoried)
+
+
+def test_the_audit_reads_no_dict_rows_and_gives_them_only_when_asked(incident, monkeypatch):
+    def no_rows(*_args, **_kwargs):
+        raise AssertionError("the audit's path built dict rows")
+
+    files, _ = audit_job.inventory_files(incident["inventory"])
+    rows, _, _ = audit_job.read_inventory_rows(files)
+    monkeypatch.setattr(audit_job, "read_inventory_rows", no_rows)
+    inputs = audit_job.load_inputs(
+        incident["base"], incident["cluster"], inventory=incident["inventory"], now_ms=NOW_MS
+    )
+    assert audit_job.run_in_process(inputs)
+    monkeypatch.undo()
+    assert inputs.dir_rows == rows  # read when first asked
+    assert sorted(map(ReplicaDir.from_inventory_row, rows), key=_dir_key) == list(inputs.dirs)
+    spark_side = audit_job.load_inputs(
+        incident["base"], incident["cluster"], inventory=incident["inventory"], read_rows=False
+    )
+    assert spark_side.dirs == () and spark_side.dir_rows == [] and spark_side.replica_dirs == len(rows)
+
+
+def _dir_key(d: ReplicaDir) -> tuple:
+    return (d.broker_id, d.log_dir, d.name)
+
+
+GOOD_ID = "AAAAAAAAAAAAAAAAAAAAAQ"
+BAD_ID = "not*a*topic*id"
+OLD_MTIME, RENAMED_CTIME = 1_763_000_000_000, 1_763_700_000_000
+
+
+def _dir_row(name: str, **values) -> dict:
+    row = {
+        "cluster": "c",
+        "inventory_ts": "t",
+        "broker_id": 1,
+        "host": "b1",
+        "log_dir": "/data/kafka",
+        "dir_name": name,
+        "kind": "normal",
+        "topic": name.rsplit("-", 1)[0],
+        "partition": int(name.rsplit("-", 1)[1]) if name[-1].isdigit() else None,
+        "mtime": datetime.fromtimestamp(OLD_MTIME / 1000, UTC),
+        "partition_metadata_present": False,
+        "topic_id": None,
+        "log_bytes": 100,
+        "total_bytes": 100,
+        "errors": [],
+        "ctime": datetime.fromtimestamp(RENAMED_CTIME / 1000, UTC),
+    }
+    return {**row, **values}
+
+
+def _broker_file(path: Path, rows: list[dict], *, ctime: bool = True) -> str:
+    schema = INVENTORY_SCHEMA.append(pa.field("ctime", pa.timestamp("ms", tz="UTC")))
+    table = pa.Table.from_pylist(rows, schema=schema)
+    pq.write_table(table if ctime else table.drop_columns(["ctime"]), path)
+    return str(path)
+
+
+@pytest.fixture
+def odd_dirs(tmp_path) -> list[str]:
+    """Two broker files with every case the rules read differently: a shared good topic id, a bad one on
+    two directories, unreadable partition.metadata, kinds Kafka rejects, nulls, and a file from before
+    the ``ctime`` column."""
+    meta_present = {"partition_metadata_present": True}
+    new = [
+        _dir_row("t-1", topic_id=GOOD_ID, **meta_present),
+        _dir_row("t-0", topic_id=GOOD_ID, log_bytes=None, **meta_present),
+        _dir_row("u-0", topic_id=BAD_ID, **meta_present),
+        _dir_row("u-1", topic_id=BAD_ID, **meta_present),
+        _dir_row("v-0", errors=["/data/kafka/v-0/partition.metadata: bad version line"], **meta_present),
+        _dir_row("v-1", errors=["/data/kafka/v-1/00000000000000000000.index: truncated"], **meta_present),
+        _dir_row("t-2.0123456789abcdef0123456789abcdef-delete", kind="delete", topic="t", partition=2),
+        _dir_row("t-3.0123456789abcdef0123456789abcdef-future", kind="future", topic="t", partition=3),
+        _dir_row("lost+found", kind="unparseable", topic=None, partition=None, log_bytes=0),
+        _dir_row("w-0", kind="sideways"),
+        _dir_row("w-1", kind=None, log_dir=None),
+    ]
+    old = [
+        _dir_row(
+            "t-4.0123456789abcdef0123456789abcdef-delete", broker_id=0, kind="delete", topic="t", partition=4
+        ),
+        _dir_row("t-5", broker_id=0),
+    ]
+    return [
+        _broker_file(tmp_path / "new.parquet", new),
+        _broker_file(tmp_path / "old.parquet", old, ctime=False),
+    ]
+
+
+def test_directories_are_built_from_the_columns_field_by_field(odd_dirs):
+    dirs, _, count = audit_job.read_inventory_dirs(odd_dirs)
+    assert count == len(dirs) == 13
+    by_name = {d.name: d for d in dirs}
+    assert [(d.broker_id, d.name) for d in dirs][:2] == [
+        (0, "t-4.0123456789abcdef0123456789abcdef-delete"),
+        (0, "t-5"),
+    ]  # sorted by broker, log dir, name
+    good = KafkaUuid.parse(GOOD_ID)
+    with pytest.raises(KafkaFormatError) as bad:
+        KafkaUuid.parse(BAD_ID)
+    assert BAD_ID in str(bad.value)
+    assert by_name["t-0"] == ReplicaDir(
+        1, "/data/kafka", "t-0", DirKind.NORMAL, "t", 0, good, True, None, 0, OLD_MTIME, RENAMED_CTIME
+    )
+    assert by_name["t-1"].topic_id == good and by_name["t-1"].size_bytes == 100
+    for name in ("u-0", "u-1"):  # every directory with the bad id says why, in the parser's words
+        assert (by_name[name].topic_id, by_name[name].metadata_error) == (None, str(bad.value))
+    assert by_name["v-0"].metadata_error == "/data/kafka/v-0/partition.metadata: bad version line"
+    assert by_name["v-1"].metadata_error == "partition.metadata unreadable"
+    renamed = by_name["t-2.0123456789abcdef0123456789abcdef-delete"]
+    assert renamed.kind is DirKind.DELETE and renamed.age_reference_ms == RENAMED_CTIME
+    assert by_name["t-3.0123456789abcdef0123456789abcdef-future"].kind is DirKind.FUTURE
+    assert by_name["t-3.0123456789abcdef0123456789abcdef-future"].age_reference_ms == OLD_MTIME
+    assert {by_name[n].kind for n in ("lost+found", "w-0", "w-1")} == {"unparseable"}
+    assert by_name["w-1"].log_dir == "" and by_name["w-1"].path == "/w-1"
+    before_ctime = by_name["t-4.0123456789abcdef0123456789abcdef-delete"]  # the old file: mtime is all
+    assert (before_ctime.ctime_ms, before_ctime.age_reference_ms) == (None, OLD_MTIME)
+    assert by_name["t-5"].ctime_ms is None and by_name["t-5"].mtime_ms == OLD_MTIME
+    # the row reader (Spark's executors, maintenance) agrees field by field, and so do the rows' ages
+    rows, _, _ = audit_job.read_inventory_rows(odd_dirs)
+    assert sorted(map(ReplicaDir.from_inventory_row, rows), key=_dir_key) == dirs
+    assert {r["dir_name"]: r["age_reference_ms"] for r in rows} == {d.name: d.age_reference_ms for d in dirs}
+
+
+def test_each_distinct_topic_id_is_parsed_once(odd_dirs, monkeypatch):
+    parsed = []
+    parse = KafkaUuid.parse
+
+    def counting(text, source="Uuid"):
+        parsed.append(text)
+        return parse(text, source)
+
+    monkeypatch.setattr(KafkaUuid, "parse", counting)
+    dirs, _, _ = audit_job.read_inventory_dirs(odd_dirs)
+    assert sorted(parsed) == sorted([GOOD_ID, BAD_ID])
+    by_name = {d.name: d for d in dirs}
+    assert by_name["t-0"].topic_id is by_name["t-1"].topic_id
 
 
 def test_in_process_run_publishes_findings_report_and_summary(incident, tmp_path):

@@ -24,7 +24,7 @@ from airflow_provider_kafka_zk.kafka.model import (
     PartitionInfo,
     _from_snapshot_reference,
 )
-from airflow_provider_kafka_zk.kafka.snapshot import ZnodeRow
+from airflow_provider_kafka_zk.kafka.snapshot import ZNODE_ROW_FIELDS, ZnodeRow, rows_from_columns
 from airflow_provider_kafka_zk.testing.simulator import (
     BrokerSpec,
     ClusterSpec,
@@ -296,6 +296,18 @@ def test_column_builder_equals_the_constructor() -> None:
     assert _bulk.column_builder(PartitionInfo)(1, [[v] for v in values]) == [info]
     with pytest.raises(ValueError):
         _bulk.column_builder(PartitionInfo)(1, [[1]])
+
+
+def test_znode_rows_from_columns_equal_the_constructor_and_refuse_ragged_columns() -> None:
+    rows = [ZnodeRow("/a", None, 1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 1), ZnodeRow("/a/b", b"x", *range(11))]
+    columns = [[getattr(r, name) for r in rows] for name in ZNODE_ROW_FIELDS]
+    built = rows_from_columns(columns)
+    assert built == rows and [hash(r) for r in built] == [hash(r) for r in rows]
+    assert rows_from_columns([[] for _ in ZNODE_ROW_FIELDS]) == []
+    with pytest.raises(ValueError, match="columns of one length"):
+        rows_from_columns([*columns[:-1], columns[-1][:1]])
+    with pytest.raises(ValueError, match="columns of one length"):
+        rows_from_columns(columns[:-1])
 
 
 def test_column_builder_calls_classes_with_post_init() -> None:

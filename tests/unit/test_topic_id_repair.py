@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 
 import pytest
@@ -85,7 +86,7 @@ def test_split_replicas_are_diagnosed_and_auto_resets_only_the_odd_ones(incident
     from airflow_provider_kafka_zk.kafka.uuid import KafkaUuid
 
     split_dirs = [
-        d.__class__(**{**d.__dict__, "topic_id": KafkaUuid.parse(zk_id)})
+        dataclasses.replace(d, topic_id=KafkaUuid.parse(zk_id))
         if d.topic == "clickstream" and d.broker_id == odd_broker
         else d
         for d in dirs
