@@ -482,3 +482,40 @@ def test_every_writer_refuses_a_finalized_cluster_by_the_phase_reader():
     assert found is not None and found.phase is Phase.FINALIZED
     assert refusal(found, tidied) == cluster_left_zookeeper(record)
     assert classify(KraftMigrationEvidence(None, None, None), zk_brokers=()) is None
+
+
+def test_a_finalization_record_beside_zookeeper_mode_brokers_says_which_to_check_first():
+    """The migration DAG's record says the cluster left ZooKeeper; brokers' server.properties say
+    ZooKeeper mode. Both cannot hold (a finalized migration has no way back), so the finding leads with
+    that contradiction and the brokers and record it concerns -- not with the revert of a migration
+    still under way (deleting /controller and /migration), which does not apply once finalized."""
+    from airflow_provider_kafka_zk.kafka.safety import KRAFT_FINALIZED_PATH
+
+    cluster = mid_migration_cluster(name=CLUSTER)
+    rows = list(cluster_rows(cluster))
+    record = (
+        b'{"controllers": [3000, 3001, 3002], "finalized": true, "post_migration_offset": 90, '
+        b'"recorded_at": "2026-11-29T12:00:00Z", "run": "manual__1"}'
+    )
+    state = ClusterState.from_snapshot(
+        [*rows, replace(rows[-1], path=KRAFT_FINALIZED_PATH, data=record)], cluster=CLUSTER
+    )
+    facts = cluster_facts(CLUSTER, state, {}, [], int(time.time() * 1000))
+    modes = {0: BrokerMode.ZOOKEEPER, 1: BrokerMode.MIGRATION, 2: BrokerMode.KRAFT}
+    (finding,) = rules.kraft_migration_findings(state, replace(facts, broker_modes=modes))
+    assert finding.check == "kraft-migration-inconsistent" and finding.severity is Severity.ERROR
+    assert finding.path == KRAFT_FINALIZED_PATH
+    assert finding.summary.startswith(f"{KRAFT_FINALIZED_PATH} says the migration to KRaft was finalized")
+    assert "manual__1" in finding.summary
+    assert (
+        "brokers 0 and 1 have server.properties not in KRaft mode (0: zookeeper, 1: zookeeper-migration)"
+        in (finding.summary)
+    )
+    assert "Nothing was changed" not in finding.summary  # a writer's refusal, not an audit's finding
+    action = finding.action
+    assert "deleteall" not in action and "Reverting to ZooKeeper mode" not in action
+    assert "no way back" in action and "process.roles=broker" in action
+    assert "kafka-metadata-quorum.sh --bootstrap-controller" in action and "3000, 3001, 3002" in action
+    assert f"delete {KRAFT_FINALIZED_PATH}" in action
+    # the evidence keeps every signal the phase reader weighed
+    assert finding.evidence["phase"] == "inconsistent"
