@@ -39,6 +39,7 @@ from .logdir import (
     parse_java_properties,
     parse_partition_dir_name,
 )
+from .records import parse_segment_file_name
 from .versions import KafkaVersion
 
 __all__ = [
@@ -988,13 +989,13 @@ PARTITION_ROW_FIELDS: tuple[str, ...] = (
 
 @lru_cache(maxsize=1 << 16)
 def _segment_file(name: str) -> tuple[int, str] | None:
-    """``(base offset, suffix)`` of a name in ``parse_segment_file_name``'s form (20 ASCII digits,
-    then nothing or the rest from a '.'), else None. The same names recur in every partition
-    directory (``00000000000000000000.log`` ...): each distinct one is looked at once."""
-    digits = name[:20]
-    if len(digits) == 20 and digits.isdigit() and digits.isascii() and (len(name) == 20 or name[20] == "."):
-        return int(digits), name[20:]
-    return None
+    """:func:`.records.parse_segment_file_name` of a listed file, None when it is no segment file. The
+    same names recur in every partition directory (``00000000000000000000.log`` ...): each distinct
+    one is parsed once."""
+    try:
+        return parse_segment_file_name(name)
+    except KafkaFormatError:
+        return None
 
 
 def _segments_of_raw(
@@ -1038,7 +1039,7 @@ def _segments_of_raw(
     offset_indexes, time_indexes = indexes[".index"], indexes[".timeindex"]
     segments = tuple(
         SegmentFiles(offset, size, offset_indexes.get(offset), time_indexes.get(offset), mtime)
-        for offset, (size, mtime) in (sorted(logs.items()) if len(logs) > 1 else logs.items())
+        for offset, (size, mtime) in sorted(logs.items())
     )
     if not (offset_indexes.keys() <= logs.keys() and time_indexes.keys() <= logs.keys()):
         orphans = sorted(
