@@ -8,7 +8,6 @@ the disk side is one :class:`ReplicaDir` per partition directory found by the br
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -33,13 +32,13 @@ from .deletion_cleanup import cleanup_advice
 from .errors import KafkaFormatError
 from .findings import APPROVAL_STEP, TOPIC_ID_ROOT_CHECKS, Finding, Severity, brokers_text, trigger_command
 from .inventory import age_reference_ms
-from .kraft_migration import BrokerMode, migration_state
+from .kraft_migration import BrokerMode, MigrationState, migration_state
 from .kraft_migration_phase import Phase
 from .leadership import AutoRebalance, auto_rebalance, blocked_reasons, imbalance_advice, leader_imbalance
 from .logdir import DirKind
 from .model import ClusterState, TopicState
 from .reassignment import BROKER_THROTTLE_KEYS
-from .safety import KRAFT_FINALIZED_PATH
+from .safety import KRAFT_FINALIZED_PATH, finalization_record_fields
 from .topic_id_repair import write_back_effect
 from .uuid import ONE_UUID, KafkaUuid
 from .versions import KafkaVersion, has_stray_dirs, ibp_uses_topic_ids
@@ -1837,50 +1836,40 @@ KRAFT_READINESS_DAG = "kafka_zk_kraft_migration_readiness"
 """``airflow_provider_kafka_zk.dags.kraft_migration_readiness.DAG_ID`` (a test ties them)."""
 
 
-def _finalization_contradicted(
-    record: bytes, facts: ClusterFacts, evidence: dict[str, Any]
-) -> Finding | None:
+def _finalization_contradicted(found: MigrationState, record: bytes, facts: ClusterFacts) -> Finding | None:
     """The finalization record beside brokers whose server.properties are not in KRaft mode (the only
     signals that contradict it: once finalized, ``/migration`` and ``/controller`` are frozen copies).
     Both cannot hold -- a finalized migration has no way back (docs/ops.html 3.9, "Finalizing the
     migration") -- so the finding names the two and how to tell which is true; the revert of a migration
     under way (deleting ``/controller`` and ``/migration``) does not apply. None: no such broker."""
-    brokers = sorted(b for b, mode in facts.broker_modes.items() if mode is not BrokerMode.KRAFT)
+    modes = found.broker_modes
+    brokers = sorted(b for b, mode in modes.items() if mode is not BrokerMode.KRAFT)
     if not brokers:
         return None
-    try:
-        fields = json.loads(record or b"{}")
-    except ValueError:
-        fields = {}
-    fields = fields if isinstance(fields, dict) else {}
+    fields = finalization_record_fields(record)
     controllers = [str(c) for c in fields.get("controllers") or () if isinstance(c, int)]
     when = f" at {fields['recorded_at']} by run {fields.get('run')}" if fields.get("recorded_at") else ""
-    modes = ", ".join(f"{b}: {facts.broker_modes[b]}" for b in brokers)
-    ask = (
-        f"ask the controllers it names ({', '.join(controllers)}): bin/kafka-metadata-quorum.sh "
-        "--bootstrap-controller <controller host:port> describe --status"
-        if controllers
-        else "ask the KRaft controllers: bin/kafka-metadata-quorum.sh --bootstrap-controller "
-        "<controller host:port> describe --status"
-    )
+    named = f"the controllers it names ({', '.join(controllers)})" if controllers else "the KRaft controllers"
     return _finding(
         facts,
         "kraft-migration-inconsistent",
         Severity.ERROR,
         f"{KRAFT_FINALIZED_PATH} says the migration to KRaft was finalized{when}, but "
         f"{brokers_text(brokers)} {'have' if len(brokers) > 1 else 'has'} server.properties not in KRaft mode "
-        f"({modes}): a finalized cluster has only KRaft brokers. Every writer of this provider refuses this "
-        "ZooKeeper until one of the two is put right",
-        "Find out which is true. If the KRaft cluster runs (" + ask + "), the record is right and there is "
+        f"({', '.join(f'{b}: {modes[b]}' for b in brokers)}): a finalized cluster has only KRaft brokers. "
+        "Every writer of this provider refuses this ZooKeeper until one of the two is put right",
+        f"Find out which is true. If the KRaft cluster runs (ask {named}: bin/kafka-metadata-quorum.sh "
+        "--bootstrap-controller <controller host:port> describe --status), the record is right and there is "
         "no way back to ZooKeeper mode (docs/ops.html, 'Finalizing the migration'): either the inventory read "
         "another file than the one those brokers run with (check server_properties_path), or their files were "
         "edited back after the finalization and at their next restart they cannot join -- restore "
         "process.roles=broker, node.id and controller.quorum.voters (or controller.quorum.bootstrap.servers), "
-        "without zookeeper.connect, before they restart. If instead this ZooKeeper now serves another cluster, in ZooKeeper mode, set "
-        "up after that migration, the record is left over: delete it (bin/zookeeper-shell.sh <zookeeper.connect "
-        f"with the chroot> delete {KRAFT_FINALIZED_PATH}; this provider's znode, Kafka never reads it)",
+        "without zookeeper.connect, before they restart. If instead this ZooKeeper now serves another cluster, "
+        "in ZooKeeper mode, set up after that migration, the record is left over: delete it "
+        f"(bin/zookeeper-shell.sh <zookeeper.connect with the chroot> delete {KRAFT_FINALIZED_PATH}; this "
+        "provider's znode, Kafka never reads it)",
         path=KRAFT_FINALIZED_PATH,
-        evidence=evidence,
+        evidence=found.to_dict(),
     )
 
 
@@ -1916,11 +1905,11 @@ def kraft_migration_findings(state: ClusterState, facts: ClusterFacts) -> list[F
             )
         ]
     readiness = trigger_command(KRAFT_READINESS_DAG, {"cluster": facts.cluster})
-    evidence = found.to_dict()
     if found.inconsistent and state.kraft_finalized is not None:
-        contradicted = _finalization_contradicted(state.kraft_finalized, facts, evidence)
+        contradicted = _finalization_contradicted(found, state.kraft_finalized, facts)
         if contradicted is not None:
             return [contradicted]
+    evidence = found.to_dict()
     if found.inconsistent:
         return [
             _finding(

@@ -521,16 +521,22 @@ LEASE_PATH = f"{LEASE_ROOT}/lease"
 KRAFT_FINALIZED_PATH = f"{LEASE_ROOT}/kraft_finalized"
 
 
+def finalization_record_fields(record: bytes | None) -> dict[str, Any]:
+    """``KRAFT_FINALIZED_PATH``'s JSON fields (``recorded_at``, ``run``, ``controllers`` ...); ``{}`` for
+    a record without data or one that is no JSON object (its presence alone still says finalized)."""
+    try:
+        fields = json.loads(record or b"{}")
+    except ValueError:
+        return {}
+    return fields if isinstance(fields, dict) else {}
+
+
 def cluster_left_zookeeper(record: bytes | None) -> str:
     """Why nothing of this provider writes the ZooKeeper of a finalized cluster (``KRAFT_FINALIZED_PATH``'s
     record): after "Finalizing the migration" (docs/ops.html 3.9) the controllers run without
     ``zookeeper.metadata.migration.enable`` and the metadata lives in the KRaft quorum only; ZooKeeper is a
     copy frozen at the last dual write that no Kafka process reads, and there is no way back."""
-    try:
-        fields = json.loads(record or b"{}")
-    except ValueError:
-        fields = {}
-    fields = fields if isinstance(fields, dict) else {}
+    fields = finalization_record_fields(record)
     when = (
         f" (recorded {fields['recorded_at']} by run {fields.get('run')})" if fields.get("recorded_at") else ""
     )
