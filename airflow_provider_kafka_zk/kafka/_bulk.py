@@ -197,6 +197,36 @@ def _replica_map(value: object, cache: Cache) -> dict[int, tuple[int, ...]] | No
 # --------------------------------------------------------------------------------------------
 
 
+def _stores_fields_only(cls: type) -> bool:
+    """Whether dataclass ``cls``'s ``__init__`` only stores its fields (no ``__post_init__``, every field
+    an init argument): then an instance can be made by setting the fields, without calling it."""
+    return (
+        not hasattr(cls, "__post_init__")
+        and all(f.init for f in dataclasses.fields(cls))
+        and "__init__" in cls.__dict__
+    )
+
+
+def instance_maker(cls: type) -> Callable[[dict[str, Any]], Any]:
+    """``make(values)`` -> the instance of dataclass ``cls`` with these field values, one instance at
+    a time (:func:`column_builder` makes many from columns): equal to ``cls(**values)`` (the fallback:
+    a class with slots or a ``__post_init__``, or ``values`` not naming every field), without a frozen
+    ``__init__``'s ``object.__setattr__`` per field. ``values`` may become the instance's ``__dict__``."""
+    count = len(dataclasses.fields(cls))
+    if not _stores_fields_only(cls) or "__slots__" in cls.__dict__:
+        return lambda values: cls(**values)
+    new = object.__new__
+
+    def make(values: dict[str, Any]) -> Any:
+        if len(values) != count:  # a field left out (or one unknown): the class says which
+            return cls(**values)
+        made = new(cls)
+        made.__dict__.update(values)
+        return made
+
+    return make
+
+
 def column_builder(cls: type) -> Callable[[int, Sequence[Iterable[Any]]], list[Any]]:
     """``build(n, columns)`` -> ``n`` instances of dataclass ``cls``, field values by column.
 
@@ -204,12 +234,7 @@ def column_builder(cls: type) -> Callable[[int, Sequence[Iterable[Any]]], list[A
     stores its fields; a column may be an iterator (e.g. ``itertools.repeat``) of at least ``n``.
     """
     names = [f.name for f in dataclasses.fields(cls)]
-    plain = (
-        not hasattr(cls, "__post_init__")
-        and all(f.init for f in dataclasses.fields(cls))
-        and "__init__" in cls.__dict__
-    )
-    if not plain:
+    if not _stores_fields_only(cls):
         return lambda n, columns: list(map(cls, *columns))
     slots = "__slots__" in cls.__dict__ and set(names) <= set(cls.__dict__["__slots__"])
     new = object.__new__
