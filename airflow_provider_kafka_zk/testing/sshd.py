@@ -11,6 +11,14 @@ all with the same host key, port, log and authorised key: to a client it is one 
 Keys are generated per server: an ed25519 host key (checked strictly by clients, never auto-added)
 and an ed25519 client key pair authorised for the current user. No Airflow import here: the
 connection helpers return plain data for ``AIRFLOW_CONN_<ID>``.
+
+A session starts as on a stock broker host, not with the developer's dotfiles: sshd runs every
+command through the user's bash, which reads ``~/.bashrc`` when started by sshd (Debian builds bash
+with ``SSH_SOURCE_BASHRC``). Debian's stock ``.bashrc`` returns at once for a non-interactive shell;
+a developer's may not (this machine's runs ``pyenv init`` twice, ~0.1 s a session, and puts pyenv's
+shim first as ``python3``, ~0.09 s more a start). So sessions get an empty ``HOME`` of the server's
+own and sshd's default ``PATH`` (plus the directory of the real ``python3`` when the system has none
+there): a broker-side cost measured here is the product's, not the test machine's shell start-up.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import weakref
@@ -56,6 +65,21 @@ class SshdNotAvailable(RuntimeError):
 
 class SshServerStartError(RuntimeError):
     """sshd died or did not show its banner in time; the message ends with the sshd log's tail."""
+
+
+_SSHD_DEFAULT_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+"""The ``PATH`` Debian's sshd gives root's sessions (``SUPERUSER_PATH``); others' has no sbin."""
+
+
+def _session_environment(home: Path) -> str:
+    """sshd_config's ``SetEnv`` line: ``HOME``; ``PATH`` only when sshd's default has no ``python3``
+    (then that default plus the directory of this interpreter's real file: not a venv's link, not a
+    version manager's shim)."""
+    assignments = [f"HOME={home}"]
+    if not any(os.access(os.path.join(d, "python3"), os.X_OK) for d in ("/usr/local/bin", "/usr/bin")):
+        real = os.path.dirname(os.path.realpath(sys.executable))
+        assignments.append("PATH=" + ":".join([*_SSHD_DEFAULT_PATH, real]))
+    return "SetEnv " + " ".join(f'"{a}"' for a in assignments)
 
 
 def _find_tool(name: str, extra_dirs: Iterable[str] = ("/usr/sbin", "/usr/bin")) -> str:
@@ -150,6 +174,11 @@ class SshServer(ServerProcess):
     def known_hosts_path(self) -> Path:
         """A known_hosts file naming this server on every address, for ``load_host_keys``/``ssh -o``."""
         return self.work_dir / "known_hosts"
+
+    @property
+    def session_home(self) -> Path:
+        """``HOME`` of every session: empty, so no dotfile of the current user runs (module docstring)."""
+        return self.work_dir / "session-home"
 
     @property
     def config_path(self) -> Path:
@@ -287,6 +316,7 @@ class SshServer(ServerProcess):
         return self.config_path if number == 0 else self.work_dir / f"sshd_config.{number}"
 
     def _write_config(self, path: Path, addresses: Sequence[str], number: int) -> None:
+        self.session_home.mkdir(exist_ok=True)
         sftp = next((p for p in _SFTP_SERVERS if os.path.isfile(p)), "internal-sftp")
         lines = [
             *(f"ListenAddress {address}:{self._port}" for address in addresses),
@@ -308,6 +338,7 @@ class SshServer(ServerProcess):
             # (MaxStartups 10:30:100, MaxSessions 10) would start dropping them.
             "MaxStartups 200:30:400",
             "MaxSessions 100",
+            _session_environment(self.session_home),
             f"Subsystem sftp {sftp}",
         ]
         path.write_text("\n".join(lines) + "\n")

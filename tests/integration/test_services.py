@@ -196,6 +196,24 @@ def test_paramiko_connects_with_strict_host_key_checking(ssh_server: SshServer, 
     assert connection.split()[2:] == [address, str(ssh_server.port)]  # reached that very "host"
 
 
+def test_sessions_start_without_the_current_users_dotfiles(ssh_server: SshServer):
+    """A broker-side cost measured through the harness is the product's: bash started by sshd reads
+    ``~/.bashrc``, and a developer's (pyenv init here) cost ~0.2 s a session and made ``python3`` a
+    shim script; sessions get the server's own empty HOME and a ``python3`` that is a real binary."""
+    client = _strict_client([ssh_server.known_hosts_line("127.0.0.2")])
+    try:
+        _connect(client, ssh_server, "127.0.0.2")
+        command = 'echo "$HOME"; head -c 4 "$(command -v python3)" | od -An -c | tr -d " "'
+        _, stdout, _ = client.exec_command(command, timeout=10)
+        home, python_head = stdout.read().decode().split("\n")[:2]
+        assert stdout.channel.recv_exit_status() == 0
+    finally:
+        client.close()
+    assert home == str(ssh_server.session_home)
+    assert sorted(p.name for p in ssh_server.session_home.iterdir()) == []
+    assert python_head == "177ELF", "python3 on a session's PATH is the interpreter, not a wrapper script"
+
+
 def test_known_hosts_file_and_sftp(ssh_server: SshServer, tmp_path):
     client = paramiko.SSHClient()
     client.load_host_keys(str(ssh_server.known_hosts_path))
