@@ -16,7 +16,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import fsspec
-import pyarrow.compute as pc
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
@@ -93,6 +92,8 @@ def read_user_configs(hook: KafkaZooKeeperHook) -> dict[str, dict[str, str]]:
 
 def _extras(snapshot: str) -> ZooKeeperExtras:
     """The ACL, token, old-consumer and lease znodes of a snapshot (its other rows are not decoded)."""
+    import pyarrow.compute as pc  # not at import: its import costs every DAG-parsing process ~0.13 s
+
     _, table = read_snapshot_table(snapshot)
     paths = table.column("path")
     keep = None
