@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import shlex
 import socket
 import time
@@ -31,12 +30,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import paramiko
-from airflow.providers.ssh.hooks.ssh import SSHHook
 from airflow.sdk import BaseHook
 
+from airflow_provider_kafka_zk.hooks._host_key_policy import HostKeyPolicyError
 from airflow_provider_kafka_zk.kafka import znodes
 from airflow_provider_kafka_zk.kafka.errors import KafkaFormatError
 from airflow_provider_kafka_zk.kafka.inventory import (
@@ -58,11 +56,15 @@ from airflow_provider_kafka_zk.kafka.inventory import (
 from airflow_provider_kafka_zk.kafka.logdir import parse_java_properties
 from airflow_provider_kafka_zk.kafka.snapshot import gc_paused
 
+if TYPE_CHECKING:  # paramiko and the SSH provider load with the first connection, not the DAG file
+    import paramiko
+
+    from airflow_provider_kafka_zk.hooks._strict_ssh import StrictSSHHook
+
 log = logging.getLogger(__name__)
 
 REMOTE_SCRIPT_PATH = Path(__file__).with_name("_broker_inventory_remote.py")
 DEFAULT_PYTHON_INTERPRETERS: tuple[str, ...] = ("python3", "/usr/libexec/platform-python")
-SYSTEM_KNOWN_HOSTS: tuple[str, ...] = ("~/.ssh/known_hosts", "/etc/ssh/ssh_known_hosts")
 PARTITION_FILE_LIMIT = 1 << 20  # partition.metadata is 43 bytes; an epoch file a few KB
 LOG_DIR_FILE_LIMIT = 256 << 20  # a recovery-point checkpoint of 1M partitions is ~40 MB
 _STDERR_KEEP = 64 << 10
@@ -154,10 +156,6 @@ class BrokerIdentityError(BrokerHostError):
     retryable = False
 
 
-class HostKeyPolicyError(ValueError):
-    """The SSH connection asks to skip host-key checks, which this hook never does."""
-
-
 @dataclass(frozen=True)
 class BrokerAddress:
     """Where a broker's host is reached (``source``: broker_hosts or zookeeper)."""
@@ -166,129 +164,6 @@ class BrokerAddress:
     host: str
     port: int
     source: str
-
-
-class _RejectUnknownHostKey(paramiko.MissingHostKeyPolicy):
-    """Reject, naming the offered key, so the operator can verify it out of band and add it."""
-
-    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
-        raise _UnknownHostKey(hostname, key)
-
-
-class _UnknownHostKey(paramiko.SSHException):
-    def __init__(self, hostname: str, key: paramiko.PKey) -> None:
-        self.hostname = hostname
-        self.key = key
-        super().__init__(f"no trusted host key for {hostname}")
-
-
-class StrictSSHHook(SSHHook):
-    """Airflow's SSHHook for one broker host, with host keys always verified.
-
-    Everything is SSHHook's own, connecting included (its ``get_conn``, SSH provider 7.0.1: it trusts
-    ``host_key`` and ``~/.ssh/known_hosts``, and with host-key checks on it keeps paramiko's default
-    ``RejectPolicy``, which refuses any other host). This subclass only decides, as it connects,
-    which key ``host_key`` is: the connection's own, else this host's entry in the known_hosts files
-    given, else in the system files. With none trusted it does not connect at all, and names the key
-    the host offers (read by a bare key exchange, before any authentication). A key for the host in
-    ``~/.ssh/known_hosts`` is checked first (paramiko's "system" keys), as SSHHook has it.
-
-    :param known_hosts: known_hosts files trusted besides the connection's ``host_key`` and the
-        system files.
-    :param connection: the Airflow connection already fetched on the task's thread (SSHHook would
-        fetch it again, which fails in a worker thread for connections stored in the DB).
-    :param args: SSHHook's (``ssh_conn_id``, ``remote_host`` ...); also ``kwargs``.
-    """
-
-    def __init__(
-        self, *args: Any, known_hosts: Sequence[str] = (), connection: Any = None, **kwargs: Any
-    ) -> None:
-        # ``connection``: the Airflow connection already fetched on the task's own thread. SSHHook
-        # would fetch it again in __init__, which fails in a worker thread of a running task (the
-        # task's channel to the API server is not thread-safe) for connections stored in the DB.
-        self._preloaded_connection = connection
-        self._trusted_key: paramiko.PKey | None = None
-        super().__init__(*args, **kwargs)
-        if self.no_host_key_check or self.allow_host_key_change:
-            raise HostKeyPolicyError(
-                f"SSH connection {self.ssh_conn_id!r} disables host-key checking "
-                "(no_host_key_check / allow_host_key_change); broker hosts are always verified: "
-                "give host_key or a known_hosts file instead"
-            )
-        self.known_hosts_files = tuple(known_hosts)
-
-    @property  # type: ignore[override]
-    def host_key(self) -> paramiko.PKey | None:
-        """The key SSHHook.get_conn trusts: the one chosen for this connect, else the connection's."""
-        return self._trusted_key or self._connection_host_key
-
-    @host_key.setter
-    def host_key(self, value: paramiko.PKey | None) -> None:  # SSHHook.__init__ parses the extra
-        self._connection_host_key = value
-
-    def get_connection(self, conn_id: str) -> Any:  # type: ignore[override]
-        preloaded = self._preloaded_connection
-        if preloaded is not None and conn_id == self.ssh_conn_id:
-            return preloaded
-        return super().get_connection(conn_id)
-
-    @property
-    def known_hosts_name(self) -> str:
-        """This host as known_hosts names it (``[host]:port`` off port 22)."""
-        return self.remote_host if self.port == 22 else f"[{self.remote_host}]:{self.port}"
-
-    def load_trusted_host_keys(self, keys: paramiko.HostKeys) -> None:
-        """The known_hosts files given, then the system files, into ``keys`` (first entry wins).
-
-        ``HostKeys.load`` records no file name: nothing is ever written back.
-        """
-        for path in self.known_hosts_files:
-            expanded = os.path.expanduser(path)
-            if not os.path.isfile(expanded):
-                raise HostKeyPolicyError(f"known_hosts file {path!r} of {self.ssh_conn_id!r} does not exist")
-            keys.load(expanded)
-        for path in SYSTEM_KNOWN_HOSTS:
-            expanded = os.path.expanduser(path)
-            if os.path.isfile(expanded):
-                try:
-                    keys.load(expanded)
-                except (OSError, paramiko.SSHException) as exc:
-                    log.warning("Ignoring unreadable %s: %s", path, type(exc).__name__)
-
-    def trusted_host_key(self) -> paramiko.PKey | None:
-        """The connection's host_key, else the first key the known_hosts files hold for this host.
-
-        paramiko asks the server for the trusted key's type first (``SSHClient.connect``).
-        """
-        if self._connection_host_key is not None:
-            return self._connection_host_key
-        keys = paramiko.HostKeys()
-        self.load_trusted_host_keys(keys)
-        entry = keys.lookup(self.known_hosts_name)
-        return next(iter(entry.values()), None) if entry else None
-
-    def offered_host_key(self) -> paramiko.PKey:
-        """The key the host offers, by a key exchange alone (no authentication, nothing sent)."""
-        sock = self.host_proxy or socket.create_connection(
-            (self.remote_host, self.port), timeout=self.conn_timeout
-        )
-        transport = paramiko.Transport(sock)
-        try:
-            transport.start_client(timeout=self.conn_timeout)
-            return transport.get_remote_server_key()
-        finally:
-            transport.close()
-
-    def get_conn(self) -> paramiko.SSHClient:
-        """SSHHook.get_conn with ``host_key`` set to the trusted key; refused before connecting when
-        none is trusted (_UnknownHostKey names the key offered). paramiko's exceptions propagate."""
-        transport = self.client.get_transport() if self.client is not None else None
-        if transport is None or not transport.is_active():
-            trusted = self.trusted_host_key()
-            if trusted is None:
-                raise _UnknownHostKey(self.known_hosts_name, self.offered_host_key())
-            self._trusted_key = trusted
-        return super().get_conn()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -438,6 +313,8 @@ class BrokerHostHook(BaseHook):
 
     def ssh_hook(self, address: BrokerAddress) -> StrictSSHHook:
         """An SSHHook for this broker's host, built from the template connection."""
+        from airflow_provider_kafka_zk.hooks._strict_ssh import StrictSSHHook
+
         extra_known_hosts = self._ssh_extra.get("known_hosts")
         known_hosts = (*self.known_hosts, *([extra_known_hosts] if extra_known_hosts else []))
         timeout = self.connect_timeout
@@ -773,10 +650,14 @@ def _classify_connect_error(
     exc: BaseException, address: BrokerAddress, timeout: float | None
 ) -> BrokerHostError:
     """paramiko/socket exceptions -> the typed error for this broker (never echoing credentials)."""
+    import paramiko
+
+    from airflow_provider_kafka_zk.hooks._strict_ssh import UnknownHostKeyError
+
     args = (address.broker_id, address.host, address.port)
     if isinstance(exc, BrokerHostError):
         return exc
-    if isinstance(exc, _UnknownHostKey):
+    if isinstance(exc, UnknownHostKeyError):
         return BrokerHostKeyUnknownError(
             *args,
             f"no trusted host key for {exc.hostname}; the host offered {_fingerprint(exc.key)}. "

@@ -128,6 +128,19 @@ def test_the_daily_dag_verifies_topics_marked_for_deletion_without_cleaning_up(n
         load_clusters()
 
 
+def test_the_daily_dags_alert_check_runs_after_the_inventory_whatever_its_outcome(no_file_configured):
+    """Not at the run's start, where its task process slowed the listing every inventory waits for;
+    still before the alert, and still when the inventory failed."""
+    (no_file_configured / "kafka_zk_clusters.toml").write_text("[clusters.d]\n")
+    dag = daily_dags()["kafka_zk_daily_hygiene_d"]
+    check = dag.get_task("notify_check")
+    assert check.upstream_task_ids == {"inventory"}
+    assert check.trigger_rule == "all_done"
+    assert check.downstream_task_ids == {"alert"}
+    starting = {t.task_id for t in dag.tasks if not t.upstream_task_ids}
+    assert starting == {"snapshot", "inventory_groups"}
+
+
 def test_every_dag_and_operator_resolves_the_artefacts_base_the_same_way(
     no_file_configured, monkeypatch, tmp_path
 ):
