@@ -177,6 +177,7 @@ import airflow_provider_kafka_zk.triggers.leader_election
 on_the_loop = sorted(set(sys.modules) - before)
 import airflow_provider_kafka_zk.triggers.deletion_check, airflow_provider_kafka_zk.hooks.broker_host
 import airflow_provider_kafka_zk.maintenance
+import airflow_provider_kafka_zk.hooks._strict_ssh  # the check's first SSH connection (paramiko), in its thread
 in_the_thread = sorted({m.split(".")[0] for m in set(sys.modules) - before})
 print(on_the_loop)
 print(in_the_thread)
