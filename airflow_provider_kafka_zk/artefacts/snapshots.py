@@ -28,7 +28,7 @@ import io
 import json
 import logging
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -147,39 +147,51 @@ def is_redacted_row(row: ZnodeRow) -> bool:
     return is_redaction_digest(row.path, row.data)
 
 
-def _sensitive(paths: pa.Array | pa.ChunkedArray, data: pa.Array | pa.ChunkedArray) -> Any:
-    """Mask (no nulls) of the rows whose data a snapshot redacts: under REDACTED_PREFIXES (what
-    ``is_redacted_path`` tests, one vectorised test per prefix), with data neither null nor empty.
+def path_prefix_mask(paths: pa.Array | pa.ChunkedArray, prefixes: Iterable[str]) -> Any | None:
+    """Mask of the rows whose path starts with one of ``prefixes`` (one vectorised test each); None
+    for no prefix.
 
-    No Python scalars are given to the compute functions: pyarrow would import pandas to check them.
-    pyarrow.compute is imported here, not with the module: its import parses the docstring of every
-    compute function (~0.13 s of CPU), which every task process parsing the daily DAG would pay.
+    pyarrow.compute is imported in the functions that use it, not with this module: its import parses
+    the docstring of every compute function (~0.13 s of CPU), which every task process parsing the
+    daily DAG would pay.
     """
     import pyarrow.compute as pc
 
-    under = None
-    for prefix in REDACTED_PREFIXES:
+    mask = None
+    for prefix in prefixes:
         hit = pc.starts_with(paths, prefix)
-        under = hit if under is None else pc.or_(under, hit)
+        mask = hit if mask is None else pc.or_(mask, hit)
+    return mask
+
+
+def _sensitive(paths: pa.Array | pa.ChunkedArray, data: pa.Array | pa.ChunkedArray) -> Any:
+    """Mask (no nulls) of the rows whose data a snapshot redacts: under REDACTED_PREFIXES (what
+    ``is_redacted_path`` tests), with data neither null nor empty.
+
+    No Python scalars are given to the compute functions: pyarrow would import pandas to check them.
+    """
+    import pyarrow.compute as pc  # see path_prefix_mask
+
+    under = path_prefix_mask(paths, REDACTED_PREFIXES)
     not_empty = pc.cast(pc.binary_length(data), pa.bool_())  # null for null data
     return pc.and_kleene(pc.and_kleene(under, pc.is_valid(data)), not_empty)
 
 
 def _count(mask: Any) -> int:
-    import pyarrow.compute as pc  # see _sensitive
+    import pyarrow.compute as pc  # see path_prefix_mask
 
     return int(pc.sum(mask).as_py() or 0)
 
 
 def _redact(table: pa.Table) -> tuple[pa.Table, int]:
     """``table`` with sensitive data replaced by digests (a new table), and how many rows were."""
+    import pyarrow.compute as pc  # see path_prefix_mask
+
     if not _count(_sensitive(table.column("path"), table.column("data"))):
         return table, 0
     paths = table.column("path").combine_chunks()
     data = table.column("data").combine_chunks()
     mask = _sensitive(paths, data)
-    import pyarrow.compute as pc  # see _sensitive
-
     rows = pc.indices_nonzero(mask).to_pylist()
     builder = pa.lib.StringBuilder()  # not pa.array(list): that imports pandas
     builder.append_values([redacted_data(data[i].as_py()) for i in rows])

@@ -21,7 +21,11 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kafka_zk.artefacts.files import write_atomically
 from airflow_provider_kafka_zk.artefacts.object_storage import artefacts_url
-from airflow_provider_kafka_zk.artefacts.snapshots import read_snapshot_table, validate_cluster_name
+from airflow_provider_kafka_zk.artefacts.snapshots import (
+    path_prefix_mask,
+    read_snapshot_table,
+    validate_cluster_name,
+)
 from airflow_provider_kafka_zk.clusters import default_artefacts_base
 from airflow_provider_kafka_zk.kafka import znodes as zk
 from airflow_provider_kafka_zk.kafka.errors import KafkaFormatError
@@ -92,14 +96,8 @@ def read_user_configs(hook: KafkaZooKeeperHook) -> dict[str, dict[str, str]]:
 
 def _extras(snapshot: str) -> ZooKeeperExtras:
     """The ACL, token, old-consumer and lease znodes of a snapshot (its other rows are not decoded)."""
-    import pyarrow.compute as pc  # not at import: its import costs every DAG-parsing process ~0.13 s
-
     _, table = read_snapshot_table(snapshot)
-    paths = table.column("path")
-    keep = None
-    for prefix in ZooKeeperExtras.PREFIXES:
-        hit = pc.starts_with(paths, prefix)
-        keep = hit if keep is None else pc.or_(keep, hit)
+    keep = path_prefix_mask(table.column("path"), ZooKeeperExtras.PREFIXES)
     selected = table.filter(keep) if keep is not None else table.slice(0, 0)
     rows = (ZnodeRow(**r) for r in selected.to_pylist())
     return ZooKeeperExtras.from_rows(rows)

@@ -34,23 +34,33 @@ kraft_readiness = true
 """
 
 
-def _modules_after_parsing(dag_file: Path, tmp_path: Path) -> set[str]:
-    clusters = tmp_path / "clusters.toml"
+@pytest.fixture(scope="module")
+def modules_after_parsing(tmp_path_factory):
+    """``parse(dag_file)`` -> the modules a fresh interpreter holds after loading it (one subprocess
+    per file for the whole module: the daily DAG's two tests share one)."""
+    clusters = tmp_path_factory.mktemp("clusters") / "clusters.toml"
     clusters.write_text(CLUSTER_FILE)
-    done = subprocess.run(
-        [sys.executable, "-c", _PARSE, str(dag_file)],
-        env={**os.environ, "KAFKA_ZK_CLUSTERS_FILE": str(clusters)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return set(json.loads(done.stdout.strip().splitlines()[-1]))
+    parsed: dict[Path, set[str]] = {}
+
+    def parse(dag_file: Path) -> set[str]:
+        if dag_file not in parsed:
+            done = subprocess.run(
+                [sys.executable, "-c", _PARSE, str(dag_file)],
+                env={**os.environ, "KAFKA_ZK_CLUSTERS_FILE": str(clusters)},
+                capture_output=True,
+                text=True,
+                timeout=300,
+                check=False,
+            )
+            assert done.returncode == 0, done.stderr[-3000:]
+            parsed[dag_file] = set(json.loads(done.stdout.strip().splitlines()[-1]))
+        return parsed[dag_file]
+
+    return parse
 
 
-def test_the_daily_dag_parses_without_paramiko_the_ssh_provider_or_pyarrow_compute(tmp_path):
-    modules = _modules_after_parsing(DAGS / "kafka_zk_daily_hygiene.py", tmp_path)
+def test_the_daily_dag_parses_without_paramiko_the_ssh_provider_or_pyarrow_compute(modules_after_parsing):
+    modules = modules_after_parsing(DAGS / "kafka_zk_daily_hygiene.py")
     assert "airflow_provider_kafka_zk.operators.inventory" in modules  # the file did build the DAG
     assert "airflow_provider_kafka_zk.hooks.broker_host" in modules
     heavy = {"paramiko", "airflow.providers.ssh.hooks.ssh", "pyarrow.compute"} & modules
@@ -58,6 +68,6 @@ def test_the_daily_dag_parses_without_paramiko_the_ssh_provider_or_pyarrow_compu
 
 
 @pytest.mark.parametrize("dag_file", sorted(DAGS.glob("kafka_zk_*.py")), ids=lambda p: p.stem)
-def test_no_shipped_dag_file_imports_paramiko_to_parse(dag_file: Path, tmp_path):
-    modules = _modules_after_parsing(dag_file, tmp_path)
+def test_no_shipped_dag_file_imports_paramiko_to_parse(dag_file: Path, modules_after_parsing):
+    modules = modules_after_parsing(dag_file)
     assert not {"paramiko", "airflow.providers.ssh.hooks.ssh"} & modules
